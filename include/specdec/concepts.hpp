@@ -1,0 +1,212 @@
+// The concepts a user type must model to plug into specdec, and the checks that explain in words
+// what is missing when it does not.
+//
+//   Target    — the user's model: prefill, forward a draft tree on top of its KV cache, commit.
+//   Drafter   — proposes a draft tree each step and observes what was committed.
+//   Verifier  — walks the tree against the target's output and decides the accepted path.
+//
+// A verifier states what it needs from the target's forward() output (`needs`): the argmax per
+// node, or full rows of logits. A target whose output only knows argmaxes (e.g. a replay of
+// recorded greedy answers) then works with the exact verifier and is refused at compile time by a
+// sampling one.
+#pragma once
+
+#include <concepts>
+#include <span>
+#include <type_traits>
+#include <utility>
+
+#include <specdec/config.hpp>
+#include <specdec/draft_tree.hpp>
+#include <specdec/tree_view.hpp>
+#include <specdec/verdict.hpp>
+
+namespace specdec {
+
+/// What a drafter is told when asked for a draft.
+struct DraftContext {
+  /// Every committed token of the sequence: the prompt, then what was generated. back() is the
+  /// root of the tree to draft (committed, not yet seen by the target).
+  std::span<const token_t> tokens;
+  /// How many of `tokens` are the prompt.
+  int prompt_length = 0;
+  /// At most this many non-root nodes will be kept after the merge; proposing more is allowed.
+  int budget = 0;
+  /// Nodes deeper than this will be dropped (the target's remaining positions).
+  int max_depth = 0;
+  /// Vocabulary size of the target: proposed tokens must lie in [0, vocab_size).
+  int vocab_size = 0;
+};
+
+/// What a verifier reads from the target's output.
+enum class output_need {
+  argmax,  ///< the target's most likely token after each node
+  logits,  ///< the full row of logits after each node
+};
+
+// ---- target output ------------------------------------------------------------------------
+
+template <class O>
+concept ArgmaxOutput = requires(const O& out, node_t node) {
+  { out.argmax(node) } -> std::convertible_to<token_t>;
+};
+
+template <class O>
+concept LogitsOutput = requires(const O& out, node_t node) {
+  { out.logits(node) } -> std::convertible_to<std::span<const float>>;
+};
+
+template <class O>
+concept FeatureOutput = requires(const O& out, node_t node) {
+  { out.features(node) } -> std::convertible_to<std::span<const float>>;
+};
+
+template <class O>
+concept TargetOutput = ArgmaxOutput<O> || LogitsOutput<O>;
+
+/// The type forward() returns, without reference or const.
+template <class T>
+using target_output_t =
+    std::remove_cvref_t<decltype(std::declval<T&>().forward(std::declval<const TreeView&>()))>;
+
+// ---- target -------------------------------------------------------------------------------
+
+/// A model that decodes with a KV cache.
+///  - vocab_size(): number of tokens.
+///  - prefill(tokens): starts a new sequence whose KV cache holds exactly `tokens` (may be empty).
+///  - forward(tree): runs every tree node on top of the KV cache; node i sits at position
+///    tree.position(i) and attends to the cache and to its tree ancestors (tree.mask). Returns an
+///    output with argmax(node) and/or logits(node), valid until the next forward/commit/prefill.
+///  - commit(path): appends the K/V of the tree nodes `path` (root first, a chain) to the cache,
+///    so that the cache holds exactly the committed tokens.
+template <class T>
+concept Target = requires(T& t, const T& ct, std::span<const token_t> tokens, const TreeView& tree,
+                          std::span<const node_t> path) {
+  { ct.vocab_size() } -> std::convertible_to<int>;
+  t.prefill(tokens);
+  t.forward(tree);
+  t.commit(path);
+} && TargetOutput<target_output_t<T>>;
+
+/// A target that also returns, per node, its last hidden state before the classifier
+/// (out.features(node), feature_dim() floats) — what EAGLE and DReSD draft from.
+template <class T>
+concept FeatureTarget = Target<T> && FeatureOutput<target_output_t<T>> && requires(const T& ct) {
+  { ct.feature_dim() } -> std::convertible_to<int>;
+};
+
+/// Optional: a target with a fixed number of positions (max_positions()); the decoder then never
+/// drafts past it.
+template <class T>
+concept BoundedTarget = requires(const T& ct) {
+  { ct.max_positions() } -> std::convertible_to<int>;
+};
+
+// ---- drafter ------------------------------------------------------------------------------
+
+/// A draft policy.
+///  - begin(prompt): a new sequence starts with these tokens.
+///  - propose(ctx, tree): write a draft below the root; `tree` arrives reset to ctx.tokens.back().
+///    An empty draft (root only) is always allowed.
+///  - observe(tokens): these tokens were just committed (accepted drafts, then the next token).
+template <class D>
+concept Drafter = std::move_constructible<D> &&
+                  requires(D& d, std::span<const token_t> tokens, const DraftContext& ctx,
+                           DraftTree& tree) {
+                    d.begin(tokens);
+                    d.propose(ctx, tree);
+                    d.observe(tokens);
+                  };
+
+/// Capabilities a drafter may declare as static constexpr members; absent means false.
+template <class D>
+struct drafter_traits {
+  /// The drafter reads the target's features (see FeatureTarget).
+  static constexpr bool needs_target_features = [] {
+    if constexpr (requires { D::needs_target_features; }) return bool(D::needs_target_features);
+    else return false;
+  }();
+};
+
+/// A drafter's display name: D::name when it has one.
+template <class D>
+constexpr const char* drafter_name() {
+  if constexpr (requires { { D::name } -> std::convertible_to<const char*>; }) return D::name;
+  else return "drafter";
+}
+
+// ---- verifier -----------------------------------------------------------------------------
+
+template <class V>
+concept Verifier = std::move_constructible<V> && requires {
+  { V::needs } -> std::convertible_to<output_need>;
+};
+
+/// A verifier that can verify a tree against target output type Out.
+template <class V, class Out>
+concept VerifierFor = Verifier<V> && requires(V& v, const TreeView& tree, const Out& out,
+                                              Verdict& verdict) { v.verify(tree, out, verdict); };
+
+// ---- checks with messages -----------------------------------------------------------------
+
+namespace detail {
+
+template <class T>
+constexpr bool check_target() {
+  static_assert(requires(const T& t) { { t.vocab_size() } -> std::convertible_to<int>; },
+                "In your target: `int vocab_size() const` is missing.");
+  static_assert(requires(T& t, std::span<const token_t> p) { t.prefill(p); },
+                "In your target: `void prefill(std::span<const specdec::token_t> tokens)` is missing; "
+                "it starts a new sequence whose KV cache holds exactly `tokens`.");
+  static_assert(requires(T& t, const TreeView& tree) { t.forward(tree); },
+                "In your target: `forward(const specdec::TreeView&)` is missing; it runs the draft "
+                "tree on top of the KV cache and returns an output with argmax(node) or logits(node).");
+  static_assert(requires(T& t, std::span<const node_t> path) { t.commit(path); },
+                "In your target: `void commit(std::span<const specdec::node_t> path)` is missing; it "
+                "appends the accepted path's K/V so the cache holds exactly the committed tokens.");
+  if constexpr (requires(T& t, const TreeView& tree) { t.forward(tree); }) {
+    static_assert(TargetOutput<target_output_t<T>>,
+                  "In your target: forward() returns a type with neither `token_t argmax(node_t) "
+                  "const` nor `std::span<const float> logits(node_t) const`.");
+  }
+  return true;
+}
+
+template <class D>
+constexpr bool check_drafter() {
+  static_assert(std::move_constructible<D>, "In your drafter: the type must be move-constructible.");
+  static_assert(requires(D& d, std::span<const token_t> p) { d.begin(p); },
+                "In your drafter: `void begin(std::span<const specdec::token_t> prompt)` is missing; "
+                "it is called when a new sequence starts.");
+  static_assert(requires(D& d, const DraftContext& ctx, DraftTree& tree) { d.propose(ctx, tree); },
+                "In your drafter: `void propose(const specdec::DraftContext&, specdec::DraftTree&)` is "
+                "missing; it writes this step's draft below the tree's root.");
+  static_assert(requires(D& d, std::span<const token_t> t) { d.observe(t); },
+                "In your drafter: `void observe(std::span<const specdec::token_t> committed)` is "
+                "missing; it is told the tokens committed by each step.");
+  return true;
+}
+
+template <class V, class Out>
+constexpr bool check_verifier() {
+  static_assert(requires { { V::needs } -> std::convertible_to<output_need>; },
+                "In your verifier: `static constexpr specdec::output_need needs` is missing; say "
+                "whether verify() reads argmax(node) or logits(node) of the target's output.");
+  if constexpr (requires { { V::needs } -> std::convertible_to<output_need>; }) {
+    if constexpr (V::needs == output_need::logits) {
+      static_assert(LogitsOutput<Out>,
+                    "This verifier samples from full rows of logits, but the target's forward() "
+                    "output has no `std::span<const float> logits(node_t) const` (it gives argmaxes "
+                    "only). Use specdec::ExactVerifier with this target, or a target with logits.");
+    }
+  }
+  static_assert(requires(V& v, const TreeView& tree, const Out& out, Verdict& verdict) {
+                  v.verify(tree, out, verdict);
+                },
+                "In your verifier: `void verify(const specdec::TreeView&, const Output&, "
+                "specdec::Verdict&)` is missing or does not accept this target's output type.");
+  return true;
+}
+
+}  // namespace detail
+}  // namespace specdec

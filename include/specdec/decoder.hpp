@@ -1,0 +1,261 @@
+// SpeculativeDecoder<Target, Drafter..., Verifier>: the decode loop on the host backend.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <specdec/concepts.hpp>
+#include <specdec/draft_tree.hpp>
+#include <specdec/error.hpp>
+#include <specdec/stats.hpp>
+#include <specdec/type_list.hpp>
+
+namespace specdec {
+
+struct DecoderOptions {
+  /// Most non-root draft nodes sent to the target per step, after merging all drafters.
+  int budget = 64;
+};
+
+/// Speculative decoding of `Target` with drafts from every `Drafter` merged into one tree and
+/// checked by the last policy, the `Verifier`.
+///
+///   specdec::SpeculativeDecoder<MyModel, specdec::CasdDrafter, specdec::ExactVerifier> dec(model);
+///   dec.prefill(prompt);
+///   auto tokens = dec.generate(256, {eos});
+///
+/// The target is held by reference and must outlive the decoder; policies are owned.
+template <class Target, class... Policies>
+class SpeculativeDecoder {
+  static_assert(sizeof...(Policies) >= 1,
+                "SpeculativeDecoder<Target, Drafter..., Verifier>: the last template argument must be "
+                "a verifier (e.g. specdec::ExactVerifier), and none was given.");
+  using split = detail::split_last<Policies...>;
+  using drafter_list = typename split::init;
+
+ public:
+  using target_type = Target;
+  using verifier_type = typename split::last;
+  using drafters_type = typename drafter_list::template apply<std::tuple>;
+  using output_type = target_output_t<Target>;
+  static constexpr std::size_t num_drafters = drafter_list::size;
+
+ private:
+  template <class... Ds>
+  static constexpr bool check_drafters(detail::type_list<Ds...>) {
+    return (detail::check_drafter<Ds>() && ... && true);
+  }
+  static_assert(detail::check_target<Target>());
+  static_assert(check_drafters(drafter_list{}));
+  static_assert(detail::check_verifier<verifier_type, output_type>());
+  static_assert(num_drafters <= 32, "SpeculativeDecoder: at most 32 drafters (one source bit each).");
+
+ public:
+  /// Policies given in template order: drafters, then the verifier.
+  SpeculativeDecoder(Target& target, Policies... policies)
+      : SpeculativeDecoder(target, DecoderOptions{}, std::move(policies)...) {}
+
+  SpeculativeDecoder(Target& target, DecoderOptions options, Policies... policies)
+      : SpeculativeDecoder(target, options, std::forward_as_tuple(std::move(policies)...),
+                           std::make_index_sequence<num_drafters>{}) {}
+
+  /// All policies default-constructed.
+  explicit SpeculativeDecoder(Target& target, DecoderOptions options = {})
+    requires(std::default_initializable<Policies> && ...)
+      : SpeculativeDecoder(target, options, Policies{}...) {}
+
+  /// Starts a new sequence. The prompt's last token becomes the first tree's root; the target's
+  /// KV cache is filled with the tokens before it. Throws specdec::error on an empty prompt or a
+  /// token outside the vocabulary.
+  void prefill(std::span<const token_t> prompt) {
+    if (prompt.empty()) throw error("SpeculativeDecoder::prefill: the prompt is empty (it needs at least one token)");
+    if (options_.budget < 0)
+      throw error("SpeculativeDecoder: budget must be >= 0, got " + std::to_string(options_.budget));
+    vocab_ = static_cast<int>(target_.vocab_size());
+    for (std::size_t i = 0; i < prompt.size(); ++i) check_token(prompt[i], "prompt token " + std::to_string(i));
+    context_.assign(prompt.begin(), prompt.end());
+    prompt_length_ = static_cast<int>(prompt.size());
+    cached_ = prompt_length_ - 1;
+    target_.prefill(prompt.first(prompt.size() - 1));
+    std::apply([&](auto&... d) { (d.begin(prompt), ...); }, drafters_);
+    stats_ = DecodeStats{};
+    stats_.accepted_by_drafter.assign(num_drafters, {});
+    stats_.drafter_names = names();
+  }
+
+  /// One speculative step: draft, one target forward, verify, commit. Returns the tokens
+  /// committed by this step (accepted draft tokens, then the next token), valid until the next call.
+  std::span<const token_t> step() {
+    if (context_.empty()) throw error("SpeculativeDecoder::step: call prefill() first");
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+
+    int max_depth = options_.budget;
+    if constexpr (BoundedTarget<Target>) {
+      const int room = static_cast<int>(target_.max_positions()) - cached_ - 1;
+      if (room < 0) {
+        throw error("SpeculativeDecoder::step: the target is full (" +
+                    std::to_string(target_.max_positions()) + " positions)");
+      }
+      max_depth = std::min(max_depth, room);
+    }
+    const DraftContext ctx{context_, prompt_length_, options_.budget, max_depth, vocab_};
+    if constexpr (num_drafters == 0) trees_[0].reset(context_.back());
+    std::size_t d = 0;
+    std::apply([&](auto&... drafter) { (propose_one(drafter, d++, ctx), ...); }, drafters_);
+    merger_.merge(tree_ptrs_, options_.budget, max_depth);
+    TreeView view = merger_.view();
+    view.base_position = cached_;
+    const auto t1 = clock::now();
+
+    decltype(auto) out = target_.forward(view);
+    const auto t2 = clock::now();
+
+    verifier_.verify(view, out, verdict_);
+    check_verdict(view);
+    const auto t3 = clock::now();
+
+    target_.commit(std::span<const node_t>(verdict_.path));
+    const auto t4 = clock::now();
+
+    committed_.clear();
+    for (std::size_t k = 1; k < verdict_.path.size(); ++k) committed_.push_back(view.token[verdict_.path[k]]);
+    committed_.push_back(verdict_.next_token);
+    context_.insert(context_.end(), committed_.begin(), committed_.end());
+    cached_ += static_cast<int>(verdict_.path.size());
+    std::apply([&](auto&... drafter) { (drafter.observe(std::span<const token_t>(committed_)), ...); },
+               drafters_);
+    const auto t5 = clock::now();
+
+    record(view, t0, t1, t2, t3, t4, t5);
+    return committed_;
+  }
+
+  /// Steps until `max_new_tokens` tokens were generated or a stop token was produced. Returns the
+  /// new tokens, cut after the first stop token (included) or at max_new_tokens. The decoder's
+  /// context() keeps everything committed, including tokens of the last step past the cut.
+  std::vector<token_t> generate(int max_new_tokens, std::span<const token_t> stop_tokens = {}) {
+    if (max_new_tokens < 0)
+      throw error("SpeculativeDecoder::generate: max_new_tokens must be >= 0, got " + std::to_string(max_new_tokens));
+    std::vector<token_t> out;
+    while (static_cast<int>(out.size()) < max_new_tokens) {
+      for (token_t t : step()) {
+        out.push_back(t);
+        if (static_cast<int>(out.size()) == max_new_tokens ||
+            std::find(stop_tokens.begin(), stop_tokens.end(), t) != stop_tokens.end())
+          return out;
+      }
+    }
+    return out;
+  }
+
+  /// Prompt and generated tokens; back() is the next root (committed, not yet seen by the target).
+  std::span<const token_t> context() const { return context_; }
+  int prompt_length() const { return prompt_length_; }
+  const DecodeStats& stats() const { return stats_; }
+  const DecoderOptions& options() const { return options_; }
+  /// The last step's merged, laid-out tree and verdict (for inspection and tests).
+  const DraftTree& last_tree() const { return merger_.tree(); }
+  const Verdict& last_verdict() const { return verdict_; }
+
+  template <std::size_t I>
+  auto& drafter() { return std::get<I>(drafters_); }
+  verifier_type& verifier() { return verifier_; }
+  Target& target() { return target_; }
+
+  /// Display names of the drafters, in template order.
+  static std::vector<std::string> names() {
+    return names_of(drafter_list{});
+  }
+
+ private:
+  template <class Tuple, std::size_t... I>
+  SpeculativeDecoder(Target& target, DecoderOptions options, Tuple&& all, std::index_sequence<I...>)
+      : target_(target),
+        options_(options),
+        drafters_(std::move(std::get<I>(all))...),
+        verifier_(std::move(std::get<num_drafters>(all))) {
+    for (std::size_t i = 0; i < num_drafters; ++i) tree_ptrs_[i] = &trees_[i];
+    if constexpr (num_drafters == 0) tree_ptrs_[0] = &trees_[0];
+  }
+
+  template <class... Ds>
+  static std::vector<std::string> names_of(detail::type_list<Ds...>) {
+    return {std::string(drafter_name<Ds>())...};
+  }
+
+  template <class D>
+  void propose_one(D& drafter, std::size_t index, const DraftContext& ctx) {
+    DraftTree& tree = trees_[index];
+    tree.reset(context_.back());
+    drafter.propose(ctx, tree);
+    if (tree.root_token() != context_.back())
+      throw error(who(index) + ": changed the root token of its draft tree");
+    check_tree(tree, vocab_, who(index));
+  }
+
+  static std::string who(std::size_t index) {
+    return "drafter " + std::to_string(index) + " (" + names()[index] + ")";
+  }
+
+  void check_token(token_t t, const std::string& what) const {
+    if (t < 0 || t >= vocab_)
+      throw error(what + " is " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab_) + ")");
+  }
+
+  // A user's verifier is outside our control: a wrong path would corrupt the KV cache silently.
+  void check_verdict(const TreeView& view) const {
+    const auto& path = verdict_.path;
+    if (path.empty() || path[0] != 0) throw error("verifier: the accepted path must start at the root (node 0)");
+    for (std::size_t k = 1; k < path.size(); ++k) {
+      if (path[k] <= 0 || path[k] >= view.size || view.parent[path[k]] != path[k - 1])
+        throw error("verifier: accepted path entry " + std::to_string(k) + " (node " +
+                    std::to_string(path[k]) + ") is not a child of the previous node");
+    }
+    check_token(verdict_.next_token, "verifier: the next token");
+  }
+
+  template <class TimePoint>
+  void record(const TreeView& view, TimePoint t0, TimePoint t1, TimePoint t2, TimePoint t3,
+              TimePoint t4, TimePoint t5) {
+    using seconds = std::chrono::duration<double>;
+    const auto& path = verdict_.path;
+    ++stats_.steps;
+    stats_.tokens += static_cast<std::int64_t>(committed_.size());
+    stats_.drafted_nodes += view.size - 1;
+    DecodeStats::count(stats_.tokens_per_step, committed_.size());
+    const DraftTree& tree = merger_.tree();
+    for (std::size_t d = 0; d < num_drafters; ++d) {
+      std::size_t k = 1;
+      while (k < path.size() && (tree.source(path[k]) >> d & 1u)) ++k;
+      DecodeStats::count(stats_.accepted_by_drafter[d], k - 1);
+    }
+    stats_.draft_seconds += seconds(t1 - t0).count() + seconds(t5 - t4).count();
+    stats_.target_seconds += seconds(t2 - t1).count() + seconds(t4 - t3).count();
+    stats_.verify_seconds += seconds(t3 - t2).count();
+  }
+
+  Target& target_;
+  DecoderOptions options_;
+  drafters_type drafters_;
+  verifier_type verifier_;
+
+  std::vector<token_t> context_;
+  int prompt_length_ = 0;
+  int cached_ = 0;  // tokens in the target's KV cache
+  int vocab_ = 0;
+  std::array<DraftTree, std::max<std::size_t>(num_drafters, 1)> trees_;
+  std::array<const DraftTree*, std::max<std::size_t>(num_drafters, 1)> tree_ptrs_{};
+  TreeMerger merger_;
+  Verdict verdict_;
+  std::vector<token_t> committed_;
+  DecodeStats stats_;
+};
+
+}  // namespace specdec

@@ -1,0 +1,59 @@
+// Statistics of a decoding run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace specdec {
+
+/// Counters collected by SpeculativeDecoder over all steps since prefill().
+struct DecodeStats {
+  std::int64_t steps = 0;          ///< target calls (one forward per step)
+  std::int64_t tokens = 0;         ///< tokens committed, bonus tokens included
+  std::int64_t drafted_nodes = 0;  ///< non-root nodes sent to the target, summed over steps
+  /// tokens_per_step[k] = number of steps that committed k tokens (k >= 1).
+  std::vector<std::int64_t> tokens_per_step;
+  /// accepted_by_drafter[d][k] = number of steps in which the accepted path's first k draft
+  /// nodes (and not k + 1) were all proposed by drafter d (the CASD paper's Figure 4).
+  std::vector<std::vector<std::int64_t>> accepted_by_drafter;
+  std::vector<std::string> drafter_names;
+  double draft_seconds = 0;   ///< drafters' propose/observe, merge and layout
+  double target_seconds = 0;  ///< target forward and commit
+  double verify_seconds = 0;  ///< verifier
+
+  /// τ: tokens committed per target call, bonus token included (Spec-Bench's convention).
+  double tau() const { return steps ? static_cast<double>(tokens) / static_cast<double>(steps) : 0.0; }
+  double draft_nodes_per_step() const {
+    return steps ? static_cast<double>(drafted_nodes) / static_cast<double>(steps) : 0.0;
+  }
+
+  /// Adds another run's counters (e.g. to aggregate over prompts). Drafter sets must match.
+  void add(const DecodeStats& o) {
+    steps += o.steps;
+    tokens += o.tokens;
+    drafted_nodes += o.drafted_nodes;
+    add_histogram(tokens_per_step, o.tokens_per_step);
+    if (accepted_by_drafter.size() < o.accepted_by_drafter.size())
+      accepted_by_drafter.resize(o.accepted_by_drafter.size());
+    for (std::size_t d = 0; d < o.accepted_by_drafter.size(); ++d)
+      add_histogram(accepted_by_drafter[d], o.accepted_by_drafter[d]);
+    if (drafter_names.empty()) drafter_names = o.drafter_names;
+    draft_seconds += o.draft_seconds;
+    target_seconds += o.target_seconds;
+    verify_seconds += o.verify_seconds;
+  }
+
+  static void count(std::vector<std::int64_t>& histogram, std::size_t bin) {
+    if (histogram.size() <= bin) histogram.resize(bin + 1, 0);
+    ++histogram[bin];
+  }
+
+ private:
+  static void add_histogram(std::vector<std::int64_t>& into, const std::vector<std::int64_t>& from) {
+    if (into.size() < from.size()) into.resize(from.size(), 0);
+    for (std::size_t k = 0; k < from.size(); ++k) into[k] += from[k];
+  }
+};
+
+}  // namespace specdec

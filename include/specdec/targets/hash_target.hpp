@@ -1,0 +1,132 @@
+// HashTarget: a deterministic test model that needs no model file.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <specdec/concepts.hpp>
+#include <specdec/core/tree.hpp>
+#include <specdec/error.hpp>
+
+namespace specdec {
+
+/// A stand-in model whose logits after a sequence are a hash of the whole sequence — every token
+/// and its position. It keeps a cache of the committed tokens' running hashes (its "KV cache") and
+/// hashes each tree node from its parent at tree.position(node), so a decoder that gets positions,
+/// ancestry or commits wrong produces different tokens than plain greedy decoding.
+class HashTarget {
+ public:
+  /// The target's output: a full row of logits per node, and its argmax.
+  class Output {
+   public:
+    token_t argmax(node_t node) const { return argmax_[node]; }
+    std::span<const float> logits(node_t node) const {
+      return {logits_.data() + static_cast<std::size_t>(node) * vocab_, static_cast<std::size_t>(vocab_)};
+    }
+
+   private:
+    friend class HashTarget;
+    int vocab_ = 0;
+    std::vector<float> logits_;
+    std::vector<token_t> argmax_;
+  };
+
+  /// `sharpness` scales the logits: larger makes the distribution peakier.
+  explicit HashTarget(int vocab_size = 64, std::uint64_t seed = 1, float sharpness = 4.0f)
+      : vocab_(vocab_size), seed_(seed), sharpness_(sharpness) {
+    if (vocab_size < 2) throw error("HashTarget: vocab_size must be >= 2, got " + std::to_string(vocab_size));
+    out_.vocab_ = vocab_size;
+  }
+
+  int vocab_size() const { return vocab_; }
+
+  void prefill(std::span<const token_t> tokens) {
+    cache_.assign(1, seed_);
+    for (token_t t : tokens) {
+      check(t);
+      cache_.push_back(mix(cache_.back(), t, static_cast<int>(cache_.size()) - 1));
+    }
+  }
+
+  const Output& forward(const TreeView& tree) {
+    if (cache_.empty()) throw error("HashTarget::forward: call prefill() first");
+    if (tree.base_position != cached()) {
+      throw error("HashTarget::forward: tree starts at position " + std::to_string(tree.base_position) +
+                  " but the cache holds " + std::to_string(cached()) + " tokens");
+    }
+    node_hash_.resize(tree.size);
+    out_.logits_.resize(static_cast<std::size_t>(tree.size) * vocab_);
+    out_.argmax_.resize(tree.size);
+    for (int i = 0; i < tree.size; ++i) {
+      check(tree.token[i]);
+      const std::uint64_t before = i == 0 ? cache_.back() : node_hash_[tree.parent[i]];
+      node_hash_[i] = mix(before, tree.token[i], tree.position(i));
+      float* row = out_.logits_.data() + static_cast<std::size_t>(i) * vocab_;
+      fill_row(node_hash_[i], row);
+      out_.argmax_[i] = core::argmax_row(row, vocab_);
+    }
+    return out_;
+  }
+
+  void commit(std::span<const node_t> path) {
+    for (std::size_t k = 0; k < path.size(); ++k) {
+      if (path[k] < 0 || path[k] >= static_cast<node_t>(node_hash_.size()))
+        throw error("HashTarget::commit: node " + std::to_string(path[k]) + " is not in the last tree");
+      cache_.push_back(node_hash_[path[k]]);
+    }
+  }
+
+  /// Plain greedy decoding of `n` tokens after `prompt`, one token at a time, without trees.
+  std::vector<token_t> greedy(std::span<const token_t> prompt, int n) const {
+    std::uint64_t h = seed_;
+    int position = 0;
+    for (token_t t : prompt) h = mix(h, t, position++);
+    std::vector<token_t> out;
+    std::vector<float> row(vocab_);
+    for (int i = 0; i < n; ++i) {
+      fill_row(h, row.data());
+      const token_t next = core::argmax_row(row.data(), vocab_);
+      out.push_back(next);
+      h = mix(h, next, position++);
+    }
+    return out;
+  }
+
+  /// Tokens in the cache.
+  int cached() const { return static_cast<int>(cache_.size()) - 1; }
+
+ private:
+  static std::uint64_t splitmix(std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+  static std::uint64_t mix(std::uint64_t h, token_t token, int position) {
+    return splitmix(h ^ splitmix(static_cast<std::uint64_t>(token) * 0x100000001b3ull +
+                                 static_cast<std::uint64_t>(position)));
+  }
+  void fill_row(std::uint64_t h, float* row) const {
+    for (int v = 0; v < vocab_; ++v) {
+      const std::uint64_t r = splitmix(h + static_cast<std::uint64_t>(v));
+      row[v] = sharpness_ * static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
+    }
+  }
+  void check(token_t t) const {
+    if (t < 0 || t >= vocab_)
+      throw error("HashTarget: token " + std::to_string(t) + " outside the vocabulary [0, " + std::to_string(vocab_) + ")");
+  }
+
+  int vocab_;
+  std::uint64_t seed_;
+  float sharpness_;
+  std::vector<std::uint64_t> cache_;      // cache_[k] = hash of the first k tokens
+  std::vector<std::uint64_t> node_hash_;  // per node of the last tree
+  Output out_;
+};
+
+static_assert(Target<HashTarget>);
+
+}  // namespace specdec

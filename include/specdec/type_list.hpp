@@ -1,0 +1,39 @@
+// A minimal type list, used to split `SpeculativeDecoder<Target, Drafter..., Verifier>`'s pack.
+#pragma once
+
+#include <cstddef>
+#include <tuple>
+#include <utility>
+
+namespace specdec::detail {
+
+template <class... Ts>
+struct type_list {
+  static constexpr std::size_t size = sizeof...(Ts);
+  template <template <class...> class F>
+  using apply = F<Ts...>;
+};
+
+/// split_last<Ts...>: `init` is a type_list of all but the last type, `last` is the last type.
+template <class... Ts>
+struct split_last;
+
+template <class Last>
+struct split_last<Last> {
+  using init = type_list<>;
+  using last = Last;
+};
+
+template <class First, class... Rest>
+struct split_last<First, Rest...> {
+ private:
+  using tail = split_last<Rest...>;
+  template <class... Init>
+  static type_list<First, Init...> prepend(type_list<Init...>);
+
+ public:
+  using init = decltype(prepend(typename tail::init{}));
+  using last = typename tail::last;
+};
+
+}  // namespace specdec::detail

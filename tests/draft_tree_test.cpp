@@ -1,0 +1,131 @@
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include <specdec/draft_tree.hpp>
+
+using namespace specdec;
+
+namespace {
+
+TreeMerger merged(std::vector<const DraftTree*> trees, int budget, int max_depth = 1000) {
+  TreeMerger m;
+  m.merge(trees, budget, max_depth);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("DraftTree::add checks its parent and score", "[draft_tree]") {
+  DraftTree t;
+  t.reset(7);
+  CHECK(t.size() == 1);
+  CHECK(t.root_token() == 7);
+  const node_t a = t.add(0, 3);
+  CHECK(a == 1);
+  CHECK_THROWS_WITH(t.add(5, 1), Catch::Contains("parent 5 does not exist"));
+  CHECK_THROWS_WITH(t.add(-1, 1), Catch::Contains("parent -1 does not exist"));
+  CHECK_THROWS_WITH(t.add(0, 1, NAN), Catch::Contains("NaN"));
+  CHECK(t.find_child(0, 3) == 1);
+  CHECK(t.find_child(0, 4) == -1);
+  const node_t last = t.add_chain(a, std::vector<token_t>{4, 5}, 0.5f, 0.5f);
+  CHECK(last == 3);
+  CHECK(t.score(3) == 0.25f);
+}
+
+TEST_CASE("merge dedups by (parent, token) and records sources", "[draft_tree][merge]") {
+  DraftTree a, b;
+  a.reset(1);
+  b.reset(1);
+  // a: 1 -> 2 -> 3 ; 1 -> 4
+  a.add_chain(0, std::vector<token_t>{2, 3});
+  a.add(0, 4, 0.5f);
+  // b: 1 -> 2 -> 5 ; 1 -> 2 (duplicate inside b too)
+  const node_t b2 = b.add(0, 2, 0.9f);
+  b.add(b2, 5, 0.8f);
+  b.add(0, 2, 0.3f);
+  const TreeMerger m = merged({&a, &b}, 100);
+  const DraftTree& t = m.tree();
+  REQUIRE(t.size() == 5);  // root, 2, 3, 4, 5
+  CHECK(std::vector<node_t>(t.parents().begin(), t.parents().end()) == std::vector<node_t>{-1, 0, 1, 0, 1});
+  CHECK(std::vector<token_t>(t.tokens().begin(), t.tokens().end()) == std::vector<token_t>{1, 2, 3, 4, 5});
+  CHECK(t.source(0) == 0b11);
+  CHECK(t.source(1) == 0b11);
+  CHECK(t.source(2) == 0b01);
+  CHECK(t.source(3) == 0b01);
+  CHECK(t.source(4) == 0b10);
+  CHECK(t.score(1) == 1.0f);  // the highest proposed
+}
+
+TEST_CASE("merge keeps the budget by path priority, connected and deterministic", "[draft_tree][merge]") {
+  DraftTree a;
+  a.reset(0);
+  const node_t x = a.add(0, 10, 0.9f);
+  a.add(x, 11, 0.95f);            // priority min(0.95, 0.9) = 0.9: ties with x, after it
+  const node_t y = a.add(0, 20, 0.5f);
+  a.add(y, 21, 0.99f);            // priority 0.5: cannot outrank its parent
+  a.add(0, 30, 0.9f);             // ties with x; later in merge order
+  SECTION("budget 2 keeps the first two of the 0.9 tie, in merge order") {
+    const TreeMerger m_t = merged({&a}, 2);
+    const DraftTree& t = m_t.tree();
+    CHECK(std::vector<token_t>(t.tokens().begin(), t.tokens().end()) == std::vector<token_t>{0, 10, 11});
+  }
+  SECTION("budget 3 adds the other 0.9 node") {
+    const TreeMerger m_t = merged({&a}, 3);
+    const DraftTree& t = m_t.tree();
+    CHECK(std::vector<token_t>(t.tokens().begin(), t.tokens().end()) == std::vector<token_t>{0, 10, 11, 30});
+  }
+  SECTION("budget 4: a child with a higher score still follows its parent") {
+    const TreeMerger m_t = merged({&a}, 4);
+    const DraftTree& t = m_t.tree();
+    CHECK(std::vector<token_t>(t.tokens().begin(), t.tokens().end()) == std::vector<token_t>{0, 10, 11, 20, 30});
+    const TreeMerger m_t5 = merged({&a}, 5);
+    const DraftTree& t5 = m_t5.tree();
+    CHECK(std::vector<node_t>(t5.parents().begin(), t5.parents().end()) == std::vector<node_t>{-1, 0, 1, 0, 3, 0});
+  }
+  SECTION("budget 0 leaves the root") { const TreeMerger m0 = merged({&a}, 0);
+    CHECK(m0.tree().size() == 1); }
+  SECTION("max_depth drops deeper nodes") {
+    const TreeMerger m_t = merged({&a}, 10, 1);
+    const DraftTree& t = m_t.tree();
+    CHECK(std::vector<token_t>(t.tokens().begin(), t.tokens().end()) == std::vector<token_t>{0, 10, 20, 30});
+  }
+}
+
+TEST_CASE("merge lays the tree out for the target", "[draft_tree][merge]") {
+  DraftTree a;
+  a.reset(3);
+  a.add_chain(0, std::vector<token_t>{4, 5, 6});
+  a.add(1, 9);
+  const TreeMerger m = merged({&a}, 64);
+  const TreeView v = m.view();
+  REQUIRE(v.size == 5);
+  CHECK(v.max_depth == 3);
+  CHECK(v.words_per_row == 1);
+  CHECK(v.depth[4] == 2);
+  CHECK(v.attends(3, 1));
+  CHECK_FALSE(v.attends(4, 2));
+  CHECK(v.first_child[1] == 2);
+  CHECK(v.next_sibling[2] == 4);
+}
+
+TEST_CASE("merge rejects bad input", "[draft_tree][merge]") {
+  DraftTree a, b;
+  a.reset(1);
+  b.reset(2);
+  TreeMerger m;
+  std::vector<const DraftTree*> both{&a, &b};
+  CHECK_THROWS_WITH(m.merge(both, 4, 4), Catch::Contains("tree 1 has root token 2"));
+  std::vector<const DraftTree*> one{&a};
+  CHECK_THROWS_WITH(m.merge(one, -1, 4), Catch::Contains("budget must be >= 0, got -1"));
+  CHECK_THROWS_WITH(m.merge({}, 4, 4), Catch::Contains("no trees"));
+}
+
+TEST_CASE("check_tree names the author and the bad node", "[draft_tree]") {
+  DraftTree t;
+  t.reset(1);
+  t.add(0, 70);
+  CHECK_THROWS_WITH(check_tree(t, 64, "drafter 0 (x)"),
+                    Catch::Contains("drafter 0 (x)") && Catch::Contains("node 1") && Catch::Contains("token 70"));
+  CHECK_NOTHROW(check_tree(t, 71, "ok"));
+}
