@@ -129,3 +129,14 @@ TEST_CASE("check_tree names the author and the bad node", "[draft_tree]") {
                     Catch::Contains("drafter 0 (x)") && Catch::Contains("node 1") && Catch::Contains("token 70"));
   CHECK_NOTHROW(check_tree(t, 71, "ok"));
 }
+
+TEST_CASE("merge refuses more trees than source bits", "[draft_tree][merge]") {
+  std::vector<DraftTree> trees(33);
+  std::vector<const DraftTree*> ptrs;
+  for (auto& t : trees) ptrs.push_back(&t);
+  TreeMerger m;
+  CHECK_THROWS_WITH(m.merge(ptrs, 4, 4), Catch::Contains("33 trees"));
+  ptrs.pop_back();
+  CHECK_NOTHROW(m.merge(ptrs, 4, 4));
+  CHECK(m.tree().source(0) == 0xffffffffu);
+}

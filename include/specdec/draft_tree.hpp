@@ -118,6 +118,8 @@ class TreeMerger {
     if (budget < 0) throw error("TreeMerger: node budget must be >= 0, got " + std::to_string(budget));
     if (max_depth < 0) throw error("TreeMerger: max_depth must be >= 0, got " + std::to_string(max_depth));
     if (trees.empty()) throw error("TreeMerger: no trees to merge");
+    if (trees.size() > 32)
+      throw error("TreeMerger: " + std::to_string(trees.size()) + " trees, but a source mask has 32 bits");
     const token_t root = trees[0]->root_token();
     all_.reset(root);
     first_child_.assign(1, -1);
@@ -129,7 +131,7 @@ class TreeMerger {
         throw error("TreeMerger: tree " + std::to_string(t) + " has root token " +
                     std::to_string(tree.root_token()) + ", tree 0 has " + std::to_string(root));
       }
-      const std::uint32_t bit = t < 32 ? (1u << t) : 0u;
+      const std::uint32_t bit = 1u << t;
       remap_.assign(tree.size(), -1);
       remap_[0] = 0;
       all_.source_[0] |= bit;
