@@ -1,0 +1,287 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <specdec/core/rejection.hpp>
+#include <specdec/decoder.hpp>
+#include <specdec/policies/drafters/oracle.hpp>
+#include <specdec/policies/verifiers/exact.hpp>
+#include <specdec/policies/verifiers/rejection_sampling.hpp>
+#include <specdec/targets/hash_target.hpp>
+
+#include "support/chi_square.hpp"
+#include "support/random_tree.hpp"
+
+using namespace specdec;
+using specdec::testing::chi_square;
+
+namespace {
+
+// ---- a tiny bigram "model": the target's logits after a token depend on that token only ----
+constexpr int V = 12;
+constexpr token_t first_root = 3;
+
+struct Tables {
+  std::vector<float> target, draft;  // V x V logits: row = previous token
+  Tables() {
+    std::mt19937_64 rng(2024);
+    std::normal_distribution<float> normal(0.0f, 1.5f);
+    for (int i = 0; i < V * V; ++i) target.push_back(normal(rng));
+    // the drafter's model: related to the target's, but wrong in places
+    for (int i = 0; i < V * V; ++i) draft.push_back(0.6f * target[i] + normal(rng));
+  }
+  const float* target_row(token_t prev) const { return target.data() + prev * V; }
+  std::vector<float> q(token_t prev) const {  // the drafter's distribution: softmax of its row
+    std::vector<float> q(draft.begin() + prev * V, draft.begin() + (prev + 1) * V);
+    const float m = *std::max_element(q.begin(), q.end());
+    float sum = 0;
+    for (float& x : q) sum += x = std::exp(x - m);
+    for (float& x : q) x /= sum;
+    return q;
+  }
+  std::vector<token_t> top(token_t prev, int n) const {  // the drafter's n most likely tokens
+    std::vector<token_t> ids(V);
+    for (int v = 0; v < V; ++v) ids[v] = v;
+    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return draft[prev * V + a] > draft[prev * V + b]; });
+    ids.resize(n);
+    return ids;
+  }
+};
+const Tables tables;
+
+std::vector<double> target_probabilities(token_t prev, const SamplingParams& params) {
+  std::vector<float> w(V);
+  float mass = 0;
+  REQUIRE(core::sampling_weights(tables.target_row(prev), V, params, w.data(), &mass) == core::sampling_status::ok);
+  std::vector<double> p;
+  for (float x : w) p.push_back(static_cast<double>(x) / mass);
+  return p;
+}
+
+// ---- drafts ----
+using Drafter = std::function<void(token_t root, std::mt19937_64&, std::vector<DraftTree>&)>;
+
+token_t draw(const std::vector<float>& q, std::mt19937_64& rng) {
+  return static_cast<token_t>(std::discrete_distribution<int>(q.begin(), q.end())(rng));
+}
+
+// x1 ~ q(.|root), x2 ~ q(.|x1), ...: Leviathan et al.'s chain
+void sampled_chain(token_t root, std::mt19937_64& rng, std::vector<DraftTree>& trees, int depth) {
+  trees.resize(1);
+  trees[0].reset(root);
+  node_t node = 0;
+  token_t prev = root;
+  for (int k = 0; k < depth; ++k) {
+    const auto q = tables.q(prev);
+    const token_t x = draw(q, rng);
+    const token_t draws[] = {x};
+    trees[0].add_sampled(node, q, draws);
+    node = trees[0].find_child(node, x);
+    prev = x;
+  }
+}
+
+// `width` i.i.d. draws below the root (duplicates kept in the draw list), `width2` below each child
+void sampled_tree(token_t root, std::mt19937_64& rng, DraftTree& tree, int width, int width2, bool dedup_draws = false) {
+  tree.reset(root);
+  const auto q = tables.q(root);
+  std::vector<token_t> draws;
+  for (int i = 0; i < width; ++i) draws.push_back(draw(q, rng));
+  if (dedup_draws) {  // MISUSE on purpose: declares the distinct tokens, not the draws
+    std::vector<token_t> distinct;
+    for (token_t x : draws)
+      if (std::find(distinct.begin(), distinct.end(), x) == distinct.end()) distinct.push_back(x);
+    draws = distinct;
+  }
+  tree.add_sampled(0, q, draws);
+  const int children = tree.size();
+  for (node_t c = 1; c < children; ++c) {
+    const auto q2 = tables.q(tree.token(c));
+    std::vector<token_t> draws2;
+    for (int i = 0; i < width2; ++i) draws2.push_back(draw(q2, rng));
+    tree.add_sampled(c, q2, draws2);
+  }
+}
+
+// deterministic: the drafter's top tokens (one-hot proposals)
+void fixed_tree(token_t root, DraftTree& tree, int width, int width2) {
+  tree.reset(root);
+  for (token_t x : tables.top(root, width)) {
+    const node_t c = tree.add(0, x, 0.5f);
+    for (token_t y : tables.top(x, width2)) tree.add(c, y, 0.25f);
+  }
+}
+
+// ---- the walks under test ----
+using Walk = std::function<int(const TreeView&, const SamplingParams&, core::RandomKey, node_t*, token_t*)>;
+
+int real_walk(const TreeView& tree, const SamplingParams& params, core::RandomKey key, node_t* path, token_t* next) {
+  std::vector<float> work(V);
+  core::sampling_status status{};
+  node_t bad = -1;
+  const int length = core::rejection_walk(
+      tree, V, [&](node_t n) { return tables.target_row(tree.token[n]); }, params, key, work.data(), path, next,
+      &status, &bad);
+  REQUIRE(status == core::sampling_status::ok);
+  return length;
+}
+
+// BROKEN on purpose (the TensorRT-LLM dynamic-tree bug): every sibling is tested against the
+// same p, without the residual update after a rejected sibling. The test below must catch it.
+int walk_without_residual_update(const TreeView& tree, const SamplingParams& params, core::RandomKey key,
+                                 node_t* path, token_t* next) {
+  std::vector<float> w(V);
+  int length = 0;
+  node_t node = 0;
+  path[length++] = 0;
+  for (;;) {
+    float mass = 0;
+    core::sampling_weights(tables.target_row(tree.token[node]), V, params, w.data(), &mass);
+    const int position = tree.position(node) + 1;
+    std::uint32_t test = 0;
+    node_t accepted = -1;
+    for (node_t c = tree.first_child[node]; c >= 0 && accepted < 0; c = tree.next_sibling[c])
+      if (core::random_uniform(key, position, core::random_purpose::accept, test++) * mass < w[tree.token[c]]) accepted = c;
+    if (accepted < 0) {
+      for (node_t c = tree.first_child[node]; c >= 0; c = tree.next_sibling[c]) {
+        mass -= w[tree.token[c]];
+        w[tree.token[c]] = 0;
+      }
+      *next = core::sample_from_weights(w.data(), mass, V, core::random_uniform(key, position, core::random_purpose::sample, 0));
+      return length;
+    }
+    path[length++] = accepted;
+    node = accepted;
+  }
+}
+
+struct Result {
+  specdec::testing::ChiSquare first, pair;
+};
+
+// Decodes two tokens after `first_root` `trials` times (one random sequence id per trial) and
+// compares the first token and the two-token sequence with the target's distributions.
+Result run_trials(const std::string& name, const Drafter& drafter, const SamplingParams& params, int budget,
+                  const Walk& walk = real_walk, int trials = 200000) {
+  std::mt19937_64 rng(7);
+  std::vector<DraftTree> trees;
+  std::vector<const DraftTree*> pointers;
+  TreeMerger merger;
+  std::vector<std::int64_t> first(V, 0), pair(V * V, 0);
+  std::vector<node_t> path(16);
+  std::vector<token_t> emitted;
+  std::int64_t steps = 0, accepted = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    emitted.clear();
+    token_t root = first_root;
+    int position = 0;
+    while (emitted.size() < 2) {
+      drafter(root, rng, trees);
+      pointers.clear();
+      for (const auto& t : trees) pointers.push_back(&t);
+      merger.merge(pointers, budget, 8);
+      TreeView view = merger.view();
+      view.base_position = position;
+      token_t next = -1;
+      const int length = walk(view, params, core::RandomKey{99, static_cast<std::uint32_t>(trial)}, path.data(), &next);
+      for (int k = 1; k < length; ++k) emitted.push_back(view.token[path[k]]);
+      ++steps;
+      accepted += length - 1;
+      emitted.push_back(next);
+      position += length;
+      root = next;
+    }
+    ++first[emitted[0]];
+    ++pair[emitted[0] * V + emitted[1]];
+  }
+  const auto p1 = target_probabilities(first_root, params);
+  std::vector<double> p2(V * V);
+  for (int a = 0; a < V; ++a) {
+    const auto next = target_probabilities(a, params);
+    for (int b = 0; b < V; ++b) p2[a * V + b] = p1[a] * next[b];
+  }
+  Result r{chi_square(first, p1), chi_square(pair, p2)};
+  std::cout << "chi-square [" << name << "] first token: X2 = " << r.first.statistic << ", df = "
+            << r.first.degrees_of_freedom << ", p = " << r.first.p_value << "; two tokens: X2 = " << r.pair.statistic
+            << ", df = " << r.pair.degrees_of_freedom << ", p = " << r.pair.p_value
+            << "; accepted draft tokens per step: " << static_cast<double>(accepted) / static_cast<double>(steps) << "\n";
+  CHECK(accepted > 0);  // the drafts were really tested, not just skipped
+  return r;
+}
+
+void require_lossless(const Result& r) {
+  CHECK(r.first.p_value > 0.001);
+  CHECK(r.pair.p_value > 0.001);
+}
+
+}  // namespace
+
+TEST_CASE("rejection sampling is lossless on chains (statistical)", "[rejection][lossless][statistical]") {
+  SECTION("draft probabilities q, temperature 1") {
+    require_lossless(run_trials("chain, sampled q, T=1", [](token_t r, auto& rng, auto& trees) { sampled_chain(r, rng, trees, 3); },
+                                SamplingParams{1.0f}, 8));
+  }
+  SECTION("one-hot drafts, temperature 0.7, top-k 5") {
+    require_lossless(run_trials("chain, one-hot, T=0.7, top-k 5",
+                                [](token_t r, auto&, auto& trees) {
+                                  trees.resize(1);
+                                  trees[0].reset(r);
+                                  node_t n = 0;
+                                  token_t prev = r;
+                                  for (int k = 0; k < 3; ++k) n = trees[0].add(n, prev = tables.top(prev, 1)[0]);
+                                },
+                                SamplingParams{0.7f, 5}, 8));
+  }
+}
+
+TEST_CASE("rejection sampling is lossless on wide trees (statistical)", "[rejection][lossless][statistical]") {
+  SECTION("draft probabilities q, 3 i.i.d. draws then 2 per child, temperature 0.7, top-p 0.9") {
+    require_lossless(run_trials("tree, sampled q, T=0.7, top-p 0.9",
+                                [](token_t r, auto& rng, auto& trees) { trees.resize(1); sampled_tree(r, rng, trees[0], 3, 2); },
+                                SamplingParams{0.7f, 0, 0.9f}, 16));
+  }
+  SECTION("one-hot drafts, 4 children then 2 each, temperature 1") {
+    require_lossless(run_trials("tree, one-hot, T=1",
+                                [](token_t r, auto&, auto& trees) { trees.resize(1); fixed_tree(r, trees[0], 4, 2); },
+                                SamplingParams{1.0f}, 16));
+  }
+  SECTION("sampled and one-hot drafters merged, budget cut, top-k 6, top-p 0.8, min-p 0.05") {
+    require_lossless(run_trials("merged sampled + one-hot, budget 4, T=1, top-k 6, top-p 0.8, min-p 0.05",
+                                [](token_t r, auto& rng, auto& trees) {
+                                  trees.resize(2);
+                                  fixed_tree(r, trees[0], 2, 2);
+                                  sampled_tree(r, rng, trees[1], 3, 2);
+                                },
+                                SamplingParams{1.0f, 6, 0.8f, 0.05f}, 4));
+  }
+  SECTION("q's support far wider than the target's (top-k 3)") {
+    require_lossless(run_trials("tree, sampled q, target top-k 3",
+                                [](token_t r, auto& rng, auto& trees) { trees.resize(1); sampled_tree(r, rng, trees[0], 4, 1); },
+                                SamplingParams{1.0f, 3}, 16));
+  }
+}
+
+TEST_CASE("the statistical test catches a verifier without the residual update between siblings",
+          "[rejection][statistical][teeth]") {
+  const Result r = run_trials("BROKEN: no residual update, one-hot tree, T=1",
+                              [](token_t root, auto&, auto& trees) { trees.resize(1); fixed_tree(root, trees[0], 4, 2); },
+                              SamplingParams{1.0f}, 16, walk_without_residual_update);
+  CHECK(r.first.p_value < 1e-6);
+  CHECK(r.pair.p_value < 1e-6);
+}
+
+TEST_CASE("the statistical test catches draws declared without their repeats", "[rejection][statistical][teeth]") {
+  // With replacement matters: declaring the distinct tokens of 6 draws as if they were the draws
+  // tests them against q more often than they were drawn.
+  const Result r = run_trials("MISUSE: deduplicated draws",
+                              [](token_t root, auto& rng, auto& trees) { trees.resize(1); sampled_tree(root, rng, trees[0], 6, 0, true); },
+                              SamplingParams{1.0f}, 16);
+  CHECK(r.first.p_value < 1e-6);
+}
