@@ -285,3 +285,222 @@ TEST_CASE("the statistical test catches draws declared without their repeats", "
                               SamplingParams{1.0f}, 16);
   CHECK(r.first.p_value < 1e-6);
 }
+
+// ---- edge cases ----
+
+namespace {
+
+/// A target output of fixed rows: row `node` (or the last row for deeper nodes).
+struct RowsOutput {
+  int vocab = 0;
+  std::vector<std::vector<float>> rows;
+  std::span<const float> logits(node_t node) const {
+    const auto& row = rows[std::min<std::size_t>(static_cast<std::size_t>(node), rows.size() - 1)];
+    return {row.data(), row.size()};
+  }
+};
+
+struct Laid {
+  DraftTree tree;
+  TreeMerger merger;
+  TreeView view() {
+    const DraftTree* one[] = {&tree};
+    merger.merge(one, 64, 16);
+    return merger.view();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a draft token the target gives probability 0 is never accepted", "[rejection][edge]") {
+  // target: only tokens 0 and 1 are possible (top-k 2); drafts propose 2 and 3
+  RowsOutput out{4, {{2.0f, 1.0f, 0.5f, 0.0f}}};
+  Laid laid;
+  laid.tree.reset(0);
+  laid.tree.add(0, 2);
+  const std::vector<float> q = {0.0f, 0.0f, 0.0f, 1.0f};
+  const token_t draws[] = {3, 3};
+  laid.tree.add_sampled(0, q, draws);
+  const TreeView view = laid.view();
+  Verdict verdict;
+  for (std::uint32_t seed = 0; seed < 2000; ++seed) {
+    RejectionSampling verifier({SamplingParams{1.0f, 2}, seed, 0});
+    verifier.verify(view, out, verdict);
+    REQUIRE(verdict.path.size() == 1);  // all rejected
+    REQUIRE((verdict.next_token == 0 || verdict.next_token == 1));
+  }
+}
+
+TEST_CASE("an all-rejected tree samples the next token from the residual", "[rejection][edge]") {
+  // p = (0.5, 0.25, 0.25); a one-hot child 0 is rejected half the time, and the next token must
+  // then be 1 or 2 (never 0): overall 0, 1, 2 come out with probabilities 0.5, 0.25, 0.25.
+  RowsOutput out{3, {{std::log(0.5f), std::log(0.25f), std::log(0.25f)}}};
+  Laid laid;
+  laid.tree.reset(1);
+  laid.tree.add(0, 0);
+  const TreeView view = laid.view();
+  Verdict verdict;
+  std::vector<std::int64_t> counts(3, 0);
+  for (std::uint32_t seq = 0; seq < 40000; ++seq) {
+    RejectionSampling verifier({SamplingParams{}, 5, seq});
+    verifier.verify(view, out, verdict);
+    if (verdict.path.size() == 1) {
+      REQUIRE(verdict.next_token != 0);
+      ++counts[verdict.next_token];
+    } else {
+      ++counts[0];
+    }
+  }
+  CHECK(chi_square(counts, {0.5, 0.25, 0.25}).p_value > 0.001);
+}
+
+TEST_CASE("NaN and infinite logits are a clear error; -inf masks", "[rejection][edge][errors]") {
+  Laid laid;
+  laid.tree.reset(0);
+  laid.tree.add(0, 1);
+  const TreeView view = laid.view();
+  Verdict verdict;
+  RejectionSampling verifier;
+  RowsOutput nan_row{3, {{0.0f, std::nanf(""), 1.0f}}};
+  CHECK_THROWS_WITH(verifier.verify(view, nan_row, verdict), Catch::Contains("node 0") && Catch::Contains("NaN"));
+  const float inf = std::numeric_limits<float>::infinity();
+  RowsOutput inf_row{3, {{0.0f, 1.0f, 1.0f}, {0.0f, inf, 1.0f}}};
+  // node 1 (token 1) is reached only when accepted; force it with a row where token 1 is certain
+  inf_row.rows[0] = {-inf, 0.0f, -inf};
+  CHECK_THROWS_WITH(verifier.verify(view, inf_row, verdict), Catch::Contains("node 1") && Catch::Contains("+inf"));
+  RowsOutput masked{3, {{-inf, 0.0f, -inf}, {0.0f, -inf, -inf}}};
+  verifier.verify(view, masked, verdict);
+  CHECK(verdict.path == std::vector<node_t>{0, 1});
+  CHECK(verdict.next_token == 0);
+  CHECK_THROWS_WITH(RejectionSampling({SamplingParams{-1.0f}}), Catch::Contains("temperature -1"));
+}
+
+TEST_CASE("temperature 0 gives the exact verifier's path and next token", "[rejection][edge][lossless]") {
+  std::mt19937_64 rng(11);
+  HashTarget target(24, 5, 4.0f);
+  const std::vector<token_t> prompt = {1, 2, 3};
+  DraftTree tree, sampled;
+  TreeMerger merger;
+  Verdict exact, rejection;
+  std::size_t longest = 0;
+  for (int round = 0; round < 300; ++round) {
+    target.prefill(std::span<const token_t>(prompt).first(2));  // the root is the prompt's last token
+    // a random tree whose first children follow the greedy path, so that paths get long
+    const auto greedy = target.greedy(prompt, 6);
+    const auto random = specdec::testing::random_tree(rng, 1 + static_cast<int>(rng() % 20), 24);
+    tree.reset(3);
+    node_t node = 0;
+    for (int k = 0; k < static_cast<int>(rng() % 6); ++k) node = tree.add(node, greedy[k]);
+    for (std::size_t i = 1; i < random.parent.size(); ++i)
+      tree.add(static_cast<node_t>(random.parent[i] % tree.size()), random.token[i]);
+    // and sampled proposals with a uniform q below the root and the first node
+    sampled.reset(3);
+    const std::vector<float> q(24, 1.0f / 24);
+    const token_t draws[] = {static_cast<token_t>(rng() % 24), static_cast<token_t>(rng() % 24)};
+    sampled.add_sampled(0, q, draws);
+    const DraftTree* trees[] = {&tree, &sampled};
+    merger.merge(trees, 64, 16);
+    TreeView view = merger.view();
+    view.base_position = 2;
+    const auto& out = target.forward(view);
+    ExactVerifier{}.verify(view, out, exact);
+    RejectionSampling verifier({SamplingParams{0.0f}, static_cast<std::uint64_t>(round), 0});
+    verifier.verify(view, out, rejection);
+    REQUIRE(rejection.path == exact.path);
+    REQUIRE(rejection.next_token == exact.next_token);
+    longest = std::max(longest, exact.path.size());
+  }
+  CHECK(longest >= 4);  // the comparison covered long accepted paths
+}
+
+// ---- end to end through the decoder ----
+
+namespace {
+
+/// Drafts a chain of `depth` tokens sampled from a fixed distribution q (softmax of a hash row), and
+/// says so (emits_draft_probabilities).
+class SamplingChainDrafter {
+ public:
+  static constexpr const char* name = "sampling-chain";
+  static constexpr bool emits_draft_probabilities = true;
+  explicit SamplingChainDrafter(int depth, std::uint64_t seed = 3) : depth_(depth), rng_(seed) {}
+  void begin(std::span<const token_t>) {}
+  void observe(std::span<const token_t>) {}
+  void propose(const DraftContext& ctx, DraftTree& tree) {
+    HashTarget model(ctx.vocab_size, 77, 3.0f);  // the drafter's "model": another hash
+    model.prefill(ctx.tokens.first(ctx.tokens.size() - 1));
+    std::vector<float> q(ctx.vocab_size);
+    node_t node = 0;
+    for (int k = 0; k < std::min(depth_, ctx.max_depth); ++k) {
+      // q after the chain so far: the hash model's softmax of its greedy row is stand-in enough
+      const auto row = model.greedy(ctx.tokens, 1);
+      for (int v = 0; v < ctx.vocab_size; ++v) q[v] = v == row[0] ? 0.5f : 0.5f / (ctx.vocab_size - 1);
+      const token_t x = static_cast<token_t>(std::discrete_distribution<int>(q.begin(), q.end())(rng_));
+      const token_t draws[] = {x};
+      tree.add_sampled(node, q, draws);
+      node = tree.find_child(node, x);
+    }
+  }
+
+ private:
+  int depth_;
+  std::mt19937_64 rng_;
+};
+static_assert(drafter_traits<SamplingChainDrafter>::emits_draft_probabilities);
+static_assert(!drafter_traits<OracleDrafter>::emits_draft_probabilities);
+
+struct UndeclaredSamplingDrafter {
+  void begin(std::span<const token_t>) {}
+  void observe(std::span<const token_t>) {}
+  void propose(const DraftContext& ctx, DraftTree& tree) {
+    const std::vector<float> q(ctx.vocab_size, 1.0f / ctx.vocab_size);
+    const token_t draws[] = {0};
+    tree.add_sampled(0, q, draws);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("decoder: rejection sampling at temperature 0 equals greedy decoding", "[rejection][decoder][lossless]") {
+  HashTarget target(64, 9);
+  const std::vector<token_t> prompt = {5, 6, 7};
+  const auto greedy = target.greedy(prompt, 80);
+  std::vector<token_t> reference = prompt;
+  reference.insert(reference.end(), greedy.begin(), greedy.end());
+  SECTION("one-hot drafts") {
+    SpeculativeDecoder<HashTarget, OracleDrafter, RejectionSampling> decoder(
+        target, OracleDrafter(reference, 4, 0.3, 2), RejectionSampling({SamplingParams{0.0f}, 1, 0}));
+    decoder.prefill(prompt);
+    CHECK(decoder.generate(80) == greedy);
+    CHECK(decoder.stats().tau() > 1.5);
+  }
+  SECTION("sampled drafts with q, merged with one-hot drafts") {
+    SpeculativeDecoder<HashTarget, SamplingChainDrafter, OracleDrafter, RejectionSampling> decoder(
+        target, DecoderOptions{6}, SamplingChainDrafter(3), OracleDrafter(reference, 4, 0.3),
+        RejectionSampling({SamplingParams{0.0f}, 1, 0}));
+    decoder.prefill(prompt);
+    CHECK(decoder.generate(80) == greedy);
+  }
+}
+
+TEST_CASE("decoder: sampling runs are reproducible from the seed", "[rejection][decoder]") {
+  HashTarget target(64, 9, 2.0f);
+  const std::vector<token_t> prompt = {5, 6, 7};
+  auto run = [&](std::uint64_t seed) {
+    SpeculativeDecoder<HashTarget, SamplingChainDrafter, RejectionSampling> decoder(
+        target, SamplingChainDrafter(3, seed * 13), RejectionSampling({SamplingParams{0.8f, 20, 0.95f}, seed, 0}));
+    decoder.prefill(prompt);
+    return decoder.generate(60);
+  };
+  const auto a = run(1);
+  CHECK(run(1) == a);
+  CHECK(run(2) != a);
+}
+
+TEST_CASE("decoder: a drafter that attaches q without declaring it is refused", "[rejection][decoder][errors]") {
+  HashTarget target(16);
+  SpeculativeDecoder<HashTarget, UndeclaredSamplingDrafter, RejectionSampling> decoder(target);
+  const token_t prompt[] = {1, 2};
+  decoder.prefill(prompt);
+  CHECK_THROWS_WITH(decoder.step(), Catch::Contains("emits_draft_probabilities"));
+}
