@@ -81,13 +81,13 @@ class BigramSampler {
         total += count;
       }
       for (float& x : q_) x /= total;
-      // [add_sampled]
+// [add_sampled]
       draws_.clear();
       std::discrete_distribution<int> draw(q_.begin(), q_.end());
       for (int i = 0; i < (depth == 0 ? 2 : 1); ++i) draws_.push_back(draw(rng_));
       tree.add_sampled(node, q_, draws_);
       node = tree.find_child(node, draws_[0]);
-      // [add_sampled]
+// [add_sampled]
       prev = draws_[0];
     }
   }
@@ -123,13 +123,13 @@ int main(int argc, char** argv) {
   const std::vector<std::string> prompts = {"Once upon a time", "Lily and Ben went to the park", "The little dog",
                                             "One day, a girl named Sue"};
 
-  // [sampling]
+// [sampling]
   using Plain = SpeculativeDecoder<Llama2cTarget, RejectionSampling>;  // no drafter: plain sampling
   using Speculative = SpeculativeDecoder<Llama2cTarget, CopyDrafter, BigramSampler, RejectionSampling>;
   using Conditional = SpeculativeDecoder<Llama2cTarget, CopyDrafter, BigramSampler, ConditionalVerifier>;
   const DecoderOptions options{.budget = 16};
   auto rejection = [&](std::uint32_t sequence) { return RejectionSampling({sampling, seed, sequence}); };
-  // [sampling]
+// [sampling]
 
   std::printf("temperature %.1f; first sampled token over %d runs per prompt: total variation distance "
               "from the model's exact distribution (both are sampling noise when lossless)\n\n",
