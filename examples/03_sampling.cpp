@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   const std::vector<token_t> stop{Llama2cTokenizer::bos, Llama2cTokenizer::eos};
   const SamplingParams sampling{0.8f};
   const std::uint64_t seed = 2024;
-  const int first_token_runs = 2000, tau_runs = 8, tau_tokens = 200;
+  const int first_token_runs = 1000, tau_runs = 5, tau_tokens = 200;
   const std::vector<std::string> prompts = {"Once upon a time", "Lily and Ben went to the park", "The little dog",
                                             "One day, a girl named Sue"};
 

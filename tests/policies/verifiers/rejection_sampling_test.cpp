@@ -223,6 +223,16 @@ void require_lossless(const Result& r) {
 
 }  // namespace
 
+TEST_CASE("the chi-square p-value matches the tables", "[statistics]") {
+  using specdec::testing::regularized_gamma_q;
+  CHECK(regularized_gamma_q(0.5, 3.841459 / 2) == Approx(0.05).epsilon(1e-4));    // df 1
+  CHECK(regularized_gamma_q(5.0, 18.307038 / 2) == Approx(0.05).epsilon(1e-4));   // df 10
+  CHECK(regularized_gamma_q(50.0, 135.806723 / 2) == Approx(0.01).epsilon(1e-4)); // df 100
+  CHECK(regularized_gamma_q(2.0, 0.0) == 1.0);
+  CHECK(chi_square({50, 50}, {0.5, 0.5}).p_value == 1.0);
+  CHECK(chi_square({1, 99}, {0.0, 1.0}).p_value == 0.0);  // an impossible outcome was observed
+}
+
 TEST_CASE("rejection sampling is lossless on chains (statistical)", "[rejection][lossless][statistical]") {
   SECTION("draft probabilities q, temperature 1") {
     require_lossless(run_trials("chain, sampled q, T=1", [](token_t r, auto& rng, auto& trees) { sampled_chain(r, rng, trees, 3); },
