@@ -341,6 +341,28 @@ TEST_CASE("a draft token the target gives probability 0 is never accepted", "[re
   }
 }
 
+TEST_CASE("a decision's random number does not depend on the tree around it", "[rejection][edge]") {
+  // children the target cannot accept (outside its top-2) draw no number, so the next token is
+  // the very draw that a root-only tree (plain sampling) makes at that position
+  RowsOutput out{4, {{2.0f, 1.5f, 0.5f, 0.0f}}};
+  Laid bare, decorated;
+  bare.tree.reset(0);
+  decorated.tree.reset(0);
+  decorated.tree.add(0, 2);
+  decorated.tree.add(0, 3);
+  const TreeView a = bare.view(), b = decorated.view();
+  Verdict va, vb;
+  int differs_from_token_0 = 0;
+  for (std::uint32_t seq = 0; seq < 500; ++seq) {
+    RejectionSampling verifier({SamplingParams{1.0f, 2}, 8, seq});
+    verifier.verify(a, out, va);
+    verifier.verify(b, out, vb);
+    REQUIRE(va.next_token == vb.next_token);
+    differs_from_token_0 += va.next_token != 0;
+  }
+  CHECK(differs_from_token_0 > 50);  // both tokens of the top-2 came out
+}
+
 TEST_CASE("an all-rejected tree samples the next token from the residual", "[rejection][edge]") {
   // p = (0.5, 0.25, 0.25); a one-hot child 0 is rejected half the time, and the next token must
   // then be 1 or 2 (never 0): overall 0, 1, 2 come out with probabilities 0.5, 0.25, 0.25.
@@ -427,8 +449,9 @@ TEST_CASE("temperature 0 gives the exact verifier's path and next token", "[reje
 
 namespace {
 
-/// Drafts a chain of `depth` tokens sampled from a fixed distribution q (softmax of a hash row), and
-/// says so (emits_draft_probabilities).
+/// Drafts a chain of `depth` tokens, each drawn from q = half the mass on another hash model's
+/// greedy token after the context, the rest spread evenly (the same q at every depth), and says
+/// so (emits_draft_probabilities).
 class SamplingChainDrafter {
  public:
   static constexpr const char* name = "sampling-chain";
@@ -437,14 +460,11 @@ class SamplingChainDrafter {
   void begin(std::span<const token_t>) {}
   void observe(std::span<const token_t>) {}
   void propose(const DraftContext& ctx, DraftTree& tree) {
-    HashTarget model(ctx.vocab_size, 77, 3.0f);  // the drafter's "model": another hash
-    model.prefill(ctx.tokens.first(ctx.tokens.size() - 1));
+    const token_t guess = HashTarget(ctx.vocab_size, 77).greedy(ctx.tokens, 1)[0];
     std::vector<float> q(ctx.vocab_size);
+    for (int v = 0; v < ctx.vocab_size; ++v) q[v] = v == guess ? 0.5f : 0.5f / (ctx.vocab_size - 1);
     node_t node = 0;
     for (int k = 0; k < std::min(depth_, ctx.max_depth); ++k) {
-      // q after the chain so far: the hash model's softmax of its greedy row is stand-in enough
-      const auto row = model.greedy(ctx.tokens, 1);
-      for (int v = 0; v < ctx.vocab_size; ++v) q[v] = v == row[0] ? 0.5f : 0.5f / (ctx.vocab_size - 1);
       const token_t x = static_cast<token_t>(std::discrete_distribution<int>(q.begin(), q.end())(rng_));
       const token_t draws[] = {x};
       tree.add_sampled(node, q, draws);
