@@ -534,3 +534,56 @@ TEST_CASE("decoder: a drafter that attaches q without declaring it is refused", 
   decoder.prefill(prompt);
   CHECK_THROWS_WITH(decoder.step(), Catch::Contains("emits_draft_probabilities"));
 }
+
+TEST_CASE("decoder: sampled two-token continuations follow the target's distribution",
+          "[rejection][decoder][statistical]") {
+  // Through the whole decoder (positions, commits, keys across steps), with a sampling drafter
+  // and a one-hot drafter merged, on an 8-token HashTarget.
+  const int vocab = 8;
+  HashTarget target(vocab, 21, 2.0f);
+  const std::vector<token_t> prompt = {1, 4, 2};
+  const SamplingParams params{0.9f, 6};
+  // exact: one forward of the root with every token as a child gives p(t1) and p(t2 | t1)
+  DraftTree all;
+  all.reset(prompt.back());
+  for (token_t t = 0; t < vocab; ++t) all.add(0, t);
+  TreeMerger merger;
+  const DraftTree* one[] = {&all};
+  merger.merge(one, vocab, 1);
+  TreeView view = merger.view();
+  view.base_position = 2;
+  target.prefill(std::span<const token_t>(prompt).first(2));
+  const auto& out = target.forward(view);
+  std::vector<float> w(vocab);
+  auto distribution = [&](node_t node) {
+    float mass = 0;
+    core::sampling_weights(out.logits(node).data(), vocab, params, w.data(), &mass);
+    std::vector<double> p;
+    for (float x : w) p.push_back(x / mass);
+    return p;
+  };
+  const auto p1 = distribution(0);
+  std::vector<double> p2(vocab * vocab);
+  for (node_t c = 1; c <= vocab; ++c) {
+    const auto next = distribution(c);
+    for (int b = 0; b < vocab; ++b) p2[view.token[c] * vocab + b] = p1[view.token[c]] * next[b];
+  }
+  const std::vector<token_t> reference = {1, 4, 2, 3, 3, 3, 3};  // a mostly wrong one-hot chain
+  std::vector<std::int64_t> counts(vocab * vocab, 0);
+  std::int64_t steps = 0;
+  for (std::uint32_t trial = 0; trial < 100000; ++trial) {
+    SpeculativeDecoder<HashTarget, SamplingChainDrafter, OracleDrafter, RejectionSampling> decoder(
+        target, DecoderOptions{4}, SamplingChainDrafter(2, trial), OracleDrafter(reference, 3),
+        RejectionSampling({params, 5, trial}));
+    decoder.prefill(prompt);
+    const auto tokens = decoder.generate(2);
+    ++counts[tokens[0] * vocab + tokens[1]];
+    steps += decoder.stats().steps;
+  }
+  const auto result = chi_square(counts, p2);
+  std::cout << "chi-square [decoder, HashTarget, sampled + one-hot drafters] two tokens: X2 = " << result.statistic
+            << ", df = " << result.degrees_of_freedom << ", p = " << result.p_value
+            << "; target calls per two tokens: " << static_cast<double>(steps) / 100000 << "\n";
+  CHECK(result.p_value > 0.001);
+  CHECK(steps < 2 * 100000);  // drafts were accepted
+}
