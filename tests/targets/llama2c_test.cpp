@@ -225,6 +225,36 @@ TEST_CASE("Llama2cTarget: commit keeps exactly the accepted path in the KV cache
   for (int i = 0; i < 4; ++i) CHECK(std::ranges::equal(out.logits(i), expected.logits(i)));
 }
 
+TEST_CASE("Llama2cTarget: a tree wider than the spare cache slots grows the cache", "[llama2c]") {
+  auto model = stories();
+  if (!model) return;
+  Llama2cTarget target(model), alone(model);
+  std::vector<token_t> prompt(500);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<token_t>((i * 31 + 7) % 512);
+  target.prefill(prompt);
+  // 300 nodes (depths 1 to 3) need slots up to 800: more than were reserved.
+  std::vector<node_t> parents{-1};
+  std::vector<token_t> tokens{9};
+  for (int i = 1; i < 300; ++i) {
+    parents.push_back(i < 150 ? 0 : i - 149);
+    tokens.push_back(static_cast<token_t>((i * 17) % 512));
+  }
+  const LaidOutTree tree(parents, tokens);
+  const auto& out = target.forward(tree.view(500));
+  for (int i : {0, 1, 149, 150, 299}) {
+    std::vector<token_t> sequence = prompt;
+    const auto path = tree.path_tokens(i);
+    sequence.insert(sequence.end(), path.begin(), path.end());
+    CHECK(std::ranges::equal(out.logits(i), run_alone(alone, sequence).first));
+  }
+  target.commit(std::vector<node_t>{0, 1, 150, 299});
+  prompt.insert(prompt.end(), {9, tokens[1], tokens[150], tokens[299]});
+  const LaidOutTree next({-1}, {4});
+  const auto after = row(target.forward(next.view(504)).logits(0));
+  alone.prefill(prompt);
+  CHECK(std::ranges::equal(after, alone.forward(next.view(504)).logits(0)));
+}
+
 TEST_CASE("Llama2cTarget: forward and commit reject bad input", "[llama2c][errors]") {
   auto model = stories();
   if (!model) return;
