@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -78,11 +79,12 @@ FixedTreeDrafter arbitrary_tree(int salt) {
 }
 
 template <class... Policies>
-std::vector<token_t> decode(Llama2cTarget& target, const std::vector<token_t>& prompt, DecoderOptions options,
-                            Policies... policies) {
+std::pair<std::vector<token_t>, DecodeStats> decode(Llama2cTarget& target, const std::vector<token_t>& prompt,
+                                                    DecoderOptions options, Policies... policies) {
   SpeculativeDecoder<Llama2cTarget, Policies...> decoder(target, options, std::move(policies)...);
   decoder.prefill(prompt);
-  return decoder.generate(kNew);
+  auto tokens = decoder.generate(kNew);
+  return {std::move(tokens), decoder.stats()};
 }
 
 }  // namespace
@@ -101,30 +103,43 @@ TEST_CASE("stories260K: exact oracle chain is lossless and accepts every draft",
 }
 
 // One test case per drafter shape (not SECTIONs inside the prompt loop: Catch enters a section
-// once per run, so it would see only the first prompt). Each checks all 20 prompts x 200 tokens.
-#define LOSSLESS_CASE(title, ...)                                                                 \
+// once per run, so it would see only the first prompt). Each checks all 20 prompts x 200 tokens,
+// then `expect` on the totals — tau (tokens per target call) and nodes (draft nodes per call) —
+// to show the drafts really reached the target.
+#define LOSSLESS_CASE(title, expect, ...)                                                         \
   TEST_CASE("stories260K lossless: " title, "[llama2c][lossless]") {                            \
     const Fixture* f = Fixture::get();                                                           \
     if (!f) return;                                                                              \
     Llama2cTarget target(f->model);                                                              \
+    double tokens = 0, steps = 0, drafted = 0;                                                   \
     for (std::size_t p = 0; p < f->prompts.size(); ++p) {                                        \
       const auto ref = f->reference(p);                                                          \
       const int seed = static_cast<int>(p);                                                      \
       (void)ref;                                                                                 \
       (void)seed;                                                                                \
       INFO("prompt " << p << ": " << kPrompts[p]);                                               \
-      CHECK(decode(target, f->prompts[p], __VA_ARGS__) == f->expected(p));                       \
+      const auto [out, stats] = decode(target, f->prompts[p], __VA_ARGS__);                      \
+      CHECK(out == f->expected(p));                                                              \
+      tokens += static_cast<double>(stats.tokens);                                               \
+      steps += static_cast<double>(stats.steps);                                                 \
+      drafted += static_cast<double>(stats.drafted_nodes);                                       \
     }                                                                                            \
+    const double tau = tokens / steps, nodes = drafted / steps;                                  \
+    INFO("tau " << tau << ", draft nodes per call " << nodes);                                   \
+    CHECK((expect));                                                                             \
   }
 
-LOSSLESS_CASE("empty drafter (plain decoding through the loop)", {}, EmptyDrafter{}, ExactVerifier{})
-LOSSLESS_CASE("noisy chain", {.budget = 16}, OracleDrafter(ref, 8, 0.2, 1, seed), ExactVerifier{})
-LOSSLESS_CASE("wide noisy tree", {.budget = 32}, OracleDrafter(ref, 5, 0.3, 4, seed), ExactVerifier{})
-LOSSLESS_CASE("always wrong", {.budget = 12}, OracleDrafter(ref, 4, 1.0, 3, seed), ExactVerifier{})
-LOSSLESS_CASE("fixed tree of arbitrary tokens", {.budget = 16}, arbitrary_tree(seed), ExactVerifier{})
-LOSSLESS_CASE("merged noisy chain + wide tree + fixed tree + empty, budget cut", {.budget = 12},
-              OracleDrafter(ref, 10, 0.15, 1, seed), OracleDrafter(ref, 4, 0.4, 3, seed + 100), arbitrary_tree(seed),
-              EmptyDrafter{}, ExactVerifier{})
+LOSSLESS_CASE("empty drafter (plain decoding through the loop)", tau == 1.0 && nodes == 0.0, {}, EmptyDrafter{},
+              ExactVerifier{})
+LOSSLESS_CASE("noisy chain", tau > 2.0, {.budget = 16}, OracleDrafter(ref, 8, 0.2, 1, seed), ExactVerifier{})
+LOSSLESS_CASE("wide noisy tree", tau > 2.0 && nodes > 10.0, {.budget = 32}, OracleDrafter(ref, 5, 0.3, 4, seed),
+              ExactVerifier{})
+LOSSLESS_CASE("always wrong", tau == 1.0 && nodes > 10.0, {.budget = 12}, OracleDrafter(ref, 4, 1.0, 3, seed),
+              ExactVerifier{})
+LOSSLESS_CASE("fixed tree of arbitrary tokens", nodes == 16.0, {.budget = 16}, arbitrary_tree(seed), ExactVerifier{})
+LOSSLESS_CASE("merged noisy chain + wide tree + fixed tree + empty, budget cut", tau > 2.0 && nodes <= 12.0,
+              {.budget = 12}, OracleDrafter(ref, 10, 0.15, 1, seed), OracleDrafter(ref, 4, 0.4, 3, seed + 100),
+              arbitrary_tree(seed), EmptyDrafter{}, ExactVerifier{})
 
 TEST_CASE("stories260K: decoding up to the last position never drafts past it", "[llama2c][lossless]") {
   const Fixture* f = Fixture::get();

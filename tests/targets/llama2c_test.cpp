@@ -175,6 +175,16 @@ TEST_CASE("Llama2cTarget: a tree forward gives every node the logits of its path
                       std::ranges::equal(out.features(i), features);
       CHECK(out.argmax(i) == core::argmax_row(logits.data(), 512));
     }
+    // features(i) is the classifier's input: with the shared classifier, logit v is its dot
+    // product with token v's embedding.
+    const auto& emb = model->embedding();
+    for (int i = 0; i < n; i += 7) {
+      for (int v : {0, 1, 100, 511}) {
+        float dot = 0.0f;
+        for (int j = 0; j < 64; ++j) dot += emb[static_cast<std::size_t>(v) * 64 + j] * out.features(i)[j];
+        CHECK(dot == out.logits(i)[v]);
+      }
+    }
     INFO("tree of " << n << " nodes");
     CHECK(worst <= 1e-5f);
     // Sums run in the same order in both, so the results are the same bits (what makes
@@ -213,6 +223,36 @@ TEST_CASE("Llama2cTarget: commit keeps exactly the accepted path in the KV cache
   alone.prefill(committed);
   const auto& expected = alone.forward(probe.view(alone.cached()));
   for (int i = 0; i < 4; ++i) CHECK(std::ranges::equal(out.logits(i), expected.logits(i)));
+}
+
+TEST_CASE("Llama2cTarget: a tree wider than the spare cache slots grows the cache", "[llama2c]") {
+  auto model = stories();
+  if (!model) return;
+  Llama2cTarget target(model), alone(model);
+  std::vector<token_t> prompt(500);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<token_t>((i * 31 + 7) % 512);
+  target.prefill(prompt);
+  // 300 nodes (depths 1 to 3) need slots up to 800: more than were reserved.
+  std::vector<node_t> parents{-1};
+  std::vector<token_t> tokens{9};
+  for (int i = 1; i < 300; ++i) {
+    parents.push_back(i < 150 ? 0 : i - 149);
+    tokens.push_back(static_cast<token_t>((i * 17) % 512));
+  }
+  const LaidOutTree tree(parents, tokens);
+  const auto& out = target.forward(tree.view(500));
+  for (int i : {0, 1, 149, 150, 299}) {
+    std::vector<token_t> sequence = prompt;
+    const auto path = tree.path_tokens(i);
+    sequence.insert(sequence.end(), path.begin(), path.end());
+    CHECK(std::ranges::equal(out.logits(i), run_alone(alone, sequence).first));
+  }
+  target.commit(std::vector<node_t>{0, 1, 150, 299});
+  prompt.insert(prompt.end(), {9, tokens[1], tokens[150], tokens[299]});
+  const LaidOutTree next({-1}, {4});
+  const auto after = row(target.forward(next.view(504)).logits(0));
+  alone.prefill(prompt);
+  CHECK(std::ranges::equal(after, alone.forward(next.view(504)).logits(0)));
 }
 
 TEST_CASE("Llama2cTarget: forward and commit reject bad input", "[llama2c][errors]") {
@@ -306,6 +346,60 @@ TEST_CASE("Llama2cModel rejects missing, truncated, wrong-sized and garbage file
   CHECK_FALSE(m.config().shared_classifier);
   CHECK(m.config().vocab_size == 5);
   CHECK_THROWS_WITH(Llama2cTarget(dir.path / "missing.bin"), Contains("missing.bin"));
+}
+
+namespace {
+
+/// A checkpoint with random weights for header h (vocab_size negative: unshared classifier).
+std::string random_checkpoint(const std::vector<std::int32_t>& h, std::uint64_t seed) {
+  Llama2cConfig c{h[0], h[1], h[2], h[3], h[4], std::abs(h[5]), h[6], h[5] > 0};
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  std::vector<float> w(Llama2cModel::weight_floats(c));
+  for (float& x : w) x = normal(rng);
+  return header(h) + std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4);
+}
+
+}  // namespace
+
+TEST_CASE("Llama2cTarget matches the plain forward on random checkpoints of other shapes", "[llama2c]") {
+  TempDir dir;
+  // {dim, hidden, layers, heads, kv_heads, vocab (negative: unshared classifier), seq_len}
+  const std::vector<std::vector<std::int32_t>> shapes{
+      {16, 24, 2, 4, 2, -40, 48},  // grouped-query attention, unshared classifier
+      {24, 40, 3, 3, 3, 50, 64},   // multi-head attention (kv_heads == heads), shared classifier
+      {32, 20, 1, 2, 1, -30, 40},  // multi-query attention, head size 16
+  };
+  for (std::size_t s = 0; s < shapes.size(); ++s) {
+    const auto path = dir.write("random" + std::to_string(s) + ".bin", random_checkpoint(shapes[s], s + 1));
+    auto model = std::make_shared<const Llama2cModel>(Llama2cModel::load(path));
+    Llama2cTarget target(model), alone(model);
+    testing::PlainLlama plain(path);
+    const int vocab = target.vocab_size();
+    INFO("shape " << s << ": " << Llama2cModel::describe(model->config()));
+    const std::vector<token_t> prompt{1, 5, static_cast<token_t>(vocab - 1), 7};
+    CHECK(target.generate(prompt, 30) == plain.greedy(prompt, 30));
+    float worst = 0.0f;
+    std::vector<token_t> sequence{3};
+    for (int pos = 0; pos < 20; ++pos) {
+      const auto expected = plain.step(sequence.back(), pos);
+      worst = std::max(worst, max_abs_diff(run_alone(target, sequence).first, expected));
+      sequence.push_back(static_cast<token_t>((pos * 13 + 5) % vocab));
+    }
+    CHECK(worst <= 1e-5f);
+    // And a tree forward on it gives each node its path's logits.
+    std::mt19937_64 rng(s);
+    const auto random = testing::random_tree(rng, 12, vocab);
+    const LaidOutTree tree(random.parent, random.token);
+    target.prefill(prompt);
+    const auto& out = target.forward(tree.view(target.cached()));
+    for (int i = 0; i < 12; ++i) {
+      std::vector<token_t> seq = prompt;
+      const auto p = tree.path_tokens(i);
+      seq.insert(seq.end(), p.begin(), p.end());
+      CHECK(std::ranges::equal(out.logits(i), run_alone(alone, seq).first));
+    }
+  }
 }
 
 TEST_CASE("Llama2cModel rejects a truncated or extended stories260K", "[llama2c][errors]") {
