@@ -139,6 +139,8 @@ TEST_CASE("merge refuses more trees than source bits", "[draft_tree][merge]") {
   ptrs.pop_back();
   CHECK_NOTHROW(m.merge(ptrs, 4, 4));
   CHECK(m.tree().source(0) == 0xffffffffu);
+}
+
 TEST_CASE("add_sampled adds the distinct draws and keeps q and every draw", "[draft_tree][distributions]") {
   DraftTree t;
   t.reset(0);
