@@ -115,7 +115,10 @@ TEST_CASE("oracle chain: lossless and tau = chain length + 1", "[decoder][lossle
 
 TEST_CASE("drafters of every shape are lossless", "[decoder][lossless]") {
   HashTarget target(kVocab, 6);
-  for (int s = 0; s < 6; ++s) {
+  // GENERATE, not a loop: Catch2 enters each SECTION once per run of the test case, so a loop
+  // around sections would check only the first prompt.
+  {
+    const int s = GENERATE(range(0, 6));
     const auto prompt = prompt_for(s);
     const auto ref = reference(target, prompt, kNew);
     const auto greedy = target.greedy(prompt, kNew);
