@@ -86,7 +86,8 @@ __global__ void __launch_bounds__(detail::scan_threads)
   const int max_match = b.max_match < suffix_max_match ? b.max_match : suffix_max_match;
   const int min_match = b.min_match < 1 ? 1 : b.min_match;
   // s_query[j] = c[n - 1 - j]: the query read backwards from the root.
-  if (threadIdx.x < max_match && static_cast<int>(threadIdx.x) < n) s_query[threadIdx.x] = c[n - 1 - threadIdx.x];
+  const int j = static_cast<int>(threadIdx.x);
+  if (j < max_match && j < n) s_query[j] = c[n - 1 - j];
   __syncthreads();
 
   detail::TopKeys top = detail::no_keys();
