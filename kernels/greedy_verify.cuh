@@ -10,12 +10,15 @@
 // The argmaxes equal core::argmax_row (ties to the lowest id, -1 for a NaN row; -0.0 == +0.0).
 #pragma once
 
+#include <cstdint>
+
 #include <cuda_runtime.h>
 
 #include <cub/block/block_reduce.cuh>
 #include <cuda/functional>
 
 #include <specdec/core/batch.hpp>
+#include <specdec/core/reduction_keys.hpp>
 
 namespace specdec::kernels {
 
@@ -23,28 +26,8 @@ using core::GreedyVerifyBatch;
 
 namespace detail {
 
-inline constexpr unsigned long long nan_key = ~0ull;
 inline constexpr int argmax_threads = 256;
 inline constexpr int walk_threads = 128;
-
-__device__ __forceinline__ unsigned long long argmax_key(float x, int index) {
-  if (x != x) return nan_key;
-  if (x == 0.0f) x = 0.0f;  // argmax_row compares with >, for which -0.0 equals +0.0
-  unsigned int u = __float_as_uint(x);
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // order-preserving map to unsigned
-  // The largest non-NaN value maps to 0xff800000 (+inf), so no real key equals nan_key.
-  return (static_cast<unsigned long long>(u) << 32) | (0xffffffffu - static_cast<unsigned int>(index));
-}
-
-/// The token of a combined key: -1 for NaN (and for an empty vocabulary, key 0).
-__host__ __device__ inline token_t key_token(unsigned long long key) {
-  if (key == nan_key || key == 0ull) return -1;
-  return static_cast<token_t>(0xffffffffu - static_cast<unsigned int>(key & 0xffffffffull));
-}
-
-__device__ __forceinline__ unsigned long long max_key(unsigned long long a, unsigned long long b) {
-  return a > b ? a : b;
-}
 
 }  // namespace detail
 
@@ -52,8 +35,8 @@ __device__ __forceinline__ unsigned long long max_key(unsigned long long a, unsi
 /// starts 16-byte aligned, given an aligned row).
 template <bool Vec4>
 __global__ void __launch_bounds__(detail::argmax_threads)
-    row_argmax_kernel(GreedyVerifyBatch b, int splits, int chunk, unsigned long long* partial) {
-  using BlockReduce = cub::BlockReduce<unsigned long long, detail::argmax_threads>;
+    row_argmax_kernel(GreedyVerifyBatch b, int splits, int chunk, std::uint64_t* partial) {
+  using BlockReduce = cub::BlockReduce<std::uint64_t, detail::argmax_threads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
   const int tree = blockIdx.z, node = blockIdx.y, split = blockIdx.x;
   const int begin = b.offsets[tree];
@@ -62,21 +45,22 @@ __global__ void __launch_bounds__(detail::argmax_threads)
   const float* row = b.logits + static_cast<long long>(begin + node) * b.row_stride;
   const int lo = split * chunk;
   const int hi = lo + chunk < b.vocab_size ? lo + chunk : b.vocab_size;
-  unsigned long long best = 0ull;
+  std::uint64_t best = 0u;
   int v = lo;
   if constexpr (Vec4) {
     const int vec_hi = lo < hi ? lo + ((hi - lo) & ~3) : lo;
 #pragma unroll 4
     for (int i = lo + 4 * static_cast<int>(threadIdx.x); i < vec_hi; i += 4 * detail::argmax_threads) {
       const float4 x = *reinterpret_cast<const float4*>(row + i);
-      best = detail::max_key(best, detail::max_key(detail::max_key(detail::argmax_key(x.x, i), detail::argmax_key(x.y, i + 1)),
-                                                   detail::max_key(detail::argmax_key(x.z, i + 2), detail::argmax_key(x.w, i + 3))));
+      const std::uint64_t low = core::max_key(core::argmax_key(x.x, i), core::argmax_key(x.y, i + 1));
+      const std::uint64_t high = core::max_key(core::argmax_key(x.z, i + 2), core::argmax_key(x.w, i + 3));
+      best = core::max_key(best, core::max_key(low, high));
     }
     v = vec_hi;
   }
 #pragma unroll 4
   for (int i = v + static_cast<int>(threadIdx.x); i < hi; i += detail::argmax_threads)
-    best = detail::max_key(best, detail::argmax_key(row[i], i));
+    best = core::max_key(best, core::argmax_key(row[i], i));
   best = BlockReduce(reduce_storage).Reduce(best, ::cuda::maximum<>{});
   if (threadIdx.x == 0) partial[(static_cast<long long>(tree) * b.max_nodes + node) * splits + split] = best;
 }
@@ -84,17 +68,17 @@ __global__ void __launch_bounds__(detail::argmax_threads)
 /// Pass 2: combine the splits per node, then walk (one thread; the walk is at most max_depth + 1
 /// steps over a few child lists).
 __global__ void __launch_bounds__(detail::walk_threads)
-    greedy_walk_kernel(GreedyVerifyBatch b, int splits, const unsigned long long* partial) {
+    greedy_walk_kernel(GreedyVerifyBatch b, int splits, const std::uint64_t* partial) {
   extern __shared__ token_t s_argmax[];  // max_nodes entries
   const int tree = blockIdx.x;
   const int begin = b.offsets[tree];
   const int n = b.offsets[tree + 1] - begin;
   if (n >= 1 && n <= b.max_nodes) {
     for (int i = threadIdx.x; i < n; i += detail::walk_threads) {
-      const unsigned long long* keys = partial + (static_cast<long long>(tree) * b.max_nodes + i) * splits;
-      unsigned long long key = 0ull;
-      for (int s = 0; s < splits; ++s) key = detail::max_key(key, keys[s]);
-      s_argmax[i] = detail::key_token(key);
+      const std::uint64_t* keys = partial + (static_cast<long long>(tree) * b.max_nodes + i) * splits;
+      std::uint64_t key = 0u;
+      for (int s = 0; s < splits; ++s) key = core::max_key(key, keys[s]);
+      s_argmax[i] = core::argmax_key_token(key);
       b.argmax[begin + i] = s_argmax[i];
     }
   }
@@ -118,7 +102,7 @@ inline int greedy_splits(const GreedyVerifyBatch& b) {
 /// Device workspace of greedy_verify (the per-split keys).
 inline std::size_t greedy_verify_workspace_bytes(const GreedyVerifyBatch& b) {
   if (b.batch <= 0 || b.max_nodes <= 0) return 0;
-  return sizeof(unsigned long long) * static_cast<std::size_t>(b.batch) * b.max_nodes * greedy_splits(b);
+  return sizeof(std::uint64_t) * static_cast<std::size_t>(b.batch) * b.max_nodes * greedy_splits(b);
 }
 
 /// Launches both passes on `stream` (asynchronous). cudaErrorInvalidValue for shapes the grid
@@ -132,7 +116,7 @@ inline cudaError_t greedy_verify(const GreedyVerifyBatch& b, void* workspace, st
   if (static_cast<std::size_t>(b.max_nodes) * sizeof(token_t) > 48 * 1024) return cudaErrorInvalidValue;
   if (workspace == nullptr || workspace_bytes < greedy_verify_workspace_bytes(b)) return cudaErrorInvalidValue;
   const int splits = greedy_splits(b);
-  auto* partial = static_cast<unsigned long long*>(workspace);
+  auto* partial = static_cast<std::uint64_t*>(workspace);
   const bool vec4 = b.row_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(b.logits) % 16 == 0;
   const dim3 grid(splits, b.max_nodes, b.batch);
   if (vec4) {

@@ -14,6 +14,7 @@
 #include <cub/block/block_reduce.cuh>
 
 #include <specdec/core/batch.hpp>
+#include <specdec/core/reduction_keys.hpp>
 
 namespace specdec::kernels {
 
@@ -25,45 +26,7 @@ inline constexpr int suffix_max_k = 8;
 
 namespace detail {
 
-/// The best keys seen, in descending order; 0 = empty slot (a real key has m >= 1, so > 0).
-struct TopKeys {
-  unsigned long long key[suffix_max_k];
-};
-
-__device__ __forceinline__ TopKeys no_keys() {
-  TopKeys t;
-#pragma unroll
-  for (int i = 0; i < suffix_max_k; ++i) t.key[i] = 0ull;
-  return t;
-}
-
-/// Inserts a key into the sorted list (unrolled, constant indices: the list stays in registers).
-/// Keys are distinct (positions are), so the order is total.
-__device__ __forceinline__ void insert_key(TopKeys& t, unsigned long long key) {
-  if (key <= t.key[suffix_max_k - 1]) return;
-#pragma unroll
-  for (int i = 0; i < suffix_max_k; ++i) {
-    if (key > t.key[i]) {
-      const unsigned long long displaced = t.key[i];
-      t.key[i] = key;
-      key = displaced;
-    }
-  }
-}
-
-/// Merge of two top lists: associative and commutative, as cub::BlockReduce requires.
-struct MergeTopKeys {
-  __device__ __forceinline__ TopKeys operator()(const TopKeys& a, const TopKeys& b) const {
-    TopKeys r = a;
-#pragma unroll
-    for (int i = 0; i < suffix_max_k; ++i) insert_key(r, b.key[i]);
-    return r;
-  }
-};
-
-__device__ __forceinline__ unsigned long long match_key(int length, int position) {
-  return (static_cast<unsigned long long>(length) << 32) | static_cast<unsigned int>(position);
-}
+using TopKeys = core::TopKeys<suffix_max_k>;
 
 inline constexpr int scan_threads = 256;
 inline constexpr int scan_items = 16;  ///< positions per thread per block
@@ -90,7 +53,7 @@ __global__ void __launch_bounds__(detail::scan_threads)
   if (j < max_match && j < n) s_query[j] = c[n - 1 - j];
   __syncthreads();
 
-  detail::TopKeys top = detail::no_keys();
+  detail::TopKeys top = detail::TopKeys::none();
   const int tile = blockIdx.x * detail::scan_tile;
   if (b.k > 0 && max_match > 0 && tile <= last) {
     token_t first[detail::scan_items];
@@ -107,10 +70,10 @@ __global__ void __launch_bounds__(detail::scan_threads)
       const int cap = p + 1 < max_match ? p + 1 : max_match;
       int m = 1;
       while (m < cap && c[p - m] == s_query[m]) ++m;
-      if (m >= min_match) detail::insert_key(top, detail::match_key(m, p));
+      if (m >= min_match) top.insert(core::match_key(m, p));
     }
   }
-  top = BlockReduce(reduce_storage).Reduce(top, detail::MergeTopKeys{});
+  top = BlockReduce(reduce_storage).Reduce(top, core::MergeTopKeys{});
   if (threadIdx.x == 0) partial[static_cast<long long>(seq) * blocks_per_sequence + blockIdx.x] = top;
 }
 
@@ -121,21 +84,19 @@ __global__ void __launch_bounds__(detail::select_threads)
   __shared__ detail::TopKeys s_top;
   const int seq = blockIdx.x;
   const int n = b.offsets[seq + 1] - b.offsets[seq];
-  detail::TopKeys top = detail::no_keys();
+  detail::TopKeys top = detail::TopKeys::none();
   const detail::TopKeys* mine = partial + static_cast<long long>(seq) * blocks_per_sequence;
   for (int i = threadIdx.x; i < blocks_per_sequence; i += detail::select_threads)
-    top = detail::MergeTopKeys{}(top, mine[i]);
-  top = BlockReduce(reduce_storage).Reduce(top, detail::MergeTopKeys{});
+    top = core::MergeTopKeys{}(top, mine[i]);
+  top = BlockReduce(reduce_storage).Reduce(top, core::MergeTopKeys{});
   // A context longer than max_context was not fully scanned: flag it (as the host backend does).
   const bool too_long = n > b.max_context;
-  if (threadIdx.x == 0) s_top = too_long ? detail::no_keys() : top;
+  if (threadIdx.x == 0) s_top = too_long ? detail::TopKeys::none() : top;
   __syncthreads();
   if (threadIdx.x == 0) {
     int found = 0;
-    for (int j = 0; j < b.k && s_top.key[j] != 0ull; ++j, ++found) {
-      core::SuffixMatch& out = b.matches[static_cast<long long>(seq) * b.k + j];
-      out.position = static_cast<int>(s_top.key[j] & 0xffffffffull);
-      out.length = static_cast<int>(s_top.key[j] >> 32);
+    for (int j = 0; j < b.k && s_top.key[j] != 0u; ++j, ++found) {
+      b.matches[static_cast<long long>(seq) * b.k + j] = core::match_of(s_top.key[j]);
     }
     b.match_count[seq] = too_long ? -1 : found;
   }
@@ -144,8 +105,8 @@ __global__ void __launch_bounds__(detail::select_threads)
   const token_t* c = b.context + b.offsets[seq];
   for (int j = 0; j < b.k; ++j) {
     const long long slot = static_cast<long long>(seq) * b.k + j;
-    const bool used = j < suffix_max_k && s_top.key[j] != 0ull;
-    const int p = used ? static_cast<int>(s_top.key[j] & 0xffffffffull) : 0;
+    const bool used = j < suffix_max_k && s_top.key[j] != 0u;
+    const int p = used ? core::match_of(s_top.key[j]).position : 0;
     const int length = used ? core::continuation_end(p, b.continuation, n, search) - (p + 1) : 0;
     for (int t = threadIdx.x; t < length; t += detail::select_threads) b.drafts[slot * b.continuation + t] = c[p + 1 + t];
     if (threadIdx.x == 0) b.draft_length[slot] = length > 0 ? length : 0;
