@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(256) build_trees_kernel(TreeBatch b) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int d = core::ancestor_row(s_parent, i, b.words, b.mask + static_cast<long>(begin + i) * b.words);
     b.depth[begin + i] = d;
+    core::write_node_indices(b, tree, i, d);
     deepest = d > deepest ? d : deepest;
     core::child_links(s_parent, n, i, b.first_child + begin + i, b.next_sibling + begin + i);
   }

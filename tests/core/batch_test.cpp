@@ -17,6 +17,8 @@ using namespace specdec;
 TEST_CASE("build_tree_in_batch lays out each tree as the core does, and flags bad ones", "[core][batch]") {
   std::mt19937_64 rng(31);
   testing::TreeBatchData d = testing::random_tree_batch(rng, 200, 70, 64, 2, 100, true);
+  d.base_position.resize(d.size());
+  for (int t = 0; t < d.size(); ++t) d.base_position[t] = 1000 * t;
   const core::TreeBatch b = d.batch();
   int bad = 0;
   for (int t = 0; t < b.batch; ++t) {
@@ -35,6 +37,12 @@ TEST_CASE("build_tree_in_batch lays out each tree as the core does, and flags ba
     CHECK(d.max_depth[t] == core::build_tree_layout(d.parent.data() + begin, n, 2, depth.data(), mask.data(), fc.data(), ns.data()));
     CHECK(std::equal(depth.begin(), depth.end(), d.depth.begin() + begin));
     CHECK(std::equal(mask.begin(), mask.end(), d.mask.begin() + 2L * begin));
+    if (!d.base_position.empty()) {
+      for (int i = 0; i < n; ++i) {
+        CHECK(d.position[begin + i] == d.base_position[t] + depth[i]);
+        CHECK(d.sequence[begin + i] == t);
+      }
+    }
   }
   CHECK(bad > 20);
 }

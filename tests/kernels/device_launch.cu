@@ -79,8 +79,7 @@ backend::status finish(Mirror& m, backend::status s) {
 
 }  // namespace
 
-backend::status run_on_device(const core::TreeBatch& host) {
-  Mirror m;
+static core::TreeBatch mirror_trees(Mirror& m, const core::TreeBatch& host) {
   core::TreeBatch d = host;
   const long long nodes = host.batch > 0 ? host.offsets[host.batch] : 0;
   d.offsets = m.copy(host.offsets, host.batch + 1, false);
@@ -92,24 +91,38 @@ backend::status run_on_device(const core::TreeBatch& host) {
   d.next_sibling = m.copy(host.next_sibling, nodes, true);
   d.max_depth = m.copy(host.max_depth, host.batch, true);
   d.status = m.copy(host.status, host.batch, true);
-  return finish(m, backend::build_trees(backend::cuda{}, d));
+  d.base_position = m.copy(host.base_position, host.batch, false);
+  d.position = m.copy(host.position, nodes, true);
+  d.sequence = m.copy(host.sequence, nodes, true);
+  return d;
 }
 
-backend::status run_on_device(const core::GreedyVerifyBatch& host) {
+backend::status run_on_device(const core::TreeBatch& host) {
   Mirror m;
+  return finish(m, backend::build_trees(backend::cuda{}, mirror_trees(m, host)));
+}
+
+// The verifier's own arrays; the tree arrays are the caller's business. `nodes` from the host offsets.
+static core::GreedyVerifyBatch mirror_verify_outputs(Mirror& m, const core::GreedyVerifyBatch& host, long long nodes) {
   core::GreedyVerifyBatch d = host;
-  const long long nodes = host.batch > 0 ? host.offsets[host.batch] : 0;
-  d.offsets = m.copy(host.offsets, host.batch + 1, false);
-  d.token = m.copy(host.token, nodes, false);
-  d.first_child = m.copy(host.first_child, nodes, false);
-  d.next_sibling = m.copy(host.next_sibling, nodes, false);
-  d.build_status = m.copy(host.build_status, host.batch, false);
   d.logits = m.copy(host.logits, nodes > 0 ? (nodes - 1) * host.row_stride + host.vocab_size : 0, false);
   d.argmax = m.copy(host.argmax, nodes, true);
   d.path = m.copy(host.path, static_cast<long long>(host.batch) * host.max_nodes, true);
   d.length = m.copy(host.length, host.batch, true);
   d.next_token = m.copy(host.next_token, host.batch, true);
   d.status = m.copy(host.status, host.batch, true);
+  return d;
+}
+
+backend::status run_on_device(const core::GreedyVerifyBatch& host) {
+  Mirror m;
+  const long long nodes = host.batch > 0 ? host.offsets[host.batch] : 0;
+  core::GreedyVerifyBatch d = mirror_verify_outputs(m, host, nodes);
+  d.offsets = m.copy(host.offsets, host.batch + 1, false);
+  d.token = m.copy(host.token, nodes, false);
+  d.first_child = m.copy(host.first_child, nodes, false);
+  d.next_sibling = m.copy(host.next_sibling, nodes, false);
+  d.build_status = m.copy(host.build_status, host.batch, false);
   return finish(m, backend::greedy_verify(tag_with_workspace(m, d), d));
 }
 
@@ -128,8 +141,8 @@ backend::status run_on_device(const core::SuffixMatchBatch& host) {
   return finish(m, backend::suffix_match(tag_with_workspace(m, d), d));
 }
 
-backend::status run_on_device(const core::KvCompactionBatch& host) {
-  Mirror m;
+// The caches, bases and statuses; path and length are the caller's business.
+static core::KvCompactionBatch mirror_caches(Mirror& m, const core::KvCompactionBatch& host) {
   core::KvCompactionBatch d = host;
   const core::KvCacheLayout& l = host.layout;
   // One past the last byte any (sequence, layer, position, head) row of the layout touches.
@@ -139,10 +152,39 @@ backend::status run_on_device(const core::KvCompactionBatch& host) {
   d.k_cache = m.copy(host.k_cache, cache_bytes, true);
   d.v_cache = m.copy(host.v_cache, cache_bytes, true);
   d.base = m.copy(host.base, host.batch, false);
+  d.status = m.copy(host.status, host.batch, true);
+  return d;
+}
+
+backend::status run_on_device(const core::KvCompactionBatch& host) {
+  Mirror m;
+  core::KvCompactionBatch d = mirror_caches(m, host);
   d.path = m.copy(host.path, static_cast<long long>(host.batch) * host.max_nodes, false);
   d.length = m.copy(host.length, host.batch, false);
-  d.status = m.copy(host.status, host.batch, true);
   return finish(m, backend::compact_kv(backend::cuda{}, d));
+}
+
+backend::status run_step_on_device(const core::TreeBatch& trees, const core::GreedyVerifyBatch& verify,
+                                   const core::KvCompactionBatch& kv) {
+  Mirror m;
+  const core::TreeBatch t = mirror_trees(m, trees);
+  const long long nodes = trees.batch > 0 ? trees.offsets[trees.batch] : 0;
+  core::GreedyVerifyBatch v = mirror_verify_outputs(m, verify, nodes);
+  v.offsets = t.offsets;
+  v.token = t.token;
+  v.first_child = t.first_child;
+  v.next_sibling = t.next_sibling;
+  v.build_status = t.status;
+  core::KvCompactionBatch c = mirror_caches(m, kv);
+  c.path = v.path;
+  c.length = v.length;
+  const backend::cuda stream_only{};
+  const backend::cuda with_workspace = tag_with_workspace(m, v);
+  // Three enqueues on one stream, no synchronisation in between.
+  backend::status s = backend::build_trees(stream_only, t);
+  if (s == backend::status::ok) s = backend::greedy_verify(with_workspace, v);
+  if (s == backend::status::ok) s = backend::compact_kv(stream_only, c);
+  return finish(m, s);
 }
 
 }  // namespace specdec::testing

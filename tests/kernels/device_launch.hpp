@@ -13,4 +13,11 @@ backend::status run_on_device(const core::GreedyVerifyBatch& host);
 backend::status run_on_device(const core::SuffixMatchBatch& host);
 backend::status run_on_device(const core::KvCompactionBatch& host);
 
+/// One decoding step's GPU part as a single launch sequence with one synchronisation at its end:
+/// tree build, then greedy verification reading the build's outputs in device memory (the
+/// descriptor's offsets, token, child lists and build_status are taken from the build, not from
+/// `verify`), then KV compaction reading the verifier's path and length in device memory.
+backend::status run_step_on_device(const core::TreeBatch& trees, const core::GreedyVerifyBatch& verify,
+                                   const core::KvCompactionBatch& kv);
+
 }  // namespace specdec::testing

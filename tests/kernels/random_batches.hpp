@@ -32,6 +32,8 @@ struct TreeBatchData {
   std::vector<node_t> first_child, next_sibling;
   std::vector<int> max_depth;
   std::vector<core::tree_status> status;
+  std::vector<int> base_position;  ///< empty: no index arrays asked for
+  std::vector<int> position, sequence;
 
   int size() const { return static_cast<int>(offsets.size()) - 1; }
 
@@ -63,6 +65,13 @@ struct TreeBatchData {
     b.next_sibling = next_sibling.data();
     b.max_depth = max_depth.data();
     b.status = status.data();
+    if (!base_position.empty()) {
+      position.assign(nodes, -7);
+      sequence.assign(nodes, -7);
+      b.base_position = base_position.data();
+      b.position = position.data();
+      b.sequence = sequence.data();
+    }
     return b;
   }
 };
@@ -98,6 +107,9 @@ inline TreeBatchData random_tree_batch(std::mt19937_64& rng, int batch, int max_
     RandomTree t = random_tree(rng, n, vocab);
     if (kind == 2 || kind == 3) corrupt(rng, t.parent, t.token, vocab);
     d.add(t.parent, t.token);
+  }
+  if (rng() % 2) {
+    for (int b = 0; b < batch; ++b) d.base_position.push_back(uniform(rng, 0, 100000));
   }
   return d;
 }
@@ -146,9 +158,41 @@ struct GreedyData {
   }
 };
 
-/// Trees laid out by the host build (some malformed), and logits that often agree with a child's
+/// Logits for laid-out trees (node g's row at g * row_stride) that often agree with a child's
 /// token (long accepted paths), with frequent ties (small integer values), some NaN rows, rows of
 /// signed zeros and infinities. Rows are padded to `row_stride` with values that must be ignored.
+inline std::vector<float> random_logits(std::mt19937_64& rng, const TreeBatchData& trees, int vocab,
+                                        long long row_stride) {
+  const std::size_t nodes = trees.token.size();
+  std::vector<float> logits(nodes * row_stride, 0.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::size_t g = 0; g < nodes; ++g) {
+    float* row = logits.data() + g * row_stride;
+    for (long long v = vocab; v < row_stride; ++v) row[v] = 1e30f;  // padding: never read
+    const int kind = static_cast<int>(rng() % 20);
+    if (kind == 0) {  // signed zeros: whichever comes first must win the tie (argmax_row compares with >)
+      for (int v = 0; v < vocab; ++v) row[v] = -1.0f;
+      row[uniform(rng, 0, vocab - 1)] = -0.0f;
+      row[uniform(rng, 0, vocab - 1)] = 0.0f;
+      continue;
+    }
+    for (int v = 0; v < vocab; ++v) row[v] = static_cast<float>(rng() % 4);
+    if (kind == 1) row[uniform(rng, 0, vocab - 1)] = nan;
+    if (kind == 2) row[uniform(rng, 0, vocab - 1)] = inf;
+    if (kind == 3) {
+      for (int v = 0; v < vocab; ++v) row[v] = -inf;
+    }
+    // Point the argmax at a child's token most of the time, so paths get long.
+    const int t = static_cast<int>(std::upper_bound(trees.offsets.begin(), trees.offsets.end(), static_cast<int>(g)) -
+                                   trees.offsets.begin()) - 1;
+    if (kind > 3 && trees.status[t] == core::tree_status::ok && trees.first_child[g] >= 0 && rng() % 4 != 0)
+      row[trees.token[trees.offsets[t] + trees.first_child[g]]] = 5.0f + static_cast<float>(rng() % 2);
+  }
+  return logits;
+}
+
+/// Trees laid out by the host build (some malformed), with random_logits().
 inline GreedyData random_greedy_batch(std::mt19937_64& rng, int batch, int max_size, int vocab, long long row_stride,
                                       bool with_faults) {
   const int max_nodes = max_size + 4;
@@ -164,31 +208,7 @@ inline GreedyData random_greedy_batch(std::mt19937_64& rng, int batch, int max_s
   d.first_child = trees.first_child;
   d.next_sibling = trees.next_sibling;
   d.build_status = trees.status;
-  const std::size_t nodes = trees.token.size();
-  d.logits.assign(nodes * row_stride, 0.0f);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  const float inf = std::numeric_limits<float>::infinity();
-  for (std::size_t g = 0; g < nodes; ++g) {
-    float* row = d.logits.data() + g * row_stride;
-    for (long long v = vocab; v < row_stride; ++v) row[v] = 1e30f;  // padding: never read
-    const int kind = static_cast<int>(rng() % 20);
-    if (kind == 0) {  // signed zeros: -0.0 first must win the tie (argmax_row compares with >)
-      for (int v = 0; v < vocab; ++v) row[v] = -1.0f;
-      row[uniform(rng, 0, vocab - 1)] = -0.0f;
-      row[uniform(rng, 0, vocab - 1)] = 0.0f;
-      continue;
-    }
-    for (int v = 0; v < vocab; ++v) row[v] = static_cast<float>(rng() % 4);
-    if (kind == 1) row[uniform(rng, 0, vocab - 1)] = nan;
-    if (kind == 2) row[uniform(rng, 0, vocab - 1)] = inf;
-    if (kind == 3) for (int v = 0; v < vocab; ++v) row[v] = -inf;
-    // Point the argmax at a child's token most of the time, so paths get long.
-    const int t = static_cast<int>(std::upper_bound(d.offsets.begin(), d.offsets.end(), static_cast<int>(g)) - d.offsets.begin()) - 1;
-    if (trees.status[t] == core::tree_status::ok && d.first_child[g] >= 0 && rng() % 4 != 0) {
-      const node_t child = d.first_child[g];
-      if (kind > 3) row[d.token[d.offsets[t] + child]] = 5.0f + static_cast<float>(rng() % 2);
-    }
-  }
+  d.logits = random_logits(rng, trees, vocab, row_stride);
   return d;
 }
 

@@ -23,6 +23,8 @@ void require_same_on_both(testing::TreeBatchData host) {
   CHECK(device.mask == host.mask);
   CHECK(device.first_child == host.first_child);
   CHECK(device.next_sibling == host.next_sibling);
+  CHECK(device.position == host.position);
+  CHECK(device.sequence == host.sequence);
 }
 
 }  // namespace

@@ -33,7 +33,19 @@ struct TreeBatch {
   node_t* next_sibling = nullptr;
   int* max_depth = nullptr;       ///< per tree
   tree_status* status = nullptr;  ///< per tree; a malformed tree is flagged and not laid out
+  // Optional index arrays for a target that runs the batch's nodes as one flat token list (all
+  // three null, or base_position and at least one output set):
+  const int* base_position = nullptr;  ///< per tree: tokens in its KV cache (the root's position)
+  int* position = nullptr;             ///< per node: base_position[tree] + depth (RoPE, causal order)
+  int* sequence = nullptr;             ///< per node: the index of its tree in the batch
 };
+
+/// The per-node index arrays of node i of tree `tree` (a no-op for the outputs left null).
+SPECDEC_HD inline void write_node_indices(const TreeBatch& b, int tree, int i, int depth) {
+  const long g = static_cast<long>(b.offsets[tree]) + i;
+  if (b.position && b.base_position) b.position[g] = b.base_position[tree] + depth;
+  if (b.sequence) b.sequence[g] = tree;
+}
 
 /// The node limit a tree of `b` must respect: max_nodes, and what a mask row can hold.
 SPECDEC_HD constexpr int node_limit(const TreeBatch& b) {
@@ -50,6 +62,7 @@ SPECDEC_HD inline tree_status build_tree_in_batch(const TreeBatch& b, int tree) 
     b.max_depth[tree] = build_tree_layout(b.parent + begin, n, b.words, b.depth + begin,
                                           b.mask + static_cast<long>(begin) * b.words, b.first_child + begin,
                                           b.next_sibling + begin);
+    for (int i = 0; i < n; ++i) write_node_indices(b, tree, i, b.depth[begin + i]);
   }
   return s;
 }
