@@ -310,6 +310,62 @@ void bench_kv_compaction(const Device& dev) {
     }
 }
 
+// The GPU part of one step as the decoder would enqueue it: tree build, greedy verification on
+// the build's outputs, KV compaction on the verifier's path, no synchronisation in between.
+void bench_step(const Device& dev) {
+  Lcg rng{3};
+  const int vocab = 128256, nodes = 64;
+  for (int batch : {1, 8, 64}) {
+    DeviceTrees trees(batch, nodes, vocab, rng);
+    const core::TreeBatch t = trees.batch_desc(vocab);
+    const long long rows = static_cast<long long>(batch) * nodes;
+    float* logits = device_alloc<float>(rows * vocab);
+    fill_logits<<<1024, 256>>>(logits, rows * vocab, 5u);
+    core::GreedyVerifyBatch g;
+    g.batch = batch;
+    g.max_nodes = nodes;
+    g.vocab_size = vocab;
+    g.row_stride = vocab;
+    g.offsets = trees.offsets;
+    g.token = trees.token;
+    g.first_child = trees.first_child;
+    g.next_sibling = trees.next_sibling;
+    g.build_status = trees.status;
+    g.logits = logits;
+    g.argmax = device_alloc<token_t>(rows);
+    g.path = device_alloc<node_t>(rows);
+    g.length = device_alloc<int>(batch);
+    g.next_token = device_alloc<token_t>(batch);
+    g.status = device_alloc<core::verify_status>(batch);
+    backend::cuda tag;
+    tag.workspace_bytes = backend::workspace_bytes(tag, g);
+    tag.workspace = device_alloc<unsigned char>(tag.workspace_bytes);
+    core::KvCompactionBatch c;
+    c.batch = batch;
+    c.max_nodes = nodes;
+    c.layout = core::kv_layout(32, 4096, 8, 128, 2);
+    const std::size_t cache_bytes = static_cast<std::size_t>(batch) * c.layout.sequence_stride;
+    c.k_cache = device_alloc<unsigned char>(cache_bytes);
+    c.v_cache = device_alloc<unsigned char>(cache_bytes);
+    c.base = upload(std::vector<int>(batch, 1000));
+    c.path = g.path;
+    c.length = g.length;
+    c.status = device_alloc<core::compaction_status>(batch);
+    const double us = time_us([&] {
+      check(backend::build_trees(backend::cuda{}, t), "build_trees");
+      check(backend::greedy_verify(tag, g), "greedy_verify");
+      check(backend::compact_kv(backend::cuda{}, c), "compact_kv");
+    });
+    report(dev, "step", "batch " + std::to_string(batch) + " x 64 nodes, vocab 128256, 32L 8H 128D", us,
+           static_cast<double>(rows) * vocab * sizeof(float));
+    for (void* p : {static_cast<void*>(logits), static_cast<void*>(g.argmax), static_cast<void*>(g.path),
+                    static_cast<void*>(g.length), static_cast<void*>(g.next_token), static_cast<void*>(g.status),
+                    tag.workspace, static_cast<void*>(c.k_cache), static_cast<void*>(c.v_cache),
+                    const_cast<void*>(static_cast<const void*>(c.base)), static_cast<void*>(c.status)})
+      check(cudaFree(p), "cudaFree");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,5 +397,6 @@ int main(int argc, char** argv) {
   bench_greedy_verify(dev);
   bench_suffix_match(dev);
   bench_kv_compaction(dev);
+  bench_step(dev);
   return 0;
 }
