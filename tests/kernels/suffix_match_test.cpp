@@ -46,10 +46,11 @@ TEST_CASE("GPU suffix matching equals the CASD reference on random contexts and 
       const int n = rng() % 4 == 0 ? testing::uniform(rng, 0, 17) : testing::uniform(rng, 0, d.max_context);
       d.add(testing::repetitive_context(rng, n, alphabet));
     }
-    if (rng() % 2) {  // CASD_prompt: search only a prefix (sometimes past the end)
-      for (int s = 0; s < batch; ++s) d.search_limit.push_back(testing::uniform(rng, -1, d.offsets[s + 1] - d.offsets[s] + 2));
-    }
     if (rng() % 8 == 0) d.add(std::vector<token_t>(d.max_context + 1, 3));  // too long: flagged on both
+    if (rng() % 2) {  // CASD_prompt: search only a prefix (sometimes past the end)
+      for (int s = 0; s < d.size(); ++s)
+        d.search_limit.push_back(testing::uniform(rng, -1, d.offsets[s + 1] - d.offsets[s] + 2));
+    }
     require_same_on_both(d);
   }
 }
