@@ -126,6 +126,13 @@ struct drafter_traits {
     if constexpr (requires { D::needs_target_features; }) return bool(D::needs_target_features);
     else return false;
   }();
+  /// The drafter attaches the distributions it sampled its draft tokens from
+  /// (DraftTree::add_distribution), so a rejection-sampling verifier can accept them with
+  /// probability min(1, p/q) instead of p (a one-hot proposal).
+  static constexpr bool emits_draft_probabilities = [] {
+    if constexpr (requires { D::emits_draft_probabilities; }) return bool(D::emits_draft_probabilities);
+    else return false;
+  }();
 };
 
 /// A drafter's display name: D::name when it has one.

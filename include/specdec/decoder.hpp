@@ -198,6 +198,12 @@ class SpeculativeDecoder {
     if (tree.root_token() != context_.back())
       throw error(who(index) + ": changed the root token of its draft tree");
     check_tree(tree, vocab_, who(index));
+    if (tree.distributions() > 0) {
+      if constexpr (!drafter_traits<D>::emits_draft_probabilities)
+        throw error(who(index) + ": attached draft distributions (add_sampled) but does not declare "
+                    "`static constexpr bool emits_draft_probabilities = true`");
+      check_distributions(tree, vocab_, who(index));
+    }
   }
 
   static std::string who(std::size_t index) {

@@ -30,6 +30,10 @@ class DraftTree {
     token_.assign(1, root_token);
     score_.assign(1, INFINITY);
     source_.assign(1, 0u);
+    dist_parent_.clear();
+    dist_draw_begin_.assign(1, 0);
+    dist_draws_.clear();
+    dist_q_.clear();
   }
 
   /// Appends a child of `parent` and returns its index. Throws specdec::error for a parent
@@ -59,6 +63,55 @@ class DraftTree {
     return parent;
   }
 
+  /// For drafters that sample (drafter_traits<D>::emits_draft_probabilities): says that `draws`
+  /// were drawn below `parent`, in this order and independently *with replacement* (a token may
+  /// repeat), from `q` (one probability per vocabulary token, summing to 1). Adds a child for
+  /// each distinct draw that is not a child yet (score: the parent's score times q), and keeps
+  /// q and the draws, which survive the merge and budget, so that a rejection-sampling verifier
+  /// tests each draw against this q. May be called several times for one parent (independent
+  /// batches). Throws specdec::error for an empty or malformed q or a draw q gives no mass.
+  void add_sampled(node_t parent, std::span<const float> q, std::span<const token_t> draws) {
+    if (parent < 0 || parent >= size()) {
+      throw error("DraftTree::add_sampled: parent " + std::to_string(parent) + " does not exist (tree has " +
+                  std::to_string(size()) + " nodes)");
+    }
+    if (q.empty()) throw error("DraftTree::add_sampled: q is empty");
+    if (!dist_q_.empty() && q.size() != dist_q_.size() / dist_parent_.size())
+      throw error("DraftTree::add_sampled: q has " + std::to_string(q.size()) + " entries, earlier rows had " +
+                  std::to_string(dist_q_.size() / dist_parent_.size()));
+    double total = 0.0;
+    for (std::size_t v = 0; v < q.size(); ++v) {
+      if (!(q[v] >= 0.0f) || std::isinf(q[v]))
+        throw error("DraftTree::add_sampled: q[" + std::to_string(v) + "] = " + std::to_string(q[v]) +
+                    " is not a probability");
+      total += q[v];
+    }
+    if (std::abs(total - 1.0) > 1e-3)
+      throw error("DraftTree::add_sampled: q sums to " + std::to_string(total) + ", not 1");
+    for (token_t x : draws) {
+      if (x < 0 || static_cast<std::size_t>(x) >= q.size() || q[x] <= 0.0f)
+        throw error("DraftTree::add_sampled: draw " + std::to_string(x) +
+                    " is outside q's support (q has " + std::to_string(q.size()) + " entries)");
+      if (find_child(parent, x) < 0) add(parent, x, parent == 0 ? q[x] : score(parent) * q[x]);
+    }
+    dist_parent_.push_back(parent);
+    dist_draws_.insert(dist_draws_.end(), draws.begin(), draws.end());
+    dist_draw_begin_.push_back(static_cast<int>(dist_draws_.size()));
+    dist_q_.insert(dist_q_.end(), q.begin(), q.end());
+  }
+
+  /// Number of add_sampled() batches, and each batch's parent, q and draws.
+  int distributions() const { return static_cast<int>(dist_parent_.size()); }
+  node_t distribution_parent(int k) const { return dist_parent_[k]; }
+  std::span<const float> distribution_q(int k) const {
+    const std::size_t row = dist_q_.size() / dist_parent_.size();
+    return {dist_q_.data() + k * row, row};
+  }
+  std::span<const token_t> distribution_draws(int k) const {
+    return {dist_draws_.data() + dist_draw_begin_[k],
+            static_cast<std::size_t>(dist_draw_begin_[k + 1] - dist_draw_begin_[k])};
+  }
+
   /// The child of `parent` carrying `token`, or -1.
   node_t find_child(node_t parent, token_t token) const {
     for (int i = parent + 1; i < size(); ++i)
@@ -83,6 +136,10 @@ class DraftTree {
   std::vector<token_t> token_;
   std::vector<float> score_;
   std::vector<std::uint32_t> source_;
+  std::vector<node_t> dist_parent_;
+  std::vector<int> dist_draw_begin_;
+  std::vector<token_t> dist_draws_;
+  std::vector<float> dist_q_;
 };
 
 /// Throws specdec::error when `tree` is malformed for a target of `vocab_size` tokens.
@@ -99,6 +156,15 @@ inline void check_tree(const DraftTree& tree, int vocab_size, const std::string&
            std::to_string(vocab_size) + ")";
   }
   throw error(msg);
+}
+
+/// Throws specdec::error when a draft distribution of `tree` (add_sampled) does not have one
+/// entry per token of the target's vocabulary.
+inline void check_distributions(const DraftTree& tree, int vocab_size, const std::string& who) {
+  if (tree.distributions() > 0 && tree.distribution_q(0).size() != static_cast<std::size_t>(vocab_size)) {
+    throw error(who + ": draft distribution rows have " + std::to_string(tree.distribution_q(0).size()) +
+                " entries, the target's vocabulary has " + std::to_string(vocab_size));
+  }
 }
 
 /// Merges drafters' trees into one and lays it out for the target. Reuses its storage.
@@ -123,6 +189,10 @@ class TreeMerger {
     first_child_.assign(1, -1);
     next_sibling_.assign(1, -1);
     depth_.assign(1, 0);
+    proposal_node_.clear();
+    draw_begin_.assign(1, 0);
+    draw_token_.clear();
+    proposal_q_.clear();
     for (std::size_t t = 0; t < trees.size(); ++t) {
       const DraftTree& tree = *trees[t];
       if (tree.root_token() != root) {
@@ -159,6 +229,17 @@ class TreeMerger {
         all_.source_[child] |= bit;
         remap_[i] = child;
       }
+      for (int k = 0; k < tree.distributions(); ++k) {
+        const node_t up = remap_[tree.distribution_parent(k)];
+        if (up < 0) continue;
+        const auto q = tree.distribution_q(k);
+        const auto draws = tree.distribution_draws(k);
+        q_vocab_ = static_cast<int>(q.size());
+        proposal_node_.push_back(up);
+        draw_token_.insert(draw_token_.end(), draws.begin(), draws.end());
+        draw_begin_.push_back(static_cast<int>(draw_token_.size()));
+        proposal_q_.insert(proposal_q_.end(), q.begin(), q.end());
+      }
     }
     keep_budget(budget);
     lay_out();
@@ -178,6 +259,16 @@ class TreeMerger {
     v.mask = mask_.data();
     v.first_child = layout_first_child_.data();
     v.next_sibling = layout_next_sibling_.data();
+    if (!proposal_node_.empty()) {
+      v.proposals = static_cast<int>(proposal_node_.size());
+      v.first_proposal = first_proposal_.data();
+      v.next_proposal = next_proposal_.data();
+      v.proposal_node = proposal_node_.data();
+      v.draw_begin = draw_begin_.data();
+      v.draw_token = draw_token_.data();
+      v.draw_node = draw_node_.data();
+      v.proposal_q = proposal_q_.data();
+    }
     return v;
   }
 
@@ -208,6 +299,31 @@ class TreeMerger {
       kept_.score_.push_back(all_.score_[i]);
       kept_.source_.push_back(all_.source_[i]);
     }
+    keep_proposals();
+  }
+
+  // Proposals below a kept node follow it (renumbered); the others go, compacted in order.
+  void keep_proposals() {
+    const std::size_t row = static_cast<std::size_t>(q_vocab_);
+    std::size_t kept = 0;
+    int draws_kept = 0;
+    for (std::size_t k = 0; k < proposal_node_.size(); ++k) {
+      const node_t node = remap_[proposal_node_[k]];
+      if (node < 0) continue;
+      const int begin = draw_begin_[k], end = draw_begin_[k + 1];
+      proposal_node_[kept] = node;
+      std::copy(draw_token_.begin() + begin, draw_token_.begin() + end, draw_token_.begin() + draws_kept);
+      draw_begin_[kept] = draws_kept;  // entry k is no longer needed: it was read above
+      draws_kept += end - begin;
+      if (kept != k)
+        std::copy_n(proposal_q_.begin() + k * row, row, proposal_q_.begin() + kept * row);
+      ++kept;
+    }
+    proposal_node_.resize(kept);
+    draw_begin_.resize(kept + 1);
+    draw_begin_[kept] = draws_kept;
+    draw_token_.resize(static_cast<std::size_t>(draws_kept));
+    proposal_q_.resize(kept * row);
   }
 
   void lay_out() {
@@ -220,6 +336,22 @@ class TreeMerger {
     max_depth_ = core::build_tree_layout(kept_.parent_.data(), n, words, layout_depth_.data(),
                                          mask_.data(), layout_first_child_.data(),
                                          layout_next_sibling_.data());
+    const int proposals = static_cast<int>(proposal_node_.size());
+    if (proposals == 0) return;
+    first_proposal_.assign(n, -1);
+    next_proposal_.resize(proposals);
+    for (int k = proposals - 1; k >= 0; --k) {  // pushing to the front keeps merge order
+      next_proposal_[k] = first_proposal_[proposal_node_[k]];
+      first_proposal_[proposal_node_[k]] = k;
+    }
+    draw_node_.resize(draw_token_.size());
+    for (int k = 0; k < proposals; ++k) {
+      for (int d = draw_begin_[k]; d < draw_begin_[k + 1]; ++d) {
+        node_t child = layout_first_child_[proposal_node_[k]];
+        while (child >= 0 && kept_.token_[child] != draw_token_[d]) child = layout_next_sibling_[child];
+        draw_node_[d] = child;
+      }
+    }
   }
 
   DraftTree all_, kept_;
@@ -230,6 +362,12 @@ class TreeMerger {
   std::vector<std::uint32_t> mask_;
   std::vector<node_t> layout_first_child_, layout_next_sibling_;
   int max_depth_ = 0;
+  // Draft distributions of the merged tree (see TreeView).
+  int q_vocab_ = 0;
+  std::vector<node_t> proposal_node_, first_proposal_, draw_node_;
+  std::vector<int> next_proposal_, draw_begin_;
+  std::vector<token_t> draw_token_;
+  std::vector<float> proposal_q_;
 };
 
 }  // namespace specdec
