@@ -1,5 +1,5 @@
-// Backend dispatch: the batched step operations (tree build, greedy verification, suffix matching,
-// KV compaction) on the host or on a CUDA device, chosen by a tag type, with the same semantics:
+// Backend dispatch: the batched step operations (tree build, greedy verification, stochastic
+// verification, suffix matching, KV compaction) on the host or on a CUDA device, chosen by a tag type, with the same semantics:
 //
 //   specdec::backend::build_trees(specdec::backend::host{}, trees);          // host pointers
 //   specdec::backend::build_trees(specdec::backend::cuda{stream}, trees);    // device pointers
@@ -15,10 +15,12 @@
 #include <cstddef>
 
 #include <specdec/core/batch.hpp>
+#include <specdec/core/stochastic_batch.hpp>
 
 #if defined(__CUDACC__)
 #include <specdec/kernels/greedy_verify.cuh>
 #include <specdec/kernels/kv_compaction.cuh>
+#include <specdec/kernels/stochastic_verify.cuh>
 #include <specdec/kernels/suffix_match.cuh>
 #include <specdec/kernels/tree_build.cuh>
 #endif
@@ -72,6 +74,16 @@ inline bool valid(const core::GreedyVerifyBatch& b) {
 inline bool valid(const core::SuffixMatchBatch& b) {
   return b.batch >= 0 && b.max_match <= max_suffix_match && b.k <= max_suffix_k;
 }
+inline bool valid(const core::StochasticVerifyBatch& b) {
+  return b.batch >= 0 && b.max_nodes >= 1 && b.vocab_size >= 1 && b.row_stride >= b.vocab_size && b.work != nullptr;
+}
+inline bool valid(const core::StochasticVerifyBatch& b, const core::SamplingParams& params) {
+  return valid(b) && core::valid(params);
+}
+inline bool valid(const core::StochasticVerifyBatch& b, const core::ConditionalParams& params,
+                  const core::SamplingParams& next) {
+  return valid(b) && b.accepted != nullptr && core::valid(params, b.vocab_size) && core::valid(next);
+}
 inline bool valid(const core::KvCompactionBatch& b) {
   const core::KvCacheLayout& l = b.layout;
   return b.batch >= 0 && b.max_nodes >= 1 && l.layers >= 1 && l.kv_heads >= 1 && l.row_bytes >= 1 &&
@@ -90,6 +102,21 @@ inline status build_trees(host, const core::TreeBatch& b) {
 inline status greedy_verify(host, const core::GreedyVerifyBatch& b) {
   if (!detail::valid(b)) return status::invalid_argument;
   for (int t = 0; t < b.batch; ++t) core::greedy_verify_in_batch(b, t);
+  return status::ok;
+}
+
+/// RejectionSampling's verification of every tree (lossless sampling with `params`).
+inline status rejection_verify(host, const core::StochasticVerifyBatch& b, const core::SamplingParams& params) {
+  if (!detail::valid(b, params)) return status::invalid_argument;
+  for (int t = 0; t < b.batch; ++t) core::rejection_verify_in_batch(b, t, params);
+  return status::ok;
+}
+
+/// ConditionalVerifier's verification of every tree; `next` samples the token after the path.
+inline status conditional_verify(host, const core::StochasticVerifyBatch& b, const core::ConditionalParams& params,
+                                 const core::SamplingParams& next) {
+  if (!detail::valid(b, params, next)) return status::invalid_argument;
+  for (int t = 0; t < b.batch; ++t) core::conditional_verify_in_batch(b, t, params, next);
   return status::ok;
 }
 
@@ -134,6 +161,17 @@ inline status greedy_verify(const cuda& c, const core::GreedyVerifyBatch& b) {
   return detail::from(kernels::greedy_verify(b, c.workspace, c.workspace_bytes, c.stream));
 }
 
+inline status rejection_verify(const cuda& c, const core::StochasticVerifyBatch& b, const core::SamplingParams& params) {
+  if (!detail::valid(b, params)) return status::invalid_argument;
+  return detail::from(kernels::rejection_verify(b, params, c.stream));
+}
+
+inline status conditional_verify(const cuda& c, const core::StochasticVerifyBatch& b,
+                                 const core::ConditionalParams& params, const core::SamplingParams& next) {
+  if (!detail::valid(b, params, next)) return status::invalid_argument;
+  return detail::from(kernels::conditional_verify(b, params, next, c.stream));
+}
+
 inline status suffix_match(const cuda& c, const core::SuffixMatchBatch& b) {
   if (!detail::valid(b)) return status::invalid_argument;
   return detail::from(kernels::suffix_match(b, c.workspace, c.workspace_bytes, c.stream));
@@ -152,6 +190,7 @@ inline std::size_t workspace_bytes(const cuda&, const core::SuffixMatchBatch& b)
 }
 inline std::size_t workspace_bytes(const cuda&, const core::TreeBatch&) { return 0; }
 inline std::size_t workspace_bytes(const cuda&, const core::KvCompactionBatch&) { return 0; }
+inline std::size_t workspace_bytes(const cuda&, const core::StochasticVerifyBatch&) { return 0; }
 #endif
 
 }  // namespace specdec::backend

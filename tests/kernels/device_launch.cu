@@ -1,5 +1,6 @@
 #include "kernels/device_launch.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -162,6 +163,63 @@ backend::status run_on_device(const core::KvCompactionBatch& host) {
   d.path = m.copy(host.path, static_cast<long long>(host.batch) * host.max_nodes, false);
   d.length = m.copy(host.length, host.batch, false);
   return finish(m, backend::compact_kv(backend::cuda{}, d));
+}
+
+// A device copy of a TreeView: every array it points to, sized from the view itself.
+static TreeView mirror_view(Mirror& m, const TreeView& v, int vocab) {
+  TreeView d = v;
+  const long long n = v.size;
+  d.parent = m.copy(v.parent, n, false);
+  d.token = m.copy(v.token, n, false);
+  d.depth = m.copy(v.depth, n, false);
+  d.mask = m.copy(v.mask, n * v.words_per_row, false);
+  d.first_child = m.copy(v.first_child, n, false);
+  d.next_sibling = m.copy(v.next_sibling, n, false);
+  if (v.proposals > 0) {
+    const long long draws = v.draw_begin[v.proposals];
+    d.first_proposal = m.copy(v.first_proposal, n, false);
+    d.next_proposal = m.copy(v.next_proposal, v.proposals, false);
+    d.proposal_node = m.copy(v.proposal_node, v.proposals, false);
+    d.draw_begin = m.copy(v.draw_begin, v.proposals + 1, false);
+    d.draw_token = m.copy(v.draw_token, draws, false);
+    d.draw_node = m.copy(v.draw_node, draws, false);
+    d.proposal_q = m.copy(v.proposal_q, static_cast<long long>(v.proposals) * vocab, false);
+  }
+  return d;
+}
+
+static core::StochasticVerifyBatch mirror_stochastic(Mirror& m, const core::StochasticVerifyBatch& host) {
+  core::StochasticVerifyBatch d = host;
+  std::vector<TreeView> views;
+  long long rows = 0;
+  for (int t = 0; t < host.batch; ++t) {
+    views.push_back(mirror_view(m, host.trees[t], host.vocab_size));
+    rows = std::max<long long>(rows, host.row_offset[t] + host.trees[t].size);
+  }
+  d.trees = m.copy(views.data(), static_cast<long long>(views.size()), false);
+  d.row_offset = m.copy(host.row_offset, host.batch, false);
+  d.logits = m.copy(host.logits, rows > 0 ? (rows - 1) * host.row_stride + host.vocab_size : 0, false);
+  d.keys = m.copy(host.keys, host.batch, false);
+  d.work = m.copy(host.work, static_cast<long long>(host.batch) * host.vocab_size, false);
+  d.accepted = m.copy(host.accepted, static_cast<long long>(host.batch) * host.max_nodes, true);
+  d.path = m.copy(host.path, static_cast<long long>(host.batch) * host.max_nodes, true);
+  d.length = m.copy(host.length, host.batch, true);
+  d.next_token = m.copy(host.next_token, host.batch, true);
+  d.status = m.copy(host.status, host.batch, true);
+  d.row_status = m.copy(host.row_status, host.batch, true);
+  d.bad_node = m.copy(host.bad_node, host.batch, true);
+  return d;
+}
+
+backend::status run_rejection_on_device(const core::StochasticVerifyBatch& host, const core::SamplingParams& params) {
+  Mirror m;
+  return finish(m, backend::rejection_verify(backend::cuda{}, mirror_stochastic(m, host), params));
+}
+
+backend::status run_conditional_on_device(const core::StochasticVerifyBatch& host, const core::ConditionalParams& params,
+                                          const core::SamplingParams& next) {
+  Mirror m;
+  return finish(m, backend::conditional_verify(backend::cuda{}, mirror_stochastic(m, host), params, next));
 }
 
 backend::status run_step_on_device(const core::TreeBatch& trees, const core::GreedyVerifyBatch& verify,

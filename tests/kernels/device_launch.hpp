@@ -13,6 +13,11 @@ backend::status run_on_device(const core::GreedyVerifyBatch& host);
 backend::status run_on_device(const core::SuffixMatchBatch& host);
 backend::status run_on_device(const core::KvCompactionBatch& host);
 
+/// Stochastic verification: every TreeView is deep-copied (all its arrays) to the device.
+backend::status run_rejection_on_device(const core::StochasticVerifyBatch& host, const core::SamplingParams& params);
+backend::status run_conditional_on_device(const core::StochasticVerifyBatch& host, const core::ConditionalParams& params,
+                                          const core::SamplingParams& next);
+
 /// One decoding step's GPU part as a single launch sequence with one synchronisation at its end:
 /// tree build, then greedy verification reading the build's outputs in device memory (the
 /// descriptor's offsets, token, child lists and build_status are taken from the build, not from
