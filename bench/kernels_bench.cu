@@ -163,6 +163,17 @@ struct DeviceTrees {
     status = device_alloc<core::tree_status>(b);
   }
 
+  DeviceTrees(const DeviceTrees&) = delete;
+  DeviceTrees& operator=(const DeviceTrees&) = delete;
+  ~DeviceTrees() {
+    for (const void* p : {static_cast<const void*>(offsets), static_cast<const void*>(parent),
+                          static_cast<const void*>(token), static_cast<const void*>(depth),
+                          static_cast<const void*>(mask), static_cast<const void*>(first_child),
+                          static_cast<const void*>(next_sibling), static_cast<const void*>(max_depth),
+                          static_cast<const void*>(status)})
+      cudaFree(const_cast<void*>(p));
+  }
+
   core::TreeBatch batch_desc(int vocab) const {
     core::TreeBatch t;
     t.batch = batch;
