@@ -85,3 +85,17 @@ TEST_CASE("GPU suffix matching: ties go to the most recent occurrence", "[gpu][s
   CHECK(d.drafts[0] == 9);
   CHECK(d.drafts[1] == 1);
 }
+
+TEST_CASE("the CUDA backend refuses the same arguments as the host backend", "[gpu][suffix]") {
+  testing::SuffixData d;
+  d.max_context = 16;
+  d.add({1, 2, 1, 2});
+  d.k = backend::max_suffix_k + 1;
+  CHECK(testing::run_on_device(d.batch()) == backend::status::invalid_argument);
+  d.k = 2;
+  d.max_match = backend::max_suffix_match + 1;
+  CHECK(testing::run_on_device(d.batch()) == backend::status::invalid_argument);
+  d.max_match = 10;
+  CHECK(testing::run_on_device(d.batch()) == backend::status::ok);
+  CHECK(d.match_count[0] == 1);
+}
