@@ -5,6 +5,7 @@
 //   kernels_bench [--repeat N]
 //
 // Exits 0 with a message when there is no CUDA device (nothing is measured then).
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -121,15 +122,43 @@ double time_us(Launch&& launch) {
   return 1e3 * ms / repeat;
 }
 
-void report(const Device& dev, const char* kernel, const std::string& shape, double us, double bytes) {
+/// Mean microseconds per call of the host backend (this machine's CPU, one thread): repeated
+/// until 0.2 s have passed (at least once, at most 100 times).
+template <class Run>
+double host_time_us(Run&& run) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  int calls = 0;
+  do {
+    run();
+    ++calls;
+  } while (calls < 100 && clock::now() - start < std::chrono::milliseconds(200));
+  return std::chrono::duration<double, std::micro>(clock::now() - start).count() / calls;
+}
+
+/// One line per shape; host_us > 0 adds the host backend's time on the same input and the ratio.
+void report(const Device& dev, const char* kernel, const std::string& shape, double us, double bytes,
+            double host_us = 0) {
   const double gbs = bytes / (us * 1e-6) / 1e9;
-  std::printf("%-14s %-44s %10.2f us %12.1f KB %9.1f GB/s %6.1f%% of peak\n", kernel, shape.c_str(), us,
-              bytes / 1e3, gbs, 100.0 * gbs * 1e9 / dev.peak_bytes_per_second);
+  std::printf("%-14s %-44s %10.2f us %12.1f KB %9.1f GB/s %6.1f%% of peak", kernel, shape.c_str(), us, bytes / 1e3,
+              gbs, 100.0 * gbs * 1e9 / dev.peak_bytes_per_second);
+  if (host_us > 0) std::printf("   host %10.1f us (%.1fx)", host_us, host_us / us);
+  std::printf("\n");
+}
+
+template <class T>
+std::vector<T> download(const T* device, std::size_t count) {
+  std::vector<T> host(count);
+  if (count) check(cudaMemcpy(host.data(), device, sizeof(T) * count, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return host;
 }
 
 // Random trees of exactly `nodes` nodes, back to back, laid out on the device.
 struct DeviceTrees {
   int batch = 0, nodes = 0, words = 0;
+  std::vector<int> host_offsets;
+  std::vector<node_t> host_parent;
+  std::vector<token_t> host_token;
   int* offsets = nullptr;
   node_t* parent = nullptr;
   token_t* token = nullptr;
@@ -155,6 +184,9 @@ struct DeviceTrees {
     offsets = upload(off);
     parent = upload(par);
     token = upload(tok);
+    host_offsets = off;
+    host_parent = par;
+    host_token = tok;
     depth = device_alloc<int>(par.size());
     mask = device_alloc<std::uint32_t>(par.size() * words);
     first_child = device_alloc<node_t>(par.size());
@@ -192,6 +224,34 @@ struct DeviceTrees {
     return t;
   }
 
+  /// The same trees laid out by the host backend (arrays owned by the returned object).
+  struct Host {
+    std::vector<int> depth, max_depth;
+    std::vector<std::uint32_t> mask;
+    std::vector<node_t> first_child, next_sibling;
+    std::vector<core::tree_status> status;
+    core::TreeBatch desc;
+  };
+  void host_layout(Host& h, int vocab) const {
+    const std::size_t n = host_parent.size();
+    h.depth.resize(n);
+    h.mask.resize(n * words);
+    h.first_child.resize(n);
+    h.next_sibling.resize(n);
+    h.max_depth.resize(batch);
+    h.status.resize(batch);
+    h.desc = batch_desc(vocab);
+    h.desc.offsets = host_offsets.data();
+    h.desc.parent = host_parent.data();
+    h.desc.token = host_token.data();
+    h.desc.depth = h.depth.data();
+    h.desc.mask = h.mask.data();
+    h.desc.first_child = h.first_child.data();
+    h.desc.next_sibling = h.next_sibling.data();
+    h.desc.max_depth = h.max_depth.data();
+    h.desc.status = h.status.data();
+  }
+
   double bytes() const {  // read parents, tokens; write depth, mask, child lists, per-tree results
     const double n = static_cast<double>(batch) * nodes;
     return n * (4 + 4 + 4 + 4.0 * words + 4 + 4) + batch * (4.0 + 4 + 4 + 4);
@@ -205,8 +265,11 @@ void bench_tree_build(const Device& dev) {
       DeviceTrees trees(batch, nodes, 32000, rng);
       const core::TreeBatch desc = trees.batch_desc(32000);
       const double us = time_us([&] { check(backend::build_trees(backend::cuda{}, desc), "build_trees"); });
+      DeviceTrees::Host host;
+      trees.host_layout(host, 32000);
+      const double host_us = host_time_us([&] { check(backend::build_trees(backend::host{}, host.desc), "host build"); });
       report(dev, "tree_build", "batch " + std::to_string(batch) + " x " + std::to_string(nodes) + " nodes", us,
-             trees.bytes());
+             trees.bytes(), host_us);
     }
 }
 
@@ -240,9 +303,33 @@ void bench_greedy_verify(const Device& dev) {
         tag.workspace_bytes = backend::workspace_bytes(tag, g);
         tag.workspace = device_alloc<unsigned char>(tag.workspace_bytes);
         const double us = time_us([&] { check(backend::greedy_verify(tag, g), "greedy_verify"); });
+        double host_us = 0;
+        if (batch == 1) {  // the host backend on the same trees and logits
+          DeviceTrees::Host layout;
+          trees.host_layout(layout, vocab);
+          check(backend::build_trees(backend::host{}, layout.desc), "host build");
+          const std::vector<float> host_logits = download(logits, static_cast<std::size_t>(rows) * vocab);
+          std::vector<token_t> argmax(rows), next(batch);
+          std::vector<node_t> path(rows);
+          std::vector<int> length(batch);
+          std::vector<core::verify_status> status(batch);
+          core::GreedyVerifyBatch h = g;
+          h.offsets = trees.host_offsets.data();
+          h.token = trees.host_token.data();
+          h.first_child = layout.first_child.data();
+          h.next_sibling = layout.next_sibling.data();
+          h.build_status = layout.status.data();
+          h.logits = host_logits.data();
+          h.argmax = argmax.data();
+          h.path = path.data();
+          h.length = length.data();
+          h.next_token = next.data();
+          h.status = status.data();
+          host_us = host_time_us([&] { check(backend::greedy_verify(backend::host{}, h), "host greedy_verify"); });
+        }
         report(dev, "greedy_verify",
                "batch " + std::to_string(batch) + " x " + std::to_string(nodes) + " nodes, vocab " + std::to_string(vocab),
-               us, static_cast<double>(rows) * vocab * sizeof(float));
+               us, static_cast<double>(rows) * vocab * sizeof(float), host_us);
         for (void* p : {static_cast<void*>(logits), static_cast<void*>(g.argmax), static_cast<void*>(g.path),
                         static_cast<void*>(g.length), static_cast<void*>(g.next_token), static_cast<void*>(g.status),
                         tag.workspace})
@@ -274,9 +361,24 @@ void bench_suffix_match(const Device& dev) {
       tag.workspace_bytes = backend::workspace_bytes(tag, s);
       tag.workspace = device_alloc<unsigned char>(tag.workspace_bytes);
       const double us = time_us([&] { check(backend::suffix_match(tag, s), "suffix_match"); });
+      double host_us = 0;
+      if (batch == 1) {  // the host backend (the brute-force CASD reference) on the same context
+        const std::vector<token_t> host_context = download(context, static_cast<std::size_t>(tokens));
+        std::vector<core::SuffixMatch> matches(s.k);
+        std::vector<int> count(1), draft_length(s.k);
+        std::vector<token_t> drafts(static_cast<std::size_t>(s.k) * s.continuation);
+        core::SuffixMatchBatch h = s;
+        h.offsets = off.data();
+        h.context = host_context.data();
+        h.matches = matches.data();
+        h.match_count = count.data();
+        h.drafts = drafts.data();
+        h.draft_length = draft_length.data();
+        host_us = host_time_us([&] { check(backend::suffix_match(backend::host{}, h), "host suffix_match"); });
+      }
       report(dev, "suffix_match",
              "batch " + std::to_string(batch) + " x " + std::to_string(n) + " tokens, L 10, k 2", us,
-             static_cast<double>(tokens) * sizeof(token_t));
+             static_cast<double>(tokens) * sizeof(token_t), host_us);
       for (void* p : {static_cast<void*>(context), const_cast<void*>(static_cast<const void*>(s.offsets)),
                       static_cast<void*>(s.matches), static_cast<void*>(s.match_count), static_cast<void*>(s.drafts),
                       static_cast<void*>(s.draft_length), tag.workspace})
@@ -402,7 +504,8 @@ int main(int argc, char** argv) {
   const Device dev = describe_device();
   std::printf("device: %s, %d SMs, peak memory bandwidth %.0f GB/s (2 x memory clock x bus width)\n",
               dev.name.c_str(), dev.sms, dev.peak_bytes_per_second / 1e9);
-  std::printf("mean over %d launches after 10 warm-ups; bytes = what the kernel must read/write at least\n\n",
+  std::printf("mean over %d launches after 10 warm-ups; bytes = what the kernel must read/write at least;\n"
+              "host = the host backend on the same input (batch 1 for verify and suffix match), and its ratio\n\n",
               repeat);
   bench_tree_build(dev);
   bench_greedy_verify(dev);
