@@ -60,3 +60,26 @@ TEST_CASE("GPU greedy verification: a NaN row on the path stops the walk as on t
   CHECK(d.argmax[1] == -1);
   CHECK(d.argmax[2] == 2);
 }
+
+TEST_CASE("GPU greedy verification of empty drafts (root-only trees) commits the root's argmax", "[gpu][verify]") {
+  testing::GreedyData d;
+  d.max_nodes = 1;
+  d.vocab = 5000;
+  d.row_stride = 5000;
+  d.offsets = {0, 1, 2, 3};
+  d.token = {4, 4, 4};
+  d.first_child = {-1, -1, -1};
+  d.next_sibling = {-1, -1, -1};
+  d.build_status.assign(3, core::tree_status::ok);
+  d.logits.assign(3 * 5000, 0.0f);
+  d.logits[0 * 5000 + 4999] = 1.0f;  // the last entry of the row
+  d.logits[1 * 5000 + 0] = -1.0f;    // all zeros but one: ties go to token 1
+  d.logits[2 * 5000 + 17] = std::numeric_limits<float>::quiet_NaN();
+  REQUIRE(testing::run_on_device(d.batch()) == backend::status::ok);
+  CHECK(d.length == std::vector<int>{1, 1, 1});
+  CHECK(d.path == std::vector<node_t>{0, 0, 0});
+  CHECK(d.next_token[0] == 4999);
+  CHECK(d.next_token[1] == 1);
+  CHECK(d.next_token[2] == -1);
+  CHECK(d.status[2] == core::verify_status::nan_logits);
+}
