@@ -1,10 +1,11 @@
 // Backend dispatch: the batched step operations (tree build, greedy verification, stochastic
-// verification, suffix matching, KV compaction) on the host or on a CUDA device, chosen by a tag type, with the same semantics:
+// verification, suffix matching, KV compaction) on the host or on a CUDA device, chosen by a tag
+// type, with the same semantics:
 //
 //   specdec::backend::build_trees(specdec::backend::host{}, trees);          // host pointers
 //   specdec::backend::build_trees(specdec::backend::cuda{stream}, trees);    // device pointers
 //
-// Both take the descriptors of core/batch.hpp and write the same results; the host overloads loop
+// Both take the descriptors of core/batch.hpp (and core/stochastic_batch.hpp) and write the same results; the host overloads loop
 // over core::*_in_batch, the CUDA overloads launch kernels/*.cuh (asynchronously on the tag's
 // stream: results are ready after the stream is synchronised; no launch sequence synchronises).
 // The CUDA overloads exist in CUDA translation units (compiled by nvcc) only. Both check the
