@@ -47,7 +47,7 @@ inline cudaError_t rejection_verify(const StochasticVerifyBatch& b, const core::
 inline cudaError_t conditional_verify(const StochasticVerifyBatch& b, const core::ConditionalParams& params,
                                       const core::SamplingParams& next, cudaStream_t stream = nullptr) {
   if (b.batch <= 0) return cudaSuccess;
-  if (!detail::stochastic_shape_ok(b) || b.accepted == nullptr || !core::valid(params, b.vocab_size) ||
+  if (!detail::stochastic_shape_ok(b) || b.accepted == nullptr || !core::valid_conditional(params, b.vocab_size) ||
       !core::valid(next))
     return cudaErrorInvalidValue;
   conditional_verify_kernel<<<b.batch, 1, 0, stream>>>(b, params, next);

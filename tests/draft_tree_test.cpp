@@ -129,3 +129,92 @@ TEST_CASE("check_tree names the author and the bad node", "[draft_tree]") {
                     Catch::Contains("drafter 0 (x)") && Catch::Contains("node 1") && Catch::Contains("token 70"));
   CHECK_NOTHROW(check_tree(t, 71, "ok"));
 }
+
+TEST_CASE("add_sampled adds the distinct draws and keeps q and every draw", "[draft_tree][distributions]") {
+  DraftTree t;
+  t.reset(0);
+  const std::vector<float> q = {0.1f, 0.6f, 0.3f};
+  const token_t draws[] = {1, 2, 1};
+  t.add_sampled(0, q, draws);
+  REQUIRE(t.size() == 3);  // two distinct children
+  CHECK(t.token(1) == 1);
+  CHECK(t.score(1) == Approx(0.6f));
+  CHECK(t.token(2) == 2);
+  REQUIRE(t.distributions() == 1);
+  CHECK(t.distribution_parent(0) == 0);
+  CHECK(std::vector<token_t>(t.distribution_draws(0).begin(), t.distribution_draws(0).end()) ==
+        std::vector<token_t>{1, 2, 1});
+  CHECK(t.distribution_q(0)[1] == 0.6f);
+  const token_t below[] = {0};
+  t.add_sampled(1, q, below);
+  CHECK(t.score(3) == Approx(0.06f));  // parent's score times q
+  CHECK_THROWS_WITH(t.add_sampled(9, q, below), Catch::Contains("parent 9"));
+  CHECK_THROWS_WITH(t.add_sampled(0, std::vector<float>{0.5f, 0.4f, 0.3f}, below), Catch::Contains("sums to"));
+  CHECK_THROWS_WITH(t.add_sampled(0, std::vector<float>{1.0f, 0.0f, 0.0f}, draws), Catch::Contains("support"));
+  CHECK_THROWS_WITH(t.add_sampled(0, std::vector<float>{0.5f, 0.5f}, below), Catch::Contains("earlier rows had 3"));
+  CHECK_THROWS_WITH(t.add_sampled(0, std::vector<float>{1.5f, -0.5f, 0.0f}, below), Catch::Contains("not a probability"));
+  t.reset(0);
+  CHECK(t.distributions() == 0);
+}
+
+TEST_CASE("draft distributions survive the merge and the budget", "[draft_tree][merge][distributions]") {
+  const std::vector<float> q = {0.25f, 0.25f, 0.25f, 0.25f};
+  DraftTree plain, sampled;
+  plain.reset(0);
+  plain.add(0, 3, 0.9f);  // merged node 1
+  sampled.reset(0);
+  const token_t root_draws[] = {2, 3, 2};
+  sampled.add_sampled(0, q, root_draws);  // node 3 (score .25) dedups with plain's; node 2 new
+  const token_t deep_draws[] = {1};
+  sampled.add_sampled(sampled.find_child(0, 2), q, deep_draws);  // below token 2: score .0625
+  const DraftTree* trees[] = {&plain, &sampled};
+
+  SECTION("everything kept") {
+    const auto m = merged({trees[0], trees[1]}, 10);
+    const TreeView v = m.view();
+    REQUIRE(v.size == 4);
+    REQUIRE(v.proposals == 2);
+    CHECK(v.proposal_node[0] == 0);
+    CHECK(v.first_proposal[0] == 0);
+    CHECK(v.next_proposal[0] == -1);
+    const node_t two = m.tree().find_child(0, 2);
+    CHECK(v.first_proposal[two] == 1);
+    CHECK(v.draw_begin[0] == 0);
+    CHECK(v.draw_begin[1] == 3);
+    CHECK(v.draw_begin[2] == 4);
+    CHECK(v.draw_token[2] == 2);
+    CHECK(v.draw_node[0] == two);
+    CHECK(v.draw_node[1] == 1);  // the draw of 3 is the node plain proposed
+    CHECK(v.draw_node[3] == m.tree().find_child(two, 1));
+    CHECK(v.proposal_q[4 + 1] == 0.25f);
+  }
+  SECTION("budget 2 cuts the deepest node: its draw stays, pointing nowhere") {
+    const auto m = merged({trees[0], trees[1]}, 2);
+    const TreeView v = m.view();
+    REQUIRE(v.size == 3);
+    REQUIRE(v.proposals == 2);
+    CHECK(v.draw_node[3] == -1);
+  }
+  SECTION("budget 1 cuts token 2: the distribution below it goes, the root's draws stay") {
+    const auto m = merged({trees[0], trees[1]}, 1);
+    const TreeView v = m.view();
+    REQUIRE(v.size == 2);
+    REQUIRE(v.proposals == 1);
+    CHECK(v.draw_begin[1] == 3);
+    CHECK(v.draw_node[0] == -1);
+    CHECK(v.draw_node[1] == 1);
+  }
+  SECTION("max depth 0 drops every node and every distribution below them") {
+    const auto m = merged({trees[0], trees[1]}, 10, 0);
+    const TreeView v = m.view();
+    CHECK(v.size == 1);
+    REQUIRE(v.proposals == 1);  // the root's draws are still verifiable: each would be the next token
+    CHECK(v.draw_node[0] == -1);
+  }
+  SECTION("no distributions: the view has none") {
+    const auto m = merged({trees[0]}, 10);
+    CHECK(m.view().proposals == 0);
+    CHECK(m.view().first_proposal == nullptr);
+    CHECK(m.view().proposal_of(0) == -1);
+  }
+}

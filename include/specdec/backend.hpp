@@ -83,7 +83,7 @@ inline bool valid(const core::StochasticVerifyBatch& b, const core::SamplingPara
 }
 inline bool valid(const core::StochasticVerifyBatch& b, const core::ConditionalParams& params,
                   const core::SamplingParams& next) {
-  return valid(b) && b.accepted != nullptr && core::valid(params, b.vocab_size) && core::valid(next);
+  return valid(b) && b.accepted != nullptr && core::valid_conditional(params, b.vocab_size) && core::valid(next);
 }
 inline bool valid(const core::KvCompactionBatch& b) {
   const core::KvCacheLayout& l = b.layout;

@@ -127,7 +127,7 @@ struct drafter_traits {
     else return false;
   }();
   /// The drafter attaches the distributions it sampled its draft tokens from
-  /// (DraftTree::add_distribution), so a rejection-sampling verifier can accept them with
+  /// (DraftTree::add_sampled), so a rejection-sampling verifier can accept them with
   /// probability min(1, p/q) instead of p (a one-hot proposal).
   static constexpr bool emits_draft_probabilities = [] {
     if constexpr (requires { D::emits_draft_probabilities; }) return bool(D::emits_draft_probabilities);

@@ -17,11 +17,6 @@ struct ConditionalParams {
   token_t eos = -1;    ///< end-of-sequence token; -1 = none (the rule is then p(x) > delta)
 };
 
-SPECDEC_HD inline bool valid(const ConditionalParams& params, int vocab) {
-  return params.delta >= 0.0f && params.delta <= 1.0f && params.top_k >= 0 && params.eos >= -1 &&
-         params.eos < vocab;
-}
-
 /// Marks accepted[i] for every node: the root is accepted; node i is accepted when its parent is
 /// and, with p the softmax (temperature 1) of the target's row after the parent,
 /// p(token[i]) > max(delta, p(eos)) and (top_k > 0) at most top_k - 1 tokens have a strictly

@@ -49,6 +49,11 @@ struct StochasticVerifyBatch {
   node_t* bad_node = nullptr;             ///< the node whose row was bad (-1 otherwise)
 };
 
+/// The parameters ConditionalVerifier accepts: 0 <= delta <= 1, top_k >= 0, -1 <= eos < vocab.
+SPECDEC_HD inline bool valid_conditional(const ConditionalParams& params, int vocab) {
+  return params.delta >= 0.0f && params.delta <= 1.0f && params.top_k >= 0 && params.eos >= -1 && params.eos < vocab;
+}
+
 namespace detail {
 SPECDEC_HD inline const float* logits_row(const StochasticVerifyBatch& b, int tree, node_t node) {
   return b.logits + (static_cast<long long>(b.row_offset[tree]) + node) * b.row_stride;

@@ -1,0 +1,355 @@
+// Llama2cTarget: a real Llama-architecture transformer (llama2.c checkpoints) that runs draft
+// trees with tree attention on the host — specdec's reference Target.
+//
+// Each tree node is one token at position tree.position(node). A node attends to every token of
+// the KV cache and to its own ancestors in the tree (TreeView::attends), so one forward scores
+// every path of the draft at once. Tree node i writes its K/V at cache slot cached() + i; commit()
+// moves the accepted path's entries to contiguous positions (core::compact_kv_path).
+//
+// Bit-exactness: a node's result does not depend on the rest of the tree. Every sum runs in the
+// order a single-sequence forward would use (matrix products over the input index, attention over
+// positions 0, 1, ..., the node itself), so a tree forward gives, bit for bit, the logits of each
+// node's path run alone, and speculative decoding with the exact verifier reproduces generate().
+// Host-only.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <specdec/concepts.hpp>
+#include <specdec/core/kv_cache.hpp>
+#include <specdec/core/tree.hpp>
+#include <specdec/error.hpp>
+#include <specdec/targets/llama2c_model.hpp>
+#include <specdec/tree_view.hpp>
+
+namespace specdec {
+
+class Llama2cTarget {
+ public:
+  /// What forward() returns, per tree node: the logits row, its argmax, and the features.
+  /// Valid until the next forward(), commit() or prefill().
+  class Output {
+   public:
+    int size() const { return size_; }
+    /// The next-token logits after `node` (vocab_size() floats).
+    std::span<const float> logits(node_t node) const {
+      return {logits_.data() + static_cast<std::size_t>(node) * vocab_, static_cast<std::size_t>(vocab_)};
+    }
+    /// The most likely next token after `node` (ties to the lowest id).
+    token_t argmax(node_t node) const { return argmax_[static_cast<std::size_t>(node)]; }
+    /// The last hidden state of `node` after the final RMSNorm — exactly the classifier's input
+    /// (feature_dim() = dim floats), as the "last hidden state" of Hugging Face's LlamaModel that
+    /// EAGLE drafts from.
+    std::span<const float> features(node_t node) const {
+      return {features_.data() + static_cast<std::size_t>(node) * dim_, static_cast<std::size_t>(dim_)};
+    }
+
+   private:
+    friend class Llama2cTarget;
+    int size_ = 0, vocab_ = 0, dim_ = 0;
+    std::vector<float> logits_, features_;
+    std::vector<token_t> argmax_;
+  };
+
+  /// Shares `model`'s weights (several targets may decode with one model).
+  explicit Llama2cTarget(std::shared_ptr<const Llama2cModel> model) : model_(std::move(model)) {
+    if (!model_) throw error("Llama2cTarget: no model");
+    const Llama2cConfig& c = model_->config();
+    out_.vocab_ = c.vocab_size;
+    out_.dim_ = c.dim;
+    reserve_slots(c.seq_len + 64);
+  }
+  /// Loads a llama2.c checkpoint (see Llama2cModel::load for the errors it throws).
+  explicit Llama2cTarget(const std::filesystem::path& checkpoint)
+      : Llama2cTarget(std::make_shared<const Llama2cModel>(Llama2cModel::load(checkpoint))) {}
+
+  int vocab_size() const { return config().vocab_size; }
+  int feature_dim() const { return config().dim; }
+  /// The model's trained context length: positions 0 .. max_positions() - 1 exist.
+  int max_positions() const { return config().seq_len; }
+  /// Tokens in the KV cache.
+  int cached() const { return cached_; }
+  const Llama2cConfig& config() const { return model_->config(); }
+  const Llama2cModel& model() const { return *model_; }
+
+  /// Starts a new sequence whose KV cache holds exactly `tokens`.
+  void prefill(std::span<const token_t> tokens) {
+    const int n = static_cast<int>(tokens.size());
+    if (n > max_positions())
+      throw error("Llama2cTarget::prefill: " + std::to_string(n) + " tokens exceed the model's " +
+                  std::to_string(max_positions()) + " positions");
+    for (int i = 0; i < n; ++i) check_token(tokens[static_cast<std::size_t>(i)], "prefill: token " + std::to_string(i));
+    cached_ = 0;
+    pending_parent_.clear();
+    started_ = true;
+    positions_.resize(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) positions_[static_cast<std::size_t>(i)] = i;
+    // A chain: token i attends to the tokens before it. No logits are needed.
+    run(tokens.data(), n, [](int, int) { return true; }, /*with_output=*/false);
+    cached_ = n;
+  }
+
+  /// Runs every node of `tree` on top of the KV cache (tree.base_position must equal cached()).
+  const Output& forward(const TreeView& tree) {
+    if (!started_) throw error("Llama2cTarget::forward: call prefill() first");
+    if (tree.size < 1) throw error("Llama2cTarget::forward: empty tree (it needs at least its root)");
+    if (tree.base_position != cached_)
+      throw error("Llama2cTarget::forward: the tree starts at position " + std::to_string(tree.base_position) +
+                  " but the KV cache holds " + std::to_string(cached_) + " tokens");
+    pending_parent_.assign(tree.parent, tree.parent + tree.size);
+    positions_.resize(static_cast<std::size_t>(tree.size));
+    for (int i = 0; i < tree.size; ++i) {
+      check_token(tree.token[i], "forward: token of tree node " + std::to_string(i));
+      if (i > 0 && (tree.parent[i] < 0 || tree.parent[i] >= i))
+        throw error("Llama2cTarget::forward: tree node " + std::to_string(i) + " has parent " +
+                    std::to_string(tree.parent[i]) + " (parents must come before their children)");
+      const int position = tree.position(i);
+      if (position >= max_positions())
+        throw error("Llama2cTarget::forward: tree node " + std::to_string(i) + " sits at position " +
+                    std::to_string(position) + ", past the model's " + std::to_string(max_positions()) +
+                    " positions");
+      positions_[static_cast<std::size_t>(i)] = position;
+    }
+    run(tree.token, tree.size, [&](int node, int other) { return tree.attends(node, other); },
+        /*with_output=*/true);
+    return out_;
+  }
+
+  /// Keeps the K/V of `path` (root first, a chain of the last forward's tree) as the next
+  /// committed positions.
+  void commit(std::span<const node_t> path) {
+    const int n = static_cast<int>(pending_parent_.size());
+    if (n == 0) throw error("Llama2cTarget::commit: no forward() since the last commit or prefill");
+    if (path.empty() || path[0] != 0) throw error("Llama2cTarget::commit: the path must start at the root (node 0)");
+    for (std::size_t k = 1; k < path.size(); ++k) {
+      if (path[k] <= 0 || path[k] >= n || pending_parent_[static_cast<std::size_t>(path[k])] != path[k - 1])
+        throw error("Llama2cTarget::commit: path entry " + std::to_string(k) + " (node " + std::to_string(path[k]) +
+                    ") is not a child of node " + std::to_string(path[k - 1]) + " in the last tree");
+    }
+    const long stride = static_cast<long>(slots_) * config().kv_dim();
+    const int length = static_cast<int>(path.size());
+    core::compact_kv_path(k_cache_.data(), stride, config().n_layers, config().kv_dim(), cached_, path.data(), length);
+    core::compact_kv_path(v_cache_.data(), stride, config().n_layers, config().kv_dim(), cached_, path.data(), length);
+    cached_ += length;
+    pending_parent_.clear();
+  }
+
+  /// Plain autoregressive greedy decoding: `n` new tokens after `prompt`, one forward per token
+  /// (stops after a token of `stop`, included). Starts a new sequence.
+  std::vector<token_t> generate(std::span<const token_t> prompt, int n, std::span<const token_t> stop = {}) {
+    if (prompt.empty()) throw error("Llama2cTarget::generate: the prompt is empty");
+    if (n < 0) throw error("Llama2cTarget::generate: n must be >= 0, got " + std::to_string(n));
+    if (static_cast<long>(prompt.size()) + n - 1 > max_positions())
+      throw error("Llama2cTarget::generate: " + std::to_string(prompt.size()) + " prompt tokens + " +
+                  std::to_string(n) + " new tokens exceed the model's " + std::to_string(max_positions()) +
+                  " positions");
+    prefill(prompt.first(prompt.size() - 1));
+    check_token(prompt.back(), "generate: the last prompt token");
+    std::vector<token_t> out;
+    token_t last = prompt.back();
+    positions_.resize(1);
+    for (int i = 0; i < n; ++i) {
+      positions_[0] = cached_;
+      run(&last, 1, [](int, int) { return true; }, /*with_output=*/true);
+      ++cached_;
+      last = out_.argmax(0);
+      out.push_back(last);
+      if (std::find(stop.begin(), stop.end(), last) != stop.end()) break;
+    }
+    return out;
+  }
+
+ private:
+  void check_token(token_t t, const std::string& what) const {
+    if (t < 0 || t >= vocab_size())
+      throw error("Llama2cTarget::" + what + " is " + std::to_string(t) + ", outside the vocabulary [0, " +
+                  std::to_string(vocab_size()) + ")");
+  }
+
+  // Makes room for `slots` cache slots per layer, keeping the committed entries.
+  void reserve_slots(int slots) {
+    if (slots <= slots_) return;
+    const Llama2cConfig& c = config();
+    const int new_slots = std::max(slots, slots_ + slots_ / 2);
+    const std::size_t row = static_cast<std::size_t>(c.kv_dim());
+    for (std::vector<float>* cache : {&k_cache_, &v_cache_}) {
+      std::vector<float> grown(static_cast<std::size_t>(c.n_layers) * new_slots * row);
+      for (int l = 0; l < c.n_layers; ++l)
+        std::copy_n(cache->data() + static_cast<std::size_t>(l) * slots_ * row, static_cast<std::size_t>(cached_) * row,
+                    grown.data() + static_cast<std::size_t>(l) * new_slots * row);
+      *cache = std::move(grown);
+    }
+    slots_ = new_slots;
+  }
+
+  // y[out_n] = W x for W given transposed ([in][out_n]); y[r] sums x[j] * W[r][j] over j = 0, 1, ...
+  // (the order of a plain dot product), vectorized over r.
+  static void matvec(float* __restrict y, const float* __restrict x, const float* __restrict w_t, int in, int out_n) {
+    for (int r = 0; r < out_n; ++r) y[r] = 0.0f;
+    for (int j = 0; j < in; ++j) {
+      const float xj = x[j];
+      const float* __restrict row = w_t + static_cast<std::size_t>(j) * out_n;
+      for (int r = 0; r < out_n; ++r) y[r] += row[r] * xj;
+    }
+  }
+
+  static void rmsnorm(float* out, const float* x, const float* weight, int n) {
+    float ss = 0.0f;
+    for (int j = 0; j < n; ++j) ss += x[j] * x[j];
+    ss /= static_cast<float>(n);
+    ss += 1e-5f;
+    ss = 1.0f / std::sqrt(ss);
+    for (int j = 0; j < n; ++j) out[j] = weight[j] * (ss * x[j]);
+  }
+
+  // Rotates pairs (2p, 2p + 1) of every head of `v` (`width` floats) by the node's angles.
+  void rope(float* v, int width, const float* cos_sin) const {
+    for (int i = 0; i < width; i += 2) {
+      const int p = (i % config().head_size()) / 2;
+      const float c = cos_sin[2 * p], s = cos_sin[2 * p + 1];
+      const float v0 = v[i], v1 = v[i + 1];
+      v[i] = v0 * c - v1 * s;
+      v[i + 1] = v0 * s + v1 * c;
+    }
+  }
+
+  // Runs `n` tokens at positions_[0..n) on top of the cache. Token i writes its K/V at slot
+  // cached_ + i and attends to the cache and to the tokens j <= i with attends(i, j) (its
+  // ancestors: in a topological tree they come in order of depth).
+  template <class Attends>
+  void run(const token_t* tokens, int n, Attends&& attends, bool with_output) {
+    const Llama2cConfig& c = config();
+    const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), hidden = c.hidden_dim;
+    reserve_slots(cached_ + n);
+    const std::size_t un = static_cast<std::size_t>(n);
+    x_.resize(un * dim);
+    xb_.resize(un * dim);
+    attn_.resize(un * dim);
+    q_.resize(un * dim);
+    hb_.resize(un * hidden);
+    hb2_.resize(un * hidden);
+    scores_.resize(static_cast<std::size_t>(cached_ + n));
+
+    // Per node: its token's embedding, its RoPE angles, and the tree slots it attends to.
+    rope_.resize(un * hs);
+    visible_.clear();
+    visible_begin_.assign(un + 1, 0);
+    for (int i = 0; i < n; ++i) {
+      const float* e = model_->embedding().data() + static_cast<std::size_t>(tokens[i]) * dim;
+      std::copy_n(e, dim, x_.data() + static_cast<std::size_t>(i) * dim);
+      float* cs = rope_.data() + static_cast<std::size_t>(i) * hs;
+      for (int p = 0; p < hs / 2; ++p) {
+        const float freq = 1.0f / std::pow(10000.0f, static_cast<float>(2 * p) / static_cast<float>(hs));
+        const float angle = static_cast<float>(positions_[static_cast<std::size_t>(i)]) * freq;
+        cs[2 * p] = std::cos(angle);
+        cs[2 * p + 1] = std::sin(angle);
+      }
+      for (int j = 0; j <= i; ++j)
+        if (j == i || attends(i, j)) visible_.push_back(cached_ + j);
+      visible_begin_[static_cast<std::size_t>(i) + 1] = static_cast<int>(visible_.size());
+    }
+
+    const float sqrt_hs = std::sqrt(static_cast<float>(hs));
+    for (int l = 0; l < c.n_layers; ++l) {
+      const Llama2cModel::Layer& w = model_->layer(l);
+      float* k_layer = k_cache_.data() + static_cast<std::size_t>(l) * slots_ * kv_dim;
+      float* v_layer = v_cache_.data() + static_cast<std::size_t>(l) * slots_ * kv_dim;
+      // Q, K, V of every node first: a node's attention reads its ancestors' K/V.
+      for (int i = 0; i < n; ++i) {
+        float* xb = xb_.data() + static_cast<std::size_t>(i) * dim;
+        float* q = q_.data() + static_cast<std::size_t>(i) * dim;
+        float* k = k_layer + static_cast<std::size_t>(cached_ + i) * kv_dim;
+        float* v = v_layer + static_cast<std::size_t>(cached_ + i) * kv_dim;
+        const float* cs = rope_.data() + static_cast<std::size_t>(i) * hs;
+        rmsnorm(xb, x_.data() + static_cast<std::size_t>(i) * dim, w.rms_att.data(), dim);
+        matvec(q, xb, w.wq_t.data(), dim, dim);
+        matvec(k, xb, w.wk_t.data(), dim, kv_dim);
+        matvec(v, xb, w.wv_t.data(), dim, kv_dim);
+        rope(q, dim, cs);
+        rope(k, kv_dim, cs);
+      }
+      for (int i = 0; i < n; ++i) {
+        const int* tree_slots = visible_.data() + visible_begin_[static_cast<std::size_t>(i)];
+        const int tree_count = visible_begin_[static_cast<std::size_t>(i) + 1] - visible_begin_[static_cast<std::size_t>(i)];
+        const int count = cached_ + tree_count;
+        auto slot = [&](int t) { return t < cached_ ? t : tree_slots[t - cached_]; };
+        for (int h = 0; h < c.n_heads; ++h) {
+          const float* q = q_.data() + static_cast<std::size_t>(i) * dim + h * hs;
+          const int kv_offset = (h / c.kv_group()) * hs;
+          float* att = scores_.data();
+          float best = 0.0f;
+          for (int t = 0; t < count; ++t) {
+            const float* k = k_layer + static_cast<std::size_t>(slot(t)) * kv_dim + kv_offset;
+            float score = 0.0f;
+            for (int e = 0; e < hs; ++e) score += q[e] * k[e];
+            att[t] = score / sqrt_hs;
+            if (t == 0 || att[t] > best) best = att[t];
+          }
+          float sum = 0.0f;
+          for (int t = 0; t < count; ++t) {
+            att[t] = std::exp(att[t] - best);
+            sum += att[t];
+          }
+          for (int t = 0; t < count; ++t) att[t] /= sum;
+          float* out = attn_.data() + static_cast<std::size_t>(i) * dim + h * hs;
+          for (int e = 0; e < hs; ++e) out[e] = 0.0f;
+          for (int t = 0; t < count; ++t) {
+            const float* v = v_layer + static_cast<std::size_t>(slot(t)) * kv_dim + kv_offset;
+            for (int e = 0; e < hs; ++e) out[e] += att[t] * v[e];
+          }
+        }
+      }
+      for (int i = 0; i < n; ++i) {
+        float* x = x_.data() + static_cast<std::size_t>(i) * dim;
+        float* xb = xb_.data() + static_cast<std::size_t>(i) * dim;
+        float* hb = hb_.data() + static_cast<std::size_t>(i) * hidden;
+        float* hb2 = hb2_.data() + static_cast<std::size_t>(i) * hidden;
+        matvec(xb, attn_.data() + static_cast<std::size_t>(i) * dim, w.wo_t.data(), dim, dim);
+        for (int e = 0; e < dim; ++e) x[e] += xb[e];
+        rmsnorm(xb, x, w.rms_ffn.data(), dim);
+        matvec(hb, xb, w.w1_t.data(), dim, hidden);
+        matvec(hb2, xb, w.w3_t.data(), dim, hidden);
+        for (int e = 0; e < hidden; ++e) hb[e] = hb[e] * (1.0f / (1.0f + std::exp(-hb[e]))) * hb2[e];
+        matvec(xb, hb, w.w2_t.data(), hidden, dim);
+        for (int e = 0; e < dim; ++e) x[e] += xb[e];
+      }
+    }
+    if (!with_output) return;
+
+    out_.size_ = n;
+    out_.features_.resize(un * dim);
+    out_.logits_.resize(un * c.vocab_size);
+    out_.argmax_.resize(un);
+    for (int i = 0; i < n; ++i) {
+      float* f = out_.features_.data() + static_cast<std::size_t>(i) * dim;
+      float* row = out_.logits_.data() + static_cast<std::size_t>(i) * c.vocab_size;
+      rmsnorm(f, x_.data() + static_cast<std::size_t>(i) * dim, model_->rms_final().data(), dim);
+      matvec(row, f, model_->classifier_t().data(), dim, c.vocab_size);
+      const int best = core::argmax_row(row, c.vocab_size);
+      if (best < 0) throw error("Llama2cTarget: NaN in the logits of tree node " + std::to_string(i));
+      out_.argmax_[static_cast<std::size_t>(i)] = best;
+    }
+  }
+
+  std::shared_ptr<const Llama2cModel> model_;
+  bool started_ = false;
+  int cached_ = 0;
+  int slots_ = 0;                        // cache slots per layer (committed + tree scratch)
+  std::vector<float> k_cache_, v_cache_;  // [layer][slot][kv_head][head_size]
+  std::vector<node_t> pending_parent_;    // the last forward's tree, until commit
+  std::vector<int> positions_;
+  std::vector<float> x_, xb_, attn_, q_, hb_, hb2_, scores_, rope_;
+  std::vector<int> visible_, visible_begin_;
+  Output out_;
+};
+
+static_assert(FeatureTarget<Llama2cTarget>, "Llama2cTarget must model specdec::FeatureTarget");
+static_assert(BoundedTarget<Llama2cTarget>, "Llama2cTarget must expose max_positions()");
+
+}  // namespace specdec

@@ -1,0 +1,197 @@
+// Llama2cModel: the weights of a Llama-architecture model read from a llama2.c checkpoint.
+//
+// File format (llama2.c's `run.c` "legacy" export, e.g. the tinyllamas stories*.bin):
+//   7 int32: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len
+//            (a negative vocab_size means the classifier is not shared with the embedding)
+//   fp32:    token_embedding [vocab][dim], rms_att [L][dim], wq [L][dim][dim],
+//            wk [L][kv_dim][dim], wv [L][kv_dim][dim], wo [L][dim][dim], rms_ffn [L][dim],
+//            w1 [L][hidden][dim], w2 [L][dim][hidden], w3 [L][hidden][dim], rms_final [dim],
+//            freq_cis_real, freq_cis_imag [seq_len][head_size / 2] each (legacy, skipped: RoPE
+//            is computed), then wcls [vocab][dim] only when the classifier is not shared.
+// Host-only.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <specdec/error.hpp>
+
+namespace specdec {
+
+/// The header of a llama2.c checkpoint.
+struct Llama2cConfig {
+  int dim = 0;         ///< width of the residual stream
+  int hidden_dim = 0;  ///< width of the SwiGLU feed-forward layer
+  int n_layers = 0;
+  int n_heads = 0;     ///< query heads
+  int n_kv_heads = 0;  ///< key/value heads (grouped-query attention when < n_heads)
+  int vocab_size = 0;
+  int seq_len = 0;     ///< positions the model was trained for: the target's max_positions()
+  bool shared_classifier = true;  ///< classifier weights = token embedding
+
+  int head_size() const { return dim / n_heads; }
+  int kv_dim() const { return head_size() * n_kv_heads; }
+  /// Query heads per key/value head.
+  int kv_group() const { return n_heads / n_kv_heads; }
+};
+
+/// The weights, laid out for the forward pass. Every projection y = W x with W stored
+/// [out][in] in the file is kept transposed, [in][out], so that a matrix-vector product runs
+/// over contiguous memory while still summing each output in the file's input order.
+class Llama2cModel {
+ public:
+  struct Layer {
+    std::vector<float> rms_att;   // [dim]
+    std::vector<float> wq_t;      // [dim][dim]
+    std::vector<float> wk_t;      // [dim][kv_dim]
+    std::vector<float> wv_t;      // [dim][kv_dim]
+    std::vector<float> wo_t;      // [dim][dim]
+    std::vector<float> rms_ffn;   // [dim]
+    std::vector<float> w1_t;      // [dim][hidden]
+    std::vector<float> w2_t;      // [hidden][dim]
+    std::vector<float> w3_t;      // [dim][hidden]
+  };
+
+  /// Reads a checkpoint. Throws specdec::error naming the file when it does not exist, cannot be
+  /// read, has an implausible header, or its size differs from what the header implies.
+  static Llama2cModel load(const std::filesystem::path& path) {
+    const std::string name = "llama2.c checkpoint '" + path.string() + "'";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) throw error(name + ": no such file");
+    const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
+    if (ec) throw error(name + ": cannot read its size: " + ec.message());
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw error(name + ": cannot open it");
+
+    constexpr std::uintmax_t header_bytes = 7 * sizeof(std::int32_t);
+    if (file_size < header_bytes)
+      throw error(name + ": " + std::to_string(file_size) + " bytes, shorter than the 28-byte header");
+    std::int32_t h[7];
+    in.read(reinterpret_cast<char*>(h), sizeof h);
+    Llama2cModel m;
+    Llama2cConfig& c = m.config_;
+    c.dim = h[0];
+    c.hidden_dim = h[1];
+    c.n_layers = h[2];
+    c.n_heads = h[3];
+    c.n_kv_heads = h[4];
+    c.shared_classifier = h[5] > 0;
+    const std::int64_t vocab = h[5] < 0 ? -static_cast<std::int64_t>(h[5]) : h[5];
+    c.vocab_size = vocab > (1 << 24) ? -1 : static_cast<int>(vocab);  // -1: rejected below
+    c.seq_len = h[6];
+    check_header(c, name, h[5]);
+
+    const std::uintmax_t expected = header_bytes + sizeof(float) * weight_floats(c);
+    if (file_size != expected) {
+      throw error(name + ": " + std::to_string(file_size) + " bytes, but its header (" + describe(c) +
+                  ") needs exactly " + std::to_string(expected) + " bytes" +
+                  (file_size < expected ? " (truncated file?)" : " (trailing data or a different format)"));
+    }
+
+    const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, L = c.n_layers;
+    auto read = [&](std::vector<float>& v, std::size_t n) {
+      v.resize(n);
+      in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
+      if (!in) throw error(name + ": read failed");
+    };
+    // Reads L matrices [rows][cols] and stores each transposed into layer field `field`.
+    auto read_transposed = [&](std::vector<float> Layer::*field, int rows, int cols) {
+      std::vector<float> raw;
+      for (int l = 0; l < L; ++l) {
+        read(raw, static_cast<std::size_t>(rows) * cols);
+        m.layers_[l].*field = transpose(raw, rows, cols);
+      }
+    };
+    auto read_per_layer = [&](std::vector<float> Layer::*field, int n) {
+      for (int l = 0; l < L; ++l) read(m.layers_[l].*field, static_cast<std::size_t>(n));
+    };
+    m.layers_.resize(L);
+    read(m.embedding_, static_cast<std::size_t>(c.vocab_size) * d);
+    read_per_layer(&Layer::rms_att, d);
+    read_transposed(&Layer::wq_t, d, d);
+    read_transposed(&Layer::wk_t, kv, d);
+    read_transposed(&Layer::wv_t, kv, d);
+    read_transposed(&Layer::wo_t, d, d);
+    read_per_layer(&Layer::rms_ffn, d);
+    read_transposed(&Layer::w1_t, hid, d);
+    read_transposed(&Layer::w2_t, d, hid);
+    read_transposed(&Layer::w3_t, hid, d);
+    read(m.rms_final_, static_cast<std::size_t>(d));
+    in.seekg(static_cast<std::streamoff>(2ull * c.seq_len * (c.head_size() / 2) * sizeof(float)), std::ios::cur);
+    if (c.shared_classifier) {
+      m.classifier_t_ = transpose(m.embedding_, c.vocab_size, d);
+    } else {
+      std::vector<float> raw;
+      read(raw, static_cast<std::size_t>(c.vocab_size) * d);
+      m.classifier_t_ = transpose(raw, c.vocab_size, d);
+    }
+    return m;
+  }
+
+  const Llama2cConfig& config() const { return config_; }
+  /// Token embedding, [vocab][dim].
+  const std::vector<float>& embedding() const { return embedding_; }
+  const Layer& layer(int l) const { return layers_[static_cast<std::size_t>(l)]; }
+  const std::vector<float>& rms_final() const { return rms_final_; }
+  /// Classifier, transposed: [dim][vocab].
+  const std::vector<float>& classifier_t() const { return classifier_t_; }
+
+  /// Number of floats after the header that a checkpoint with this header holds.
+  static std::uint64_t weight_floats(const Llama2cConfig& c) {
+    const std::uint64_t d = c.dim, kv = static_cast<std::uint64_t>(c.kv_dim()), hid = c.hidden_dim,
+                        L = c.n_layers, V = c.vocab_size;
+    std::uint64_t n = V * d;                           // token embedding
+    n += L * (d + d * d + 2 * kv * d + d * d + d);     // rms_att, wq, wk, wv, wo, rms_ffn
+    n += L * 3 * hid * d;                              // w1, w2, w3
+    n += d;                                            // rms_final
+    n += 2ull * c.seq_len * (c.head_size() / 2);       // legacy RoPE tables
+    if (!c.shared_classifier) n += V * d;              // wcls
+    return n;
+  }
+
+  static std::string describe(const Llama2cConfig& c) {
+    return "dim " + std::to_string(c.dim) + ", hidden_dim " + std::to_string(c.hidden_dim) + ", n_layers " +
+           std::to_string(c.n_layers) + ", n_heads " + std::to_string(c.n_heads) + ", n_kv_heads " +
+           std::to_string(c.n_kv_heads) + ", vocab_size " + std::to_string(c.vocab_size) +
+           (c.shared_classifier ? "" : " (unshared classifier)") + ", seq_len " + std::to_string(c.seq_len);
+  }
+
+ private:
+  static void check_header(const Llama2cConfig& c, const std::string& name, std::int32_t raw_vocab) {
+    // Generous bounds: they only keep a garbage header from asking for absurd allocations.
+    auto in_range = [](int v, int hi) { return v >= 1 && v <= hi; };
+    std::string why;
+    if (!in_range(c.dim, 1 << 16)) why = "dim " + std::to_string(c.dim) + " is not in [1, 65536]";
+    else if (!in_range(c.hidden_dim, 1 << 18)) why = "hidden_dim " + std::to_string(c.hidden_dim) + " is not in [1, 262144]";
+    else if (!in_range(c.n_layers, 1024)) why = "n_layers " + std::to_string(c.n_layers) + " is not in [1, 1024]";
+    else if (!in_range(c.n_heads, c.dim)) why = "n_heads " + std::to_string(c.n_heads) + " is not in [1, dim]";
+    else if (c.dim % c.n_heads != 0) why = "dim " + std::to_string(c.dim) + " is not a multiple of n_heads " + std::to_string(c.n_heads);
+    else if (c.head_size() % 2 != 0) why = "head size " + std::to_string(c.head_size()) + " is odd (RoPE rotates pairs)";
+    else if (!in_range(c.n_kv_heads, c.n_heads) || c.n_heads % c.n_kv_heads != 0)
+      why = "n_kv_heads " + std::to_string(c.n_kv_heads) + " does not divide n_heads " + std::to_string(c.n_heads);
+    else if (!in_range(c.vocab_size, 1 << 24)) why = "vocab_size " + std::to_string(raw_vocab) + " is out of range";
+    else if (!in_range(c.seq_len, 1 << 20)) why = "seq_len " + std::to_string(c.seq_len) + " is not in [1, 1048576]";
+    if (!why.empty()) throw error(name + ": not a llama2.c checkpoint: header says " + why);
+  }
+
+  static std::vector<float> transpose(const std::vector<float>& a, int rows, int cols) {
+    std::vector<float> t(a.size());
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c)
+        t[static_cast<std::size_t>(c) * rows + r] = a[static_cast<std::size_t>(r) * cols + c];
+    return t;
+  }
+
+  Llama2cConfig config_;
+  std::vector<float> embedding_;
+  std::vector<Layer> layers_;
+  std::vector<float> rms_final_;
+  std::vector<float> classifier_t_;
+};
+
+}  // namespace specdec
