@@ -1,53 +1,74 @@
 // Tree build on the GPU: validation and layout (depth, packed ancestor mask, child lists) for a
-// batch of ragged trees in one launch. The work per tree is core::validate_tree and
+// batch of ragged trees in one launch, one block per tree and one thread per node. The per-node
+// work is core/tree_parallel.hpp, which the host tests check against core::validate_tree and
 // core::build_tree_layout, the functions the host backend runs.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <specdec/core/tree.hpp>
+#include <specdec/core/batch.hpp>
+#include <specdec/core/tree_parallel.hpp>
 
 namespace specdec::kernels {
 
-/// A batch of trees stored back to back: tree b owns nodes [offsets[b], offsets[b + 1]) of
-/// parent/token (parents are indices local to the tree). Mask rows have `words` words, and row i
-/// of tree b starts at (offsets[b] + i) * words.
-struct TreeBatch {
-  int batch = 0;
-  int words = 0;      ///< words per mask row, >= mask_words(largest tree)
-  int max_nodes = 0;  ///< trees larger than this (or than 32 * words) are rejected
-  int vocab_size = 0;
-  const int* offsets = nullptr;  ///< batch + 1 entries
-  const node_t* parent = nullptr;
-  const token_t* token = nullptr;
-  int* depth = nullptr;
-  std::uint32_t* mask = nullptr;
-  node_t* first_child = nullptr;
-  node_t* next_sibling = nullptr;
-  int* max_depth = nullptr;                 ///< per tree
-  core::tree_status* status = nullptr;      ///< per tree; a malformed tree is flagged, not laid out
-};
+using core::TreeBatch;
 
-__global__ void build_trees_kernel(TreeBatch b) {
-  const int tree = blockIdx.x * blockDim.x + threadIdx.x;
-  if (tree >= b.batch) return;
+/// Trees above this many nodes do not fit the block's shared copy of the parents (48 KB).
+inline constexpr int max_tree_nodes = 12288;
+
+__global__ void __launch_bounds__(256) build_trees_kernel(TreeBatch b) {
+  extern __shared__ node_t s_parent[];
+  __shared__ int s_first_fault;
+  __shared__ int s_max_depth;
+  const int tree = blockIdx.x;
   const int begin = b.offsets[tree];
   const int n = b.offsets[tree + 1] - begin;
-  const int limit = b.max_nodes < 32 * b.words ? b.max_nodes : 32 * b.words;
-  const core::tree_status s =
-      core::validate_tree(b.parent + begin, b.token + begin, n, b.vocab_size, limit, nullptr);
-  b.status[tree] = s;
-  if (s != core::tree_status::ok) return;
-  b.max_depth[tree] = core::build_tree_layout(b.parent + begin, n, b.words, b.depth + begin,
-                                              b.mask + static_cast<long>(begin) * b.words,
-                                              b.first_child + begin, b.next_sibling + begin);
+  // n is the same for the whole block, so these returns are uniform.
+  if (n < 1 || n > core::node_limit(b)) {
+    if (threadIdx.x == 0) b.status[tree] = n < 1 ? core::tree_status::empty : core::tree_status::over_capacity;
+    return;
+  }
+  const node_t* parent = b.parent + begin;
+  const token_t* token = b.token + begin;
+  if (threadIdx.x == 0) {
+    s_first_fault = n;
+    s_max_depth = 0;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    s_parent[i] = parent[i];
+    if (core::node_fault(parent, token, i, b.vocab_size) != core::tree_status::ok) atomicMin(&s_first_fault, i);
+  }
+  __syncthreads();
+  if (s_first_fault < n) {
+    if (threadIdx.x == 0) b.status[tree] = core::node_fault(parent, token, s_first_fault, b.vocab_size);
+    return;
+  }
+  int deepest = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int d = core::ancestor_row(s_parent, i, b.words, b.mask + static_cast<long>(begin + i) * b.words);
+    b.depth[begin + i] = d;
+    core::write_node_indices(b, tree, i, d);
+    deepest = d > deepest ? d : deepest;
+    core::child_links(s_parent, n, i, b.first_child + begin + i, b.next_sibling + begin + i);
+  }
+  atomicMax(&s_max_depth, deepest);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    b.max_depth[tree] = s_max_depth;
+    b.status[tree] = core::tree_status::ok;
+  }
 }
 
-/// Launches the tree build for the whole batch on `stream`.
+/// Launches the tree build for the whole batch on `stream` (asynchronous; results and per-tree
+/// status land in the batch's arrays). cudaErrorInvalidValue when the node limit exceeds
+/// max_tree_nodes.
 inline cudaError_t build_trees(const TreeBatch& batch, cudaStream_t stream = nullptr) {
-  if (batch.batch == 0) return cudaSuccess;
-  constexpr int threads = 64;
-  build_trees_kernel<<<(batch.batch + threads - 1) / threads, threads, 0, stream>>>(batch);
+  if (batch.batch <= 0) return cudaSuccess;
+  const int limit = core::node_limit(batch);
+  if (limit < 1 || limit > max_tree_nodes || batch.words < 1) return cudaErrorInvalidValue;
+  const int threads = limit <= 64 ? 64 : limit <= 128 ? 128 : 256;
+  build_trees_kernel<<<batch.batch, threads, sizeof(node_t) * limit, stream>>>(batch);
   return cudaGetLastError();
 }
 

@@ -3,53 +3,68 @@
 #include <random>
 #include <vector>
 
-#include <specdec/core/tree.hpp>
+#include <specdec/backend.hpp>
 
-#include "kernels/tree_build_launch.hpp"
-#include "support/random_tree.hpp"
+#include "kernels/device_launch.hpp"
+#include "kernels/random_batches.hpp"
 
 using namespace specdec;
 
-TEST_CASE("GPU tree build equals the host core on random batches", "[gpu][tree]") {
+namespace {
+
+// Runs both backends on the same input and requires identical outputs (untouched entries included).
+void require_same_on_both(testing::TreeBatchData host) {
+  testing::TreeBatchData device = host;
+  REQUIRE(backend::build_trees(backend::host{}, host.batch()) == backend::status::ok);
+  REQUIRE(testing::run_on_device(device.batch()) == backend::status::ok);
+  CHECK(device.status == host.status);
+  CHECK(device.max_depth == host.max_depth);
+  CHECK(device.depth == host.depth);
+  CHECK(device.mask == host.mask);
+  CHECK(device.first_child == host.first_child);
+  CHECK(device.next_sibling == host.next_sibling);
+  CHECK(device.position == host.position);
+  CHECK(device.sequence == host.sequence);
+}
+
+}  // namespace
+
+TEST_CASE("GPU tree build equals the host backend on random batches", "[gpu][tree]") {
   std::mt19937_64 rng(3);
-  const int words = core::mask_words(96);
   for (int batch : {1, 8, 64}) {
-    std::vector<int> offsets{0};
-    std::vector<node_t> parent;
-    std::vector<token_t> token;
-    for (int b = 0; b < batch; ++b) {
-      const auto t = testing::random_tree(rng, 1 + static_cast<int>(rng() % 96), 1000);
-      parent.insert(parent.end(), t.parent.begin(), t.parent.end());
-      token.insert(token.end(), t.token.begin(), t.token.end());
-      offsets.push_back(static_cast<int>(parent.size()));
-    }
-    const auto gpu = testing::build_trees_on_device(offsets, parent, token, words, 96, 1000);
-    for (int b = 0; b < batch; ++b) {
-      const int begin = offsets[b], n = offsets[b + 1] - begin;
-      const auto status = core::validate_tree(parent.data() + begin, token.data() + begin, n, 1000, 96, nullptr);
-      REQUIRE(gpu.status[b] == status);
-      if (status != core::tree_status::ok) continue;
-      std::vector<int> depth(n);
-      std::vector<std::uint32_t> mask(static_cast<std::size_t>(n) * words);
-      std::vector<node_t> fc(n), ns(n);
-      const int md = core::build_tree_layout(parent.data() + begin, n, words, depth.data(), mask.data(), fc.data(), ns.data());
-      CHECK(gpu.max_depth[b] == md);
-      CHECK(std::equal(depth.begin(), depth.end(), gpu.depth.begin() + begin));
-      CHECK(std::equal(mask.begin(), mask.end(), gpu.mask.begin() + static_cast<long>(begin) * words));
-      CHECK(std::equal(fc.begin(), fc.end(), gpu.first_child.begin() + begin));
-      CHECK(std::equal(ns.begin(), ns.end(), gpu.next_sibling.begin() + begin));
+    for (int max_nodes : {8, 32, 64, 96, 300}) {
+      const int words = core::mask_words(max_nodes) + static_cast<int>(rng() % 2);
+      require_same_on_both(testing::random_tree_batch(rng, batch, max_nodes, max_nodes, words, 1000, false));
     }
   }
 }
 
-TEST_CASE("GPU tree build flags malformed trees instead of looping", "[gpu][tree]") {
-  // tree 0: a cycle (node 1 is its own parent); tree 1: fine; tree 2: token out of vocabulary.
-  const std::vector<int> offsets{0, 3, 5, 7};
-  const std::vector<node_t> parent{-1, 1, 0, -1, 0, -1, 0};
-  const std::vector<token_t> token{1, 2, 3, 1, 2, 1, 99};
-  const auto gpu = testing::build_trees_on_device(offsets, parent, token, 1, 32, 10);
-  CHECK(gpu.status[0] == core::tree_status::parent_not_before_child);
-  CHECK(gpu.status[1] == core::tree_status::ok);
-  CHECK(gpu.status[2] == core::tree_status::token_out_of_vocabulary);
-  CHECK(gpu.depth[4] == 1);
+TEST_CASE("GPU tree build flags malformed, empty and oversized trees like the host", "[gpu][tree]") {
+  std::mt19937_64 rng(4);
+  for (int trial = 0; trial < 20; ++trial)
+    require_same_on_both(testing::random_tree_batch(rng, 64, 64, 64, 2, 500, true));
+}
+
+TEST_CASE("GPU tree build: a cycle, a bad token, and a good tree in one batch", "[gpu][tree]") {
+  testing::TreeBatchData d;
+  d.words = 1;
+  d.max_nodes = 32;
+  d.vocab = 10;
+  d.add({-1, 1, 0}, {1, 2, 3});  // node 1 is its own parent
+  d.add({-1, 0}, {1, 2});
+  d.add({-1, 0}, {1, 99});  // token outside the vocabulary
+  const core::TreeBatch b = d.batch();
+  REQUIRE(testing::run_on_device(b) == backend::status::ok);
+  CHECK(d.status[0] == core::tree_status::parent_not_before_child);
+  CHECK(d.status[1] == core::tree_status::ok);
+  CHECK(d.status[2] == core::tree_status::token_out_of_vocabulary);
+  CHECK(d.depth[4] == 1);
+  CHECK(d.mask[4] == 0x3u);
+}
+
+TEST_CASE("GPU tree build handles an empty batch and a tree bigger than a block", "[gpu][tree]") {
+  testing::TreeBatchData empty;
+  REQUIRE(testing::run_on_device(empty.batch()) == backend::status::ok);
+  std::mt19937_64 rng(5);
+  require_same_on_both(testing::random_tree_batch(rng, 3, 1000, 1000, core::mask_words(1000), 50, false));
 }

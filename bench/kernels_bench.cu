@@ -1,0 +1,516 @@
+// Per-kernel latency of the CUDA backend (CUDA events, mean over repeated launches after a warm-up)
+// on realistic shapes, with the bandwidth each kernel must move and that bandwidth as a fraction of
+// the device's peak (2 x memory clock x bus width, read off the device).
+//
+//   kernels_bench [--repeat N]
+//
+// Exits 0 with a message when there is no CUDA device (nothing is measured then).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include <specdec/backend.hpp>
+
+using namespace specdec;
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "kernels_bench: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+void check(backend::status s, const char* what) {
+  if (s != backend::status::ok) {
+    std::fprintf(stderr, "kernels_bench: %s: %s\n", what, backend::to_string(s));
+    std::exit(1);
+  }
+}
+
+template <class T>
+T* device_alloc(std::size_t count) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, sizeof(T) * (count ? count : 1)), "cudaMalloc");
+  return static_cast<T*>(p);
+}
+
+template <class T>
+T* upload(const std::vector<T>& host) {
+  T* d = device_alloc<T>(host.size());
+  if (!host.empty()) check(cudaMemcpy(d, host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  return d;
+}
+
+// A deterministic stream of pseudo-random numbers for inputs (no dependence on <random>'s
+// distributions, so inputs are the same everywhere).
+struct Lcg {
+  unsigned long long state;
+  unsigned int next() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<unsigned int>(state >> 33);
+  }
+};
+
+__global__ void fill_logits(float* logits, long long count, unsigned int seed) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    unsigned int h = static_cast<unsigned int>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    logits[i] = static_cast<float>(h & 0xffffff) * (1.0f / 16777216.0f);
+  }
+}
+
+__global__ void fill_context(token_t* context, long long count, int alphabet, unsigned int seed) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    unsigned int h = static_cast<unsigned int>(i) * 2246822519u ^ seed;
+    h ^= h >> 16;
+    h *= 2654435761u;
+    h ^= h >> 13;
+    context[i] = static_cast<token_t>(h % static_cast<unsigned int>(alphabet));
+  }
+}
+
+struct Device {
+  std::string name;
+  double peak_bytes_per_second = 0;
+  int sms = 0;
+};
+
+Device describe_device() {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  int clock_khz = 0, bus_bits = 0;
+  check(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device), "memory clock");
+  check(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device), "bus width");
+  Device d;
+  d.name = prop.name;
+  d.sms = prop.multiProcessorCount;
+  d.peak_bytes_per_second = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0);  // double data rate
+  return d;
+}
+
+int repeat = 200;
+
+/// Mean microseconds per call of `launch` (which must only enqueue work on the default stream).
+template <class Launch>
+double time_us(Launch&& launch) {
+  for (int i = 0; i < 10; ++i) launch();
+  check(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start), "cudaEventRecord");
+  for (int i = 0; i < repeat; ++i) launch();
+  check(cudaEventRecord(stop), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  check(cudaEventDestroy(start), "cudaEventDestroy");
+  check(cudaEventDestroy(stop), "cudaEventDestroy");
+  return 1e3 * ms / repeat;
+}
+
+/// Mean microseconds per call of the host backend (this machine's CPU, one thread): repeated
+/// until 0.2 s have passed (at least once, at most 100 times).
+template <class Run>
+double host_time_us(Run&& run) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  int calls = 0;
+  do {
+    run();
+    ++calls;
+  } while (calls < 100 && clock::now() - start < std::chrono::milliseconds(200));
+  return std::chrono::duration<double, std::micro>(clock::now() - start).count() / calls;
+}
+
+/// One line per shape; host_us > 0 adds the host backend's time on the same input and the ratio.
+void report(const Device& dev, const char* kernel, const std::string& shape, double us, double bytes,
+            double host_us = 0) {
+  const double gbs = bytes / (us * 1e-6) / 1e9;
+  std::printf("%-14s %-44s %10.2f us %12.1f KB %9.1f GB/s %6.1f%% of peak", kernel, shape.c_str(), us, bytes / 1e3,
+              gbs, 100.0 * gbs * 1e9 / dev.peak_bytes_per_second);
+  if (host_us > 0) std::printf("   host %10.1f us (%.1fx)", host_us, host_us / us);
+  std::printf("\n");
+}
+
+template <class T>
+std::vector<T> download(const T* device, std::size_t count) {
+  std::vector<T> host(count);
+  if (count) check(cudaMemcpy(host.data(), device, sizeof(T) * count, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return host;
+}
+
+// Random trees of exactly `nodes` nodes, back to back, laid out on the device.
+struct DeviceTrees {
+  int batch = 0, nodes = 0, words = 0;
+  std::vector<int> host_offsets;
+  std::vector<node_t> host_parent;
+  std::vector<token_t> host_token;
+  int* offsets = nullptr;
+  node_t* parent = nullptr;
+  token_t* token = nullptr;
+  int* depth = nullptr;
+  std::uint32_t* mask = nullptr;
+  node_t *first_child = nullptr, *next_sibling = nullptr;
+  int* max_depth = nullptr;
+  core::tree_status* status = nullptr;
+
+  DeviceTrees(int b, int n, int vocab, Lcg& rng) : batch(b), nodes(n), words(core::mask_words(n)) {
+    std::vector<int> off(b + 1);
+    std::vector<node_t> par;
+    std::vector<token_t> tok;
+    for (int t = 0; t < b; ++t) {
+      off[t] = t * n;
+      for (int i = 0; i < n; ++i) {
+        // Mostly chains with some branching (what merged drafts look like).
+        par.push_back(i == 0 ? -1 : (rng.next() % 4 == 0 ? static_cast<node_t>(rng.next() % i) : i - 1));
+        tok.push_back(static_cast<token_t>(rng.next() % vocab));
+      }
+    }
+    off[b] = b * n;
+    offsets = upload(off);
+    parent = upload(par);
+    token = upload(tok);
+    host_offsets = off;
+    host_parent = par;
+    host_token = tok;
+    depth = device_alloc<int>(par.size());
+    mask = device_alloc<std::uint32_t>(par.size() * words);
+    first_child = device_alloc<node_t>(par.size());
+    next_sibling = device_alloc<node_t>(par.size());
+    max_depth = device_alloc<int>(b);
+    status = device_alloc<core::tree_status>(b);
+  }
+
+  DeviceTrees(const DeviceTrees&) = delete;
+  DeviceTrees& operator=(const DeviceTrees&) = delete;
+  ~DeviceTrees() {
+    for (const void* p : {static_cast<const void*>(offsets), static_cast<const void*>(parent),
+                          static_cast<const void*>(token), static_cast<const void*>(depth),
+                          static_cast<const void*>(mask), static_cast<const void*>(first_child),
+                          static_cast<const void*>(next_sibling), static_cast<const void*>(max_depth),
+                          static_cast<const void*>(status)})
+      cudaFree(const_cast<void*>(p));
+  }
+
+  core::TreeBatch batch_desc(int vocab) const {
+    core::TreeBatch t;
+    t.batch = batch;
+    t.words = words;
+    t.max_nodes = nodes;
+    t.vocab_size = vocab;
+    t.offsets = offsets;
+    t.parent = parent;
+    t.token = token;
+    t.depth = depth;
+    t.mask = mask;
+    t.first_child = first_child;
+    t.next_sibling = next_sibling;
+    t.max_depth = max_depth;
+    t.status = status;
+    return t;
+  }
+
+  /// The same trees laid out by the host backend (arrays owned by the returned object).
+  struct Host {
+    std::vector<int> depth, max_depth;
+    std::vector<std::uint32_t> mask;
+    std::vector<node_t> first_child, next_sibling;
+    std::vector<core::tree_status> status;
+    core::TreeBatch desc;
+  };
+  void host_layout(Host& h, int vocab) const {
+    const std::size_t n = host_parent.size();
+    h.depth.resize(n);
+    h.mask.resize(n * words);
+    h.first_child.resize(n);
+    h.next_sibling.resize(n);
+    h.max_depth.resize(batch);
+    h.status.resize(batch);
+    h.desc = batch_desc(vocab);
+    h.desc.offsets = host_offsets.data();
+    h.desc.parent = host_parent.data();
+    h.desc.token = host_token.data();
+    h.desc.depth = h.depth.data();
+    h.desc.mask = h.mask.data();
+    h.desc.first_child = h.first_child.data();
+    h.desc.next_sibling = h.next_sibling.data();
+    h.desc.max_depth = h.max_depth.data();
+    h.desc.status = h.status.data();
+  }
+
+  double bytes() const {  // read parents, tokens; write depth, mask, child lists, per-tree results
+    const double n = static_cast<double>(batch) * nodes;
+    return n * (4 + 4 + 4 + 4.0 * words + 4 + 4) + batch * (4.0 + 4 + 4 + 4);
+  }
+};
+
+void bench_tree_build(const Device& dev) {
+  Lcg rng{1};
+  for (int batch : {1, 8, 64})
+    for (int nodes : {8, 32, 64}) {
+      DeviceTrees trees(batch, nodes, 32000, rng);
+      const core::TreeBatch desc = trees.batch_desc(32000);
+      const double us = time_us([&] { check(backend::build_trees(backend::cuda{}, desc), "build_trees"); });
+      DeviceTrees::Host host;
+      trees.host_layout(host, 32000);
+      const double host_us = host_time_us([&] { check(backend::build_trees(backend::host{}, host.desc), "host build"); });
+      report(dev, "tree_build", "batch " + std::to_string(batch) + " x " + std::to_string(nodes) + " nodes", us,
+             trees.bytes(), host_us);
+    }
+}
+
+void bench_greedy_verify(const Device& dev) {
+  Lcg rng{2};
+  for (int vocab : {32000, 128256})
+    for (int batch : {1, 8, 64})
+      for (int nodes : {8, 32, 64}) {
+        DeviceTrees trees(batch, nodes, vocab, rng);
+        check(backend::build_trees(backend::cuda{}, trees.batch_desc(vocab)), "build_trees");
+        const long long rows = static_cast<long long>(batch) * nodes;
+        float* logits = device_alloc<float>(rows * vocab);
+        fill_logits<<<1024, 256>>>(logits, rows * vocab, 7u);
+        core::GreedyVerifyBatch g;
+        g.batch = batch;
+        g.max_nodes = nodes;
+        g.vocab_size = vocab;
+        g.row_stride = vocab;
+        g.offsets = trees.offsets;
+        g.token = trees.token;
+        g.first_child = trees.first_child;
+        g.next_sibling = trees.next_sibling;
+        g.build_status = trees.status;
+        g.logits = logits;
+        g.argmax = device_alloc<token_t>(rows);
+        g.path = device_alloc<node_t>(rows);
+        g.length = device_alloc<int>(batch);
+        g.next_token = device_alloc<token_t>(batch);
+        g.status = device_alloc<core::verify_status>(batch);
+        backend::cuda tag;
+        tag.workspace_bytes = backend::workspace_bytes(tag, g);
+        tag.workspace = device_alloc<unsigned char>(tag.workspace_bytes);
+        const double us = time_us([&] { check(backend::greedy_verify(tag, g), "greedy_verify"); });
+        double host_us = 0;
+        if (batch == 1) {  // the host backend on the same trees and logits
+          DeviceTrees::Host layout;
+          trees.host_layout(layout, vocab);
+          check(backend::build_trees(backend::host{}, layout.desc), "host build");
+          const std::vector<float> host_logits = download(logits, static_cast<std::size_t>(rows) * vocab);
+          std::vector<token_t> argmax(rows), next(batch);
+          std::vector<node_t> path(rows);
+          std::vector<int> length(batch);
+          std::vector<core::verify_status> status(batch);
+          core::GreedyVerifyBatch h = g;
+          h.offsets = trees.host_offsets.data();
+          h.token = trees.host_token.data();
+          h.first_child = layout.first_child.data();
+          h.next_sibling = layout.next_sibling.data();
+          h.build_status = layout.status.data();
+          h.logits = host_logits.data();
+          h.argmax = argmax.data();
+          h.path = path.data();
+          h.length = length.data();
+          h.next_token = next.data();
+          h.status = status.data();
+          host_us = host_time_us([&] { check(backend::greedy_verify(backend::host{}, h), "host greedy_verify"); });
+        }
+        report(dev, "greedy_verify",
+               "batch " + std::to_string(batch) + " x " + std::to_string(nodes) + " nodes, vocab " + std::to_string(vocab),
+               us, static_cast<double>(rows) * vocab * sizeof(float), host_us);
+        for (void* p : {static_cast<void*>(logits), static_cast<void*>(g.argmax), static_cast<void*>(g.path),
+                        static_cast<void*>(g.length), static_cast<void*>(g.next_token), static_cast<void*>(g.status),
+                        tag.workspace})
+          check(cudaFree(p), "cudaFree");
+      }
+}
+
+void bench_suffix_match(const Device& dev) {
+  for (int n : {4096, 128 * 1024, 1024 * 1024})
+    for (int batch : {1, 8, 64}) {
+      const long long tokens = static_cast<long long>(n) * batch;
+      token_t* context = device_alloc<token_t>(tokens);
+      fill_context<<<1024, 256>>>(context, tokens, 1000, 11u);  // a token repeats every ~1000 positions
+      std::vector<int> off(batch + 1);
+      for (int b = 0; b <= batch; ++b) off[b] = b * n;
+      core::SuffixMatchBatch s;
+      s.batch = batch;
+      s.max_context = n;
+      s.max_match = 10;
+      s.k = 2;
+      s.continuation = 10;
+      s.offsets = upload(off);
+      s.context = context;
+      s.matches = device_alloc<core::SuffixMatch>(batch * s.k);
+      s.match_count = device_alloc<int>(batch);
+      s.drafts = device_alloc<token_t>(batch * s.k * s.continuation);
+      s.draft_length = device_alloc<int>(batch * s.k);
+      backend::cuda tag;
+      tag.workspace_bytes = backend::workspace_bytes(tag, s);
+      tag.workspace = device_alloc<unsigned char>(tag.workspace_bytes);
+      const double us = time_us([&] { check(backend::suffix_match(tag, s), "suffix_match"); });
+      double host_us = 0;
+      if (batch == 1) {  // the host backend (the brute-force CASD reference) on the same context
+        const std::vector<token_t> host_context = download(context, static_cast<std::size_t>(tokens));
+        std::vector<core::SuffixMatch> matches(s.k);
+        std::vector<int> count(1), draft_length(s.k);
+        std::vector<token_t> drafts(static_cast<std::size_t>(s.k) * s.continuation);
+        core::SuffixMatchBatch h = s;
+        h.offsets = off.data();
+        h.context = host_context.data();
+        h.matches = matches.data();
+        h.match_count = count.data();
+        h.drafts = drafts.data();
+        h.draft_length = draft_length.data();
+        host_us = host_time_us([&] { check(backend::suffix_match(backend::host{}, h), "host suffix_match"); });
+      }
+      report(dev, "suffix_match",
+             "batch " + std::to_string(batch) + " x " + std::to_string(n) + " tokens, L 10, k 2", us,
+             static_cast<double>(tokens) * sizeof(token_t), host_us);
+      for (void* p : {static_cast<void*>(context), const_cast<void*>(static_cast<const void*>(s.offsets)),
+                      static_cast<void*>(s.matches), static_cast<void*>(s.match_count), static_cast<void*>(s.drafts),
+                      static_cast<void*>(s.draft_length), tag.workspace})
+        check(cudaFree(p), "cudaFree");
+    }
+}
+
+// Llama-3-8B's cache: 32 layers, 8 KV heads of 128 bf16 values. Path: the root, then every other
+// node (so every entry after the root moves).
+void bench_kv_compaction(const Device& dev) {
+  const int layers = 32, heads = 8, head_dim = 128, element = 2, positions = 4096;
+  for (int batch : {1, 8, 64})
+    for (int nodes : {8, 32, 64}) {
+      core::KvCompactionBatch c;
+      c.batch = batch;
+      c.max_nodes = nodes;
+      c.layout = core::kv_layout(layers, positions, heads, head_dim, element);
+      const std::size_t cache_bytes = static_cast<std::size_t>(batch) * c.layout.sequence_stride;
+      c.k_cache = device_alloc<unsigned char>(cache_bytes);
+      c.v_cache = device_alloc<unsigned char>(cache_bytes);
+      std::vector<node_t> path(static_cast<std::size_t>(batch) * nodes, 0);
+      std::vector<int> length(batch), base(batch, 1000);
+      for (int b = 0; b < batch; ++b) {
+        int k = 1;
+        for (int i = 2; i < nodes; i += 2) path[static_cast<std::size_t>(b) * nodes + k++] = i;
+        length[b] = k;
+      }
+      c.base = upload(base);
+      c.path = upload(path);
+      c.length = upload(length);
+      c.status = device_alloc<core::compaction_status>(batch);
+      // Moving the path again and again is idempotent in cost (same rows every time).
+      const double us = time_us([&] { check(backend::compact_kv(backend::cuda{}, c), "compact_kv"); });
+      const double moved = static_cast<double>(batch) * (length[0] - 1) * layers * heads * head_dim * element;
+      report(dev, "kv_compaction",
+             "batch " + std::to_string(batch) + " x " + std::to_string(length[0] - 1) + " moved, 32L 8H 128D bf16",
+             us, 2.0 * 2.0 * moved);  // K and V, read and write
+      for (void* p : {static_cast<void*>(c.k_cache), static_cast<void*>(c.v_cache),
+                      const_cast<void*>(static_cast<const void*>(c.base)), const_cast<void*>(static_cast<const void*>(c.path)),
+                      const_cast<void*>(static_cast<const void*>(c.length)), static_cast<void*>(c.status)})
+        check(cudaFree(p), "cudaFree");
+    }
+}
+
+// The GPU part of one step as the decoder would enqueue it: tree build, greedy verification on
+// the build's outputs, KV compaction on the verifier's path, no synchronisation in between.
+void bench_step(const Device& dev) {
+  Lcg rng{3};
+  const int vocab = 128256, nodes = 64;
+  for (int batch : {1, 8, 64}) {
+    DeviceTrees trees(batch, nodes, vocab, rng);
+    const core::TreeBatch t = trees.batch_desc(vocab);
+    const long long rows = static_cast<long long>(batch) * nodes;
+    float* logits = device_alloc<float>(rows * vocab);
+    fill_logits<<<1024, 256>>>(logits, rows * vocab, 5u);
+    core::GreedyVerifyBatch g;
+    g.batch = batch;
+    g.max_nodes = nodes;
+    g.vocab_size = vocab;
+    g.row_stride = vocab;
+    g.offsets = trees.offsets;
+    g.token = trees.token;
+    g.first_child = trees.first_child;
+    g.next_sibling = trees.next_sibling;
+    g.build_status = trees.status;
+    g.logits = logits;
+    g.argmax = device_alloc<token_t>(rows);
+    g.path = device_alloc<node_t>(rows);
+    g.length = device_alloc<int>(batch);
+    g.next_token = device_alloc<token_t>(batch);
+    g.status = device_alloc<core::verify_status>(batch);
+    backend::cuda tag;
+    tag.workspace_bytes = backend::workspace_bytes(tag, g);
+    tag.workspace = device_alloc<unsigned char>(tag.workspace_bytes);
+    core::KvCompactionBatch c;
+    c.batch = batch;
+    c.max_nodes = nodes;
+    c.layout = core::kv_layout(32, 4096, 8, 128, 2);
+    const std::size_t cache_bytes = static_cast<std::size_t>(batch) * c.layout.sequence_stride;
+    c.k_cache = device_alloc<unsigned char>(cache_bytes);
+    c.v_cache = device_alloc<unsigned char>(cache_bytes);
+    c.base = upload(std::vector<int>(batch, 1000));
+    c.path = g.path;
+    c.length = g.length;
+    c.status = device_alloc<core::compaction_status>(batch);
+    const double us = time_us([&] {
+      check(backend::build_trees(backend::cuda{}, t), "build_trees");
+      check(backend::greedy_verify(tag, g), "greedy_verify");
+      check(backend::compact_kv(backend::cuda{}, c), "compact_kv");
+    });
+    report(dev, "step", "batch " + std::to_string(batch) + " x 64 nodes, vocab 128256, 32L 8H 128D", us,
+           static_cast<double>(rows) * vocab * sizeof(float));
+    for (void* p : {static_cast<void*>(logits), static_cast<void*>(g.argmax), static_cast<void*>(g.path),
+                    static_cast<void*>(g.length), static_cast<void*>(g.next_token), static_cast<void*>(g.status),
+                    tag.workspace, static_cast<void*>(c.k_cache), static_cast<void*>(c.v_cache),
+                    const_cast<void*>(static_cast<const void*>(c.base)), static_cast<void*>(c.status)})
+      check(cudaFree(p), "cudaFree");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
+      repeat = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: kernels_bench [--repeat N]\n");
+      return 2;
+    }
+  }
+  if (repeat < 1) {
+    std::fprintf(stderr, "kernels_bench: --repeat must be >= 1\n");
+    return 2;
+  }
+  int devices = 0;
+  const cudaError_t e = cudaGetDeviceCount(&devices);
+  if (e != cudaSuccess || devices == 0) {
+    std::printf("kernels_bench: no CUDA device (%s); nothing measured.\n",
+                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    return 0;
+  }
+  const Device dev = describe_device();
+  std::printf("device: %s, %d SMs, peak memory bandwidth %.0f GB/s (2 x memory clock x bus width)\n",
+              dev.name.c_str(), dev.sms, dev.peak_bytes_per_second / 1e9);
+  std::printf("mean over %d launches after 10 warm-ups; bytes = what the kernel must read/write at least;\n"
+              "host = the host backend on the same input (batch 1 for verify and suffix match), and its ratio\n\n",
+              repeat);
+  bench_tree_build(dev);
+  bench_greedy_verify(dev);
+  bench_suffix_match(dev);
+  bench_kv_compaction(dev);
+  bench_step(dev);
+  return 0;
+}

@@ -1,0 +1,197 @@
+// Backend dispatch: the batched step operations (tree build, greedy verification, stochastic
+// verification, suffix matching, KV compaction) on the host or on a CUDA device, chosen by a tag
+// type, with the same semantics:
+//
+//   specdec::backend::build_trees(specdec::backend::host{}, trees);          // host pointers
+//   specdec::backend::build_trees(specdec::backend::cuda{stream}, trees);    // device pointers
+//
+// Both take the descriptors of core/batch.hpp (and core/stochastic_batch.hpp) and write the same results; the host overloads loop
+// over core::*_in_batch, the CUDA overloads launch kernels/*.cuh (asynchronously on the tag's
+// stream: results are ready after the stream is synchronised; no launch sequence synchronises).
+// The CUDA overloads exist in CUDA translation units (compiled by nvcc) only. Both check the
+// same limits (kernels' compile-time limits apply to the host too, so a program behaves the same
+// on either), and return a status instead of throwing.
+#pragma once
+
+#include <cstddef>
+
+#include <specdec/core/batch.hpp>
+#include <specdec/core/stochastic_batch.hpp>
+
+#if defined(__CUDACC__)
+#include <specdec/kernels/greedy_verify.cuh>
+#include <specdec/kernels/kv_compaction.cuh>
+#include <specdec/kernels/stochastic_verify.cuh>
+#include <specdec/kernels/suffix_match.cuh>
+#include <specdec/kernels/tree_build.cuh>
+#endif
+
+struct CUstream_st;  // cudaStream_t is CUstream_st*; declared so host-only code can name the tag
+
+namespace specdec::backend {
+
+/// Run on the calling thread, on host memory.
+struct host {};
+
+/// Run on the current CUDA device, on device memory, asynchronously on `stream`. Operations that
+/// need scratch memory (greedy_verify, suffix_match) use `workspace`, at least
+/// workspace_bytes(cuda{}, batch) bytes of device memory.
+struct cuda {
+  CUstream_st* stream = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+enum class status : int {
+  ok = 0,
+  invalid_argument,  ///< a shape outside the limits below, or a missing/too small workspace
+  device_error,      ///< a CUDA launch failed (cudaGetLastError() was not cudaSuccess)
+};
+
+SPECDEC_HD constexpr const char* to_string(status s) {
+  switch (s) {
+    case status::ok: return "ok";
+    case status::invalid_argument: return "invalid argument (shape outside the kernel limits, or workspace too small)";
+    case status::device_error: return "CUDA launch failed";
+  }
+  return "unknown backend status";
+}
+
+/// Limits shared by both backends (the CUDA kernels' compile-time limits).
+inline constexpr int max_suffix_match = 16;  ///< SuffixMatchBatch::max_match
+inline constexpr int max_suffix_k = 8;       ///< SuffixMatchBatch::k
+inline constexpr int max_tree_nodes = 12288; ///< TreeBatch node limit (a block's shared copy of the parents)
+inline constexpr int max_verify_nodes = 12288;  ///< GreedyVerifyBatch::max_nodes
+
+namespace detail {
+inline bool valid(const core::TreeBatch& b) {
+  const int limit = core::node_limit(b);
+  return b.batch >= 0 && b.words >= 1 && limit >= 1 && limit <= max_tree_nodes;
+}
+inline bool valid(const core::GreedyVerifyBatch& b) {
+  return b.batch >= 0 && b.max_nodes >= 1 && b.max_nodes <= max_verify_nodes && b.vocab_size >= 1 &&
+         b.row_stride >= b.vocab_size;
+}
+inline bool valid(const core::SuffixMatchBatch& b) {
+  return b.batch >= 0 && b.max_match <= max_suffix_match && b.k <= max_suffix_k;
+}
+inline bool valid(const core::StochasticVerifyBatch& b) {
+  return b.batch >= 0 && b.max_nodes >= 1 && b.vocab_size >= 1 && b.row_stride >= b.vocab_size && b.work != nullptr;
+}
+inline bool valid(const core::StochasticVerifyBatch& b, const core::SamplingParams& params) {
+  return valid(b) && core::valid(params);
+}
+inline bool valid(const core::StochasticVerifyBatch& b, const core::ConditionalParams& params,
+                  const core::SamplingParams& next) {
+  return valid(b) && b.accepted != nullptr && core::valid_conditional(params, b.vocab_size) && core::valid(next);
+}
+inline bool valid(const core::KvCompactionBatch& b) {
+  const core::KvCacheLayout& l = b.layout;
+  return b.batch >= 0 && b.max_nodes >= 1 && l.layers >= 1 && l.kv_heads >= 1 && l.row_bytes >= 1 &&
+         b.k_cache != nullptr;
+}
+}  // namespace detail
+
+// ---- host ---------------------------------------------------------------------------------------
+
+inline status build_trees(host, const core::TreeBatch& b) {
+  if (!detail::valid(b)) return status::invalid_argument;
+  for (int t = 0; t < b.batch; ++t) core::build_tree_in_batch(b, t);
+  return status::ok;
+}
+
+inline status greedy_verify(host, const core::GreedyVerifyBatch& b) {
+  if (!detail::valid(b)) return status::invalid_argument;
+  for (int t = 0; t < b.batch; ++t) core::greedy_verify_in_batch(b, t);
+  return status::ok;
+}
+
+/// RejectionSampling's verification of every tree (lossless sampling with `params`).
+inline status rejection_verify(host, const core::StochasticVerifyBatch& b, const core::SamplingParams& params) {
+  if (!detail::valid(b, params)) return status::invalid_argument;
+  for (int t = 0; t < b.batch; ++t) core::rejection_verify_in_batch(b, t, params);
+  return status::ok;
+}
+
+/// ConditionalVerifier's verification of every tree; `next` samples the token after the path.
+inline status conditional_verify(host, const core::StochasticVerifyBatch& b, const core::ConditionalParams& params,
+                                 const core::SamplingParams& next) {
+  if (!detail::valid(b, params, next)) return status::invalid_argument;
+  for (int t = 0; t < b.batch; ++t) core::conditional_verify_in_batch(b, t, params, next);
+  return status::ok;
+}
+
+inline status suffix_match(host, const core::SuffixMatchBatch& b) {
+  if (!detail::valid(b)) return status::invalid_argument;
+  for (int s = 0; s < b.batch; ++s) core::suffix_match_in_batch(b, s);
+  return status::ok;
+}
+
+inline status compact_kv(host, const core::KvCompactionBatch& b) {
+  if (!detail::valid(b)) return status::invalid_argument;
+  for (int s = 0; s < b.batch; ++s) core::compact_kv_in_batch(b, s);
+  return status::ok;
+}
+
+/// The host backend needs no workspace.
+template <class Batch>
+constexpr std::size_t workspace_bytes(host, const Batch&) {
+  return 0;
+}
+
+// ---- cuda ---------------------------------------------------------------------------------------
+
+#if defined(__CUDACC__)
+static_assert(max_suffix_match == kernels::suffix_max_match && max_suffix_k == kernels::suffix_max_k &&
+                  max_tree_nodes == kernels::max_tree_nodes,
+              "backend limits must equal the kernels' compile-time limits");
+
+namespace detail {
+inline status from(cudaError_t e) {
+  return e == cudaSuccess ? status::ok : e == cudaErrorInvalidValue ? status::invalid_argument : status::device_error;
+}
+}  // namespace detail
+
+inline status build_trees(const cuda& c, const core::TreeBatch& b) {
+  if (!detail::valid(b)) return status::invalid_argument;
+  return detail::from(kernels::build_trees(b, c.stream));
+}
+
+inline status greedy_verify(const cuda& c, const core::GreedyVerifyBatch& b) {
+  if (!detail::valid(b)) return status::invalid_argument;
+  return detail::from(kernels::greedy_verify(b, c.workspace, c.workspace_bytes, c.stream));
+}
+
+inline status rejection_verify(const cuda& c, const core::StochasticVerifyBatch& b, const core::SamplingParams& params) {
+  if (!detail::valid(b, params)) return status::invalid_argument;
+  return detail::from(kernels::rejection_verify(b, params, c.stream));
+}
+
+inline status conditional_verify(const cuda& c, const core::StochasticVerifyBatch& b,
+                                 const core::ConditionalParams& params, const core::SamplingParams& next) {
+  if (!detail::valid(b, params, next)) return status::invalid_argument;
+  return detail::from(kernels::conditional_verify(b, params, next, c.stream));
+}
+
+inline status suffix_match(const cuda& c, const core::SuffixMatchBatch& b) {
+  if (!detail::valid(b)) return status::invalid_argument;
+  return detail::from(kernels::suffix_match(b, c.workspace, c.workspace_bytes, c.stream));
+}
+
+inline status compact_kv(const cuda& c, const core::KvCompactionBatch& b) {
+  if (!detail::valid(b)) return status::invalid_argument;
+  return detail::from(kernels::compact_kv(b, c.stream));
+}
+
+inline std::size_t workspace_bytes(const cuda&, const core::GreedyVerifyBatch& b) {
+  return kernels::greedy_verify_workspace_bytes(b);
+}
+inline std::size_t workspace_bytes(const cuda&, const core::SuffixMatchBatch& b) {
+  return kernels::suffix_match_workspace_bytes(b);
+}
+inline std::size_t workspace_bytes(const cuda&, const core::TreeBatch&) { return 0; }
+inline std::size_t workspace_bytes(const cuda&, const core::KvCompactionBatch&) { return 0; }
+inline std::size_t workspace_bytes(const cuda&, const core::StochasticVerifyBatch&) { return 0; }
+#endif
+
+}  // namespace specdec::backend

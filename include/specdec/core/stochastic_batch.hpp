@@ -1,0 +1,119 @@
+// Batched stochastic verification (rejection sampling, conditional verification) on the core
+// walks of issue 5 (core/rejection.hpp, core/conditional.hpp, core/sampling.hpp): the descriptor
+// both backends take and the per-tree function both run. Each tree is a full TreeView (its arrays
+// in the backend's memory), so draft distributions (add_sampled proposals) come along.
+#pragma once
+
+#include <cstdint>
+
+#include <specdec/config.hpp>
+#include <specdec/core/conditional.hpp>
+#include <specdec/core/philox.hpp>
+#include <specdec/core/rejection.hpp>
+#include <specdec/core/sampling.hpp>
+#include <specdec/tree_view.hpp>
+
+namespace specdec::core {
+
+enum class stochastic_status : int {
+  ok = 0,
+  over_capacity,  ///< the tree has more than max_nodes nodes (nothing verified)
+  bad_row,        ///< a logits row was unusable: see row_status and bad_node
+};
+
+SPECDEC_HD constexpr const char* to_string(stochastic_status s) {
+  switch (s) {
+    case stochastic_status::ok: return "ok";
+    case stochastic_status::over_capacity: return "more nodes than max_nodes";
+    case stochastic_status::bad_row: return "a logits row was unusable (NaN, +inf or all -inf)";
+  }
+  return "unknown stochastic verification status";
+}
+
+struct StochasticVerifyBatch {
+  int batch = 0;
+  int max_nodes = 0;  ///< bound on every tree's size; path and accepted hold max_nodes per tree
+  int vocab_size = 0;
+  long long row_stride = 0;          ///< floats between logits rows (>= vocab_size)
+  const TreeView* trees = nullptr;   ///< per tree
+  const int* row_offset = nullptr;   ///< per tree: node i's logits row is row_offset[b] + i
+  const float* logits = nullptr;
+  const RandomKey* keys = nullptr;   ///< per tree: (seed, sequence) of its random stream
+  float* work = nullptr;             ///< batch * vocab_size floats of scratch
+  std::uint8_t* accepted = nullptr;  ///< batch * max_nodes (conditional verification only)
+  node_t* path = nullptr;            ///< tree b's accepted path at path + b * max_nodes
+  int* length = nullptr;
+  token_t* next_token = nullptr;
+  stochastic_status* status = nullptr;
+  sampling_status* row_status = nullptr;  ///< why a row was bad (ok otherwise)
+  node_t* bad_node = nullptr;             ///< the node whose row was bad (-1 otherwise)
+};
+
+/// The parameters ConditionalVerifier accepts: 0 <= delta <= 1, top_k >= 0, -1 <= eos < vocab.
+SPECDEC_HD inline bool valid_conditional(const ConditionalParams& params, int vocab) {
+  return params.delta >= 0.0f && params.delta <= 1.0f && params.top_k >= 0 && params.eos >= -1 && params.eos < vocab;
+}
+
+namespace detail {
+SPECDEC_HD inline const float* logits_row(const StochasticVerifyBatch& b, int tree, node_t node) {
+  return b.logits + (static_cast<long long>(b.row_offset[tree]) + node) * b.row_stride;
+}
+
+/// Clears tree's outputs; false (and over_capacity) when the tree does not fit.
+SPECDEC_HD inline bool start_tree(const StochasticVerifyBatch& b, int tree) {
+  b.length[tree] = 0;
+  b.next_token[tree] = -1;
+  b.row_status[tree] = sampling_status::ok;
+  b.bad_node[tree] = -1;
+  const int n = b.trees[tree].size;
+  b.status[tree] = n >= 1 && n <= b.max_nodes ? stochastic_status::ok : stochastic_status::over_capacity;
+  return b.status[tree] == stochastic_status::ok;
+}
+}  // namespace detail
+
+/// RejectionSampling::verify for tree `tree` (core::rejection_walk). Parameters must be valid.
+SPECDEC_HD inline stochastic_status rejection_verify_in_batch(const StochasticVerifyBatch& b, int tree,
+                                                              const SamplingParams& params) {
+  if (!detail::start_tree(b, tree)) return b.status[tree];
+  sampling_status row = sampling_status::ok;
+  node_t bad = -1;
+  token_t next = -1;
+  b.length[tree] = rejection_walk(
+      b.trees[tree], b.vocab_size, [&](node_t node) { return detail::logits_row(b, tree, node); }, params,
+      b.keys[tree], b.work + static_cast<long long>(tree) * b.vocab_size,
+      b.path + static_cast<long long>(tree) * b.max_nodes, &next, &row, &bad);
+  b.next_token[tree] = next;
+  b.row_status[tree] = row;
+  b.bad_node[tree] = bad;
+  if (row != sampling_status::ok) b.status[tree] = stochastic_status::bad_row;
+  return b.status[tree];
+}
+
+/// ConditionalVerifier::verify for tree `tree`: core::conditional_walk, then the next token after
+/// the path sampled with `next` (temperature 0: greedy). Parameters must be valid.
+SPECDEC_HD inline stochastic_status conditional_verify_in_batch(const StochasticVerifyBatch& b, int tree,
+                                                                const ConditionalParams& params,
+                                                                const SamplingParams& next) {
+  if (!detail::start_tree(b, tree)) return b.status[tree];
+  const TreeView& view = b.trees[tree];
+  node_t* path = b.path + static_cast<long long>(tree) * b.max_nodes;
+  sampling_status row = sampling_status::ok;
+  node_t bad = -1;
+  const auto rows = [&](node_t node) { return detail::logits_row(b, tree, node); };
+  const int length = conditional_walk(view, b.vocab_size, rows, params,
+                                      b.accepted + static_cast<long long>(tree) * b.max_nodes, path, &row, &bad);
+  b.length[tree] = length;
+  if (row == sampling_status::ok) {
+    const node_t last = path[length - 1];
+    const token_t token = sample_token(rows(last), b.vocab_size, next, b.keys[tree], view.position(last) + 1,
+                                       b.work + static_cast<long long>(tree) * b.vocab_size, &row);
+    if (row == sampling_status::ok) b.next_token[tree] = token;
+    else bad = last;
+  }
+  b.row_status[tree] = row;
+  b.bad_node[tree] = bad;
+  if (row != sampling_status::ok) b.status[tree] = stochastic_status::bad_row;
+  return b.status[tree];
+}
+
+}  // namespace specdec::core

@@ -1,0 +1,133 @@
+// Greedy (exact) verification on the GPU from fp32 logits, for a batch of laid-out trees, in two
+// launches and one pass over the vocabulary:
+//  1. row argmax: grid (splits, node, tree); each block reduces its slice of one logits row to a
+//     64-bit key (value mapped to an ordered integer, then the complemented index, so the largest
+//     key is the largest value and, among equal values, the lowest token id; NaN maps to the
+//     largest key of all, so a row with NaN reports NaN) with cub::BlockReduce. For a small batch
+//     the vocabulary is split across several blocks per row so the whole GPU streams the logits.
+//  2. walk: one block per tree combines each node's split keys, then one thread runs
+//     core::greedy_walk (through core::greedy_walk_in_batch, what the host backend runs).
+// The argmaxes equal core::argmax_row (ties to the lowest id, -1 for a NaN row; -0.0 == +0.0).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include <cub/block/block_reduce.cuh>
+#include <cuda/functional>
+
+#include <specdec/core/batch.hpp>
+#include <specdec/core/reduction_keys.hpp>
+
+namespace specdec::kernels {
+
+using core::GreedyVerifyBatch;
+
+namespace detail {
+
+inline constexpr int argmax_threads = 256;
+inline constexpr int walk_threads = 128;
+
+}  // namespace detail
+
+/// Pass 1. `chunk` vocabulary entries per split (a multiple of 4 when Vec4: then every slice
+/// starts 16-byte aligned, given an aligned row).
+template <bool Vec4>
+__global__ void __launch_bounds__(detail::argmax_threads)
+    row_argmax_kernel(GreedyVerifyBatch b, int splits, int chunk, std::uint64_t* partial) {
+  using BlockReduce = cub::BlockReduce<std::uint64_t, detail::argmax_threads>;
+  __shared__ typename BlockReduce::TempStorage reduce_storage;
+  const int tree = blockIdx.z, node = blockIdx.y, split = blockIdx.x;
+  const int begin = b.offsets[tree];
+  const int n = b.offsets[tree + 1] - begin;
+  if (node >= n || n > b.max_nodes) return;  // uniform over the block
+  const float* row = b.logits + static_cast<long long>(begin + node) * b.row_stride;
+  const int lo = split * chunk;
+  const int hi = lo + chunk < b.vocab_size ? lo + chunk : b.vocab_size;
+  std::uint64_t best = 0u;
+  int v = lo;
+  if constexpr (Vec4) {
+    const int vec_hi = lo < hi ? lo + ((hi - lo) & ~3) : lo;
+#pragma unroll 4
+    for (int i = lo + 4 * static_cast<int>(threadIdx.x); i < vec_hi; i += 4 * detail::argmax_threads) {
+      const float4 x = *reinterpret_cast<const float4*>(row + i);
+      const std::uint64_t low = core::max_key(core::argmax_key(x.x, i), core::argmax_key(x.y, i + 1));
+      const std::uint64_t high = core::max_key(core::argmax_key(x.z, i + 2), core::argmax_key(x.w, i + 3));
+      best = core::max_key(best, core::max_key(low, high));
+    }
+    v = vec_hi;
+  }
+#pragma unroll 4
+  for (int i = v + static_cast<int>(threadIdx.x); i < hi; i += detail::argmax_threads)
+    best = core::max_key(best, core::argmax_key(row[i], i));
+  best = BlockReduce(reduce_storage).Reduce(best, ::cuda::maximum<>{});
+  if (threadIdx.x == 0) partial[(static_cast<long long>(tree) * b.max_nodes + node) * splits + split] = best;
+}
+
+/// Pass 2: combine the splits per node, then walk (one thread; the walk is at most max_depth + 1
+/// steps over a few child lists).
+__global__ void __launch_bounds__(detail::walk_threads)
+    greedy_walk_kernel(GreedyVerifyBatch b, int splits, const std::uint64_t* partial) {
+  extern __shared__ token_t s_argmax[];  // max_nodes entries
+  const int tree = blockIdx.x;
+  const int begin = b.offsets[tree];
+  const int n = b.offsets[tree + 1] - begin;
+  if (n >= 1 && n <= b.max_nodes) {
+    for (int i = threadIdx.x; i < n; i += detail::walk_threads) {
+      const std::uint64_t* keys = partial + (static_cast<long long>(tree) * b.max_nodes + i) * splits;
+      std::uint64_t key = 0u;
+      for (int s = 0; s < splits; ++s) key = core::max_key(key, keys[s]);
+      s_argmax[i] = core::argmax_key_token(key);
+      b.argmax[begin + i] = s_argmax[i];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) core::greedy_walk_in_batch(b, tree, s_argmax);
+}
+
+/// How many blocks share one logits row: enough blocks for ~4 per multiprocessor, but at least
+/// 4096 vocabulary entries per block.
+inline int greedy_splits(const GreedyVerifyBatch& b) {
+  int device = 0, sms = 132;
+  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const long long rows = static_cast<long long>(b.batch) * b.max_nodes;
+  if (rows <= 0) return 1;
+  long long splits = (4LL * sms + rows - 1) / rows;
+  const long long most = b.vocab_size / 4096 > 1 ? b.vocab_size / 4096 : 1;
+  if (splits > most) splits = most;
+  return splits < 1 ? 1 : static_cast<int>(splits);
+}
+
+/// Device workspace of greedy_verify (the per-split keys).
+inline std::size_t greedy_verify_workspace_bytes(const GreedyVerifyBatch& b) {
+  if (b.batch <= 0 || b.max_nodes <= 0) return 0;
+  return sizeof(std::uint64_t) * static_cast<std::size_t>(b.batch) * b.max_nodes * greedy_splits(b);
+}
+
+/// Launches both passes on `stream` (asynchronous). cudaErrorInvalidValue for shapes the grid
+/// cannot hold (max_nodes > 65535, batch > 65535), vocab_size < 1, row_stride < vocab_size or a
+/// too small workspace.
+inline cudaError_t greedy_verify(const GreedyVerifyBatch& b, void* workspace, std::size_t workspace_bytes,
+                                 cudaStream_t stream = nullptr) {
+  if (b.batch <= 0) return cudaSuccess;
+  if (b.max_nodes < 1 || b.max_nodes > 65535 || b.batch > 65535 || b.vocab_size < 1 || b.row_stride < b.vocab_size)
+    return cudaErrorInvalidValue;
+  if (static_cast<std::size_t>(b.max_nodes) * sizeof(token_t) > 48 * 1024) return cudaErrorInvalidValue;
+  if (workspace == nullptr || workspace_bytes < greedy_verify_workspace_bytes(b)) return cudaErrorInvalidValue;
+  const int splits = greedy_splits(b);
+  auto* partial = static_cast<std::uint64_t*>(workspace);
+  const bool vec4 = b.row_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(b.logits) % 16 == 0;
+  const dim3 grid(splits, b.max_nodes, b.batch);
+  if (vec4) {
+    const int chunk = ((b.vocab_size + splits - 1) / splits + 3) / 4 * 4;
+    row_argmax_kernel<true><<<grid, detail::argmax_threads, 0, stream>>>(b, splits, chunk, partial);
+  } else {
+    const int chunk = (b.vocab_size + splits - 1) / splits;
+    row_argmax_kernel<false><<<grid, detail::argmax_threads, 0, stream>>>(b, splits, chunk, partial);
+  }
+  greedy_walk_kernel<<<b.batch, detail::walk_threads, sizeof(token_t) * b.max_nodes, stream>>>(b, splits, partial);
+  return cudaGetLastError();
+}
+
+}  // namespace specdec::kernels
