@@ -1,0 +1,275 @@
+// ContinuationAutomaton: an incremental suffix automaton of a token sequence that also records,
+// for every state (a set of substrings with the same end positions), which tokens followed its
+// occurrences, how often, and where most recently.
+//
+// Appending a token costs amortised O(1) automaton work plus one step per state on the suffix
+// chain of the sequence before it (the distinct occurrence classes of its suffixes: a handful in
+// natural text, the number of repetitions in a looping one), never a rescan of the sequence.
+// Looking up the continuations of any matched text is then O(1) per token of the text.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <specdec/config.hpp>
+#include <specdec/error.hpp>
+
+namespace specdec::index {
+
+class ContinuationAutomaton {
+ public:
+  /// A token that followed the occurrences of a state, `count` times; `target` is the state of the
+  /// text extended by it.
+  struct Continuation {
+    token_t token;
+    std::int32_t target;
+    std::int32_t count;
+  };
+
+  /// Where a text is matched: the automaton state holding its longest suffix that occurs in the
+  /// sequence, and that suffix's length.
+  struct Match {
+    std::int32_t state = 0;
+    std::int32_t length = 0;
+  };
+
+  ContinuationAutomaton() { clear(); }
+
+  /// Forgets the sequence (keeps the storage).
+  void clear() {
+    tokens_.clear();
+    states_.assign(1, State{0, -1, -2, 0, 0, 0, 0});
+    edges_.clear();
+    slots_.assign(kInitialSlots, Slot{kEmpty, 0});
+    used_slots_ = 0;
+    last_ = 0;
+  }
+
+  /// Appends one token to the sequence.
+  void append(token_t token) {
+    if (tokens_.size() >= static_cast<std::size_t>(INT32_MAX / 2))
+      throw error("ContinuationAutomaton: the sequence is full (" + std::to_string(tokens_.size()) + " tokens)");
+    const std::int32_t position = static_cast<std::int32_t>(tokens_.size());
+    tokens_.push_back(token);
+    const std::int32_t previous = last_;
+    const std::int32_t current = new_state(states_[previous].length + 1, -1);
+    std::int32_t p = previous;
+    while (p >= 0 && find(p, token) < 0) {
+      add_edge(p, token, current);
+      p = states_[p].link;
+    }
+    if (p < 0) {
+      states_[current].link = 0;
+    } else {
+      const std::int32_t q = edge(p, find(p, token)).target;
+      if (states_[p].length + 1 == states_[q].length) {
+        states_[current].link = q;
+      } else {
+        const std::int32_t clone = split(q, states_[p].length + 1);
+        for (; p >= 0; p = states_[p].link) {
+          Continuation& e = edge(p, find(p, token));
+          if (e.target != q) break;
+          e.target = clone;
+        }
+        states_[current].link = clone;
+      }
+    }
+    // Every suffix of the sequence before this token is now followed by it once more.
+    for (std::int32_t s = previous; s >= 0; s = states_[s].link) {
+      count_continuation(s, token);
+      states_[s].recent_end = position - 1;
+    }
+    last_ = current;
+  }
+
+  /// Number of tokens appended.
+  int size() const { return static_cast<int>(tokens_.size()); }
+  std::span<const token_t> tokens() const { return tokens_; }
+
+  /// The longest suffix of the sequence that also ends earlier in it (so its earlier occurrences
+  /// have continuations); the root (length 0) when there is none.
+  Match suffix_match() const { return {states_[last_].link < 0 ? 0 : states_[last_].link, link_length(last_)}; }
+
+  /// The match of (matched text + token): the longest suffix of it that occurs in the sequence,
+  /// falling back to shorter suffixes of the matched text when the token never followed it.
+  /// The root with length 0 when the token never occurs.
+  Match extend(Match match, token_t token) const {
+    std::int32_t s = match.state;
+    std::int32_t length = match.length;
+    for (;;) {
+      const int i = find(s, token);
+      if (i >= 0) return {edge(s, i).target, length + 1};
+      if (s == 0) return {0, 0};
+      s = states_[s].link;
+      length = states_[s].length;
+    }
+  }
+
+  /// The next shorter context of a match (one back-off step), or a match with state -1 after the root.
+  Match shorter(Match match) const {
+    const std::int32_t link = states_[match.state].link;
+    return {link, link < 0 ? 0 : states_[link].length};
+  }
+
+  /// Continuations of a state, most frequent first (ties in no particular order).
+  std::span<const Continuation> continuations(std::int32_t state) const {
+    const State& s = states_[state];
+    return {edges_.data() + s.edges_begin, static_cast<std::size_t>(s.edges_size)};
+  }
+
+  /// How many occurrences of the state's text have a continuation (sum of the counts).
+  std::int32_t continued(std::int32_t state) const { return states_[state].continued; }
+
+  /// Position in tokens() of the token that followed the state's most recent occurrence, or -1.
+  std::int32_t recent_continuation(std::int32_t state) const {
+    const std::int32_t end = states_[state].recent_end;
+    return end < -1 ? -1 : end + 1;
+  }
+
+  /// Number of continuations of `token` after the state's occurrences (0 when it never followed).
+  std::int32_t count(std::int32_t state, token_t token) const {
+    const int i = find(state, token);
+    return i < 0 ? 0 : edge(state, i).count;
+  }
+
+ private:
+  struct State {
+    std::int32_t length;      // longest text of the state
+    std::int32_t link;        // state of the longest suffix in another class; -1 for the root
+    std::int32_t recent_end;  // end of the most recent occurrence that has a continuation (-2: none)
+    std::int32_t continued;   // sum of continuation counts
+    std::int32_t edges_begin, edges_size, edges_capacity;
+  };
+  struct Slot {
+    std::uint64_t key;
+    std::int32_t index;  // position of the edge within its state's block
+  };
+  static constexpr std::uint64_t kEmpty = ~0ull;
+  static constexpr std::size_t kInitialSlots = 1024;
+
+  std::int32_t link_length(std::int32_t state) const {
+    const std::int32_t link = states_[state].link;
+    return link < 0 ? 0 : states_[link].length;
+  }
+
+  std::int32_t new_state(std::int32_t length, std::int32_t link) {
+    states_.push_back(State{length, link, -2, 0, static_cast<std::int32_t>(edges_.size()), 0, 0});
+    return static_cast<std::int32_t>(states_.size()) - 1;
+  }
+
+  // A copy of q (same continuations: the shorter texts moved to it end at q's positions and at
+  // the new end, which has no continuation yet) holding q's texts up to `length`.
+  std::int32_t split(std::int32_t q, std::int32_t length) {
+    const std::int32_t clone = new_state(length, states_[q].link);
+    states_[clone].recent_end = states_[q].recent_end;
+    states_[clone].continued = states_[q].continued;
+    reserve_edges(clone, states_[q].edges_size);
+    for (std::int32_t i = 0; i < states_[q].edges_size; ++i) {
+      const Continuation e = edges_[states_[q].edges_begin + i];
+      edges_[states_[clone].edges_begin + i] = e;
+      insert_slot(key(clone, e.token), i);
+    }
+    states_[clone].edges_size = states_[q].edges_size;
+    states_[q].link = clone;
+    return clone;
+  }
+
+  void add_edge(std::int32_t state, token_t token, std::int32_t target) {
+    State& s = states_[state];
+    if (s.edges_size == s.edges_capacity) reserve_edges(state, std::max(2, 2 * s.edges_capacity));
+    State& t = states_[state];
+    edges_[t.edges_begin + t.edges_size] = Continuation{token, target, 0};
+    insert_slot(key(state, token), t.edges_size);
+    ++t.edges_size;
+  }
+
+  // Moves the state's block to the end of the edge arena with room for `capacity` edges (the old
+  // block is abandoned: at most as much space as is in use is ever wasted).
+  void reserve_edges(std::int32_t state, std::int32_t capacity) {
+    const std::int32_t begin = static_cast<std::int32_t>(edges_.size());
+    edges_.resize(edges_.size() + static_cast<std::size_t>(capacity));
+    State& s = states_[state];
+    std::copy_n(edges_.begin() + s.edges_begin, s.edges_size, edges_.begin() + begin);
+    s.edges_begin = begin;
+    s.edges_capacity = capacity;
+  }
+
+  // One more continuation by `token`; the block stays sorted by count, descending: the edge
+  // swaps with the first edge of its count before the increment.
+  void count_continuation(std::int32_t state, token_t token) {
+    State& s = states_[state];
+    const std::int32_t i = find(state, token);
+    Continuation* block = edges_.data() + s.edges_begin;
+    const std::int32_t old = block[i].count;
+    const std::int32_t first =
+        static_cast<std::int32_t>(std::partition_point(block, block + i, [&](const Continuation& e) {
+                                    return e.count > old;
+                                  }) - block);
+    if (first != i) {
+      std::swap(block[first], block[i]);
+      slot(key(state, block[first].token)).index = first;
+      slot(key(state, block[i].token)).index = i;
+    }
+    ++block[first].count;
+    ++s.continued;
+  }
+
+  const Continuation& edge(std::int32_t state, int i) const { return edges_[states_[state].edges_begin + i]; }
+  Continuation& edge(std::int32_t state, int i) { return edges_[states_[state].edges_begin + i]; }
+
+  // ---- (state, token) -> edge index: open addressing, linear probing --------------------------
+  static std::uint64_t key(std::int32_t state, token_t token) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(state)) << 32) | static_cast<std::uint32_t>(token);
+  }
+  static std::size_t hash(std::uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return static_cast<std::size_t>(k);
+  }
+  int find(std::int32_t state, token_t token) const {
+    const std::uint64_t k = key(state, token);
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = hash(k) & mask;; i = (i + 1) & mask) {
+      if (slots_[i].key == k) return slots_[i].index;
+      if (slots_[i].key == kEmpty) return -1;
+    }
+  }
+  Slot& slot(std::uint64_t k) {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = hash(k) & mask;
+    while (slots_[i].key != k) i = (i + 1) & mask;
+    return slots_[i];
+  }
+  void insert_slot(std::uint64_t k, std::int32_t index) {
+    if (2 * (used_slots_ + 1) > slots_.size()) grow_slots();
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = hash(k) & mask;
+    while (slots_[i].key != kEmpty) i = (i + 1) & mask;
+    slots_[i] = Slot{k, index};
+    ++used_slots_;
+  }
+  void grow_slots() {
+    std::vector<Slot> old(2 * slots_.size(), Slot{kEmpty, 0});
+    old.swap(slots_);
+    const std::size_t mask = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.key == kEmpty) continue;
+      std::size_t i = hash(s.key) & mask;
+      while (slots_[i].key != kEmpty) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
+
+  std::vector<token_t> tokens_;
+  std::vector<State> states_;
+  std::vector<Continuation> edges_;
+  std::vector<Slot> slots_;
+  std::size_t used_slots_ = 0;
+  std::int32_t last_ = 0;
+};
+
+}  // namespace specdec::index
