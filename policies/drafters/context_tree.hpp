@@ -1,9 +1,24 @@
-// ContextTreeDrafter: a model-free drafter that drafts a tree from the context.
+// ContextTreeDrafter ("tree") and HistoryTreeDrafter ("tree_history"): model-free drafters that
+// draft a tree of likely continuations from the context (and, for the second, from the outputs of
+// earlier sequences).
+//
+// The context is indexed by a ContinuationAutomaton, updated per appended token. For a text (the
+// context, or the context followed by a draft path) the automaton gives its longest suffix that
+// occurred before and every shorter one (back-off contexts), each with the tokens that followed
+// it, how often and how recently. Every token that followed one of these contexts is a candidate
+// child; a logistic model of that evidence (match length, counts, distinct continuations, how much
+// longer the longest match is, the token's frequency and recency) estimates the probability that
+// the target produces it. The weights were fitted by logistic regression on the next tokens of
+// the Spec-Bench replay (see docs/drafters.md); they give calibrated estimates, so a node's score,
+// the product of the estimates along its path, estimates the probability that the target accepts
+// the node. The tree grows best first: the highest-scoring candidate anywhere in the tree is
+// added next, until the node budget is spent.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <queue>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,180 +29,335 @@
 
 namespace specdec {
 
+/// Options of the tree drafters (defaults are what docs/drafters.md reports).
 struct ContextTreeOptions {
+  /// Most draft nodes per step (the decoder's DraftContext::budget caps it further).
   int max_nodes = 64;
-  int branching = 64;
+  /// At the root: candidates taken from each back-off context (its most frequent continuations).
+  int root_breadth = 64;
+  /// Below the root: candidates taken from each context, and how many contexts are consulted
+  /// (longest first). Deep nodes carry small path probabilities, so few children can compete.
+  int node_breadth = 4;
+  int node_contexts = 3;
+  /// Nodes whose estimated path probability falls below this are not drafted.
   float min_probability = 1e-4f;
-  int per_level = 32;
-  double w[13] = {-2.4852, 0.9926, 0.8651, -0.4921, -0.5056, -0.8967, 0.2118, 0.0498, -0.0300, 0.2967, 0.4427, 0.2430, 1.0849};
+  /// Remember the outputs of earlier sequences (begin() of the next sequence adds them) and draft
+  /// from them too. Results then depend on the order of the requests.
   bool history = false;
-  double hw[22] = {-3.6863, 1.0537, 0.7434, -0.2938, -0.6019, -0.8221, -0.1073, 0.1813, -0.0003, 0.3103, 0.6250, 0.2908, 1.6184, 1.4247, 0.0926, 0.5448, -0.3036, -0.3265, -0.8055, -0.1264, 0.1781, -1.3476};
+  /// History size in tokens; when an output does not fit, the history is forgotten and restarts.
+  int history_tokens = 1 << 22;
 };
 
 class ContextTreeDrafter {
  public:
   static constexpr const char* name = "tree";
 
-  ContextTreeDrafter() = default;
-  explicit ContextTreeDrafter(ContextTreeOptions options) : options_(options) {}
+  ContextTreeDrafter() : ContextTreeDrafter(ContextTreeOptions{}) {}
+
+  /// Throws specdec::error for an option out of range.
+  explicit ContextTreeDrafter(ContextTreeOptions options) : options_(options) {
+    auto require = [](bool ok, const std::string& what, double value) {
+      if (!ok) throw error("ContextTreeDrafter: " + what + ", got " + std::to_string(value));
+    };
+    require(options.max_nodes >= 1, "max_nodes must be >= 1", options.max_nodes);
+    require(options.root_breadth >= 1, "root_breadth must be >= 1", options.root_breadth);
+    require(options.node_breadth >= 1, "node_breadth must be >= 1", options.node_breadth);
+    require(options.node_contexts >= 1, "node_contexts must be >= 1", options.node_contexts);
+    require(options.min_probability >= 0.0f && options.min_probability < 1.0f,
+            "min_probability must be in [0, 1)", options.min_probability);
+    require(options.history_tokens >= 1, "history_tokens must be >= 1", options.history_tokens);
+  }
 
   void begin(std::span<const token_t> prompt) {
-    if (options_.history && index_.size() > prompt_length_) {
-      history_.append(-1);
-      for (int i = prompt_length_; i < index_.size(); ++i) history_.append(index_.tokens()[i]);
-    }
+    if (options_.history) remember_output();
     index_.clear();
-    history_match_ = {0, 0};
+    history_match_ = {};
     prompt_length_ = static_cast<int>(prompt.size());
     for (token_t t : prompt) append(t);
   }
+
   void observe(std::span<const token_t> committed) {
     for (token_t t : committed) append(t);
   }
+
+  void propose(const DraftContext& ctx, DraftTree& tree) {
+    if (!in_sync(ctx.tokens)) resync(ctx);
+    const int budget = std::min(options_.max_nodes, ctx.budget);
+    if (budget <= 0 || ctx.max_depth <= 0) return;
+    ++step_;
+    nodes_.assign(1, Node{index_.suffix_match(), history_match_, 0, 0, 1.0f});
+    frontier_.clear();
+    expand(0, ctx.max_depth);
+    for (int added = 0; added < budget && !frontier_.empty(); ++added) {
+      std::pop_heap(frontier_.begin(), frontier_.end());
+      const Child child = frontier_.back();
+      frontier_.pop_back();
+      const Node& parent = nodes_[child.parent];
+      const node_t in_tree = tree.add(parent.in_tree, child.token, child.probability);
+      nodes_.push_back(Node{index_.extend(parent.context, child.token),
+                            options_.history ? history_.extend(parent.history, child.token) : Match{},
+                            in_tree, parent.depth + 1, child.probability});
+      expand(static_cast<int>(nodes_.size()) - 1, ctx.max_depth);
+    }
+  }
+
+  const ContextTreeOptions& options() const { return options_; }
+
+ private:
+  using Match = index::ContinuationAutomaton::Match;
+
+  // ---- the scoring model -------------------------------------------------------------------
+  // Features of a candidate token. Its "context" is the longest matched context it followed.
+  enum Feature {
+    kLength,           // log(1 + match length of its context); 0 at the empty context
+    kCount,            // log(times it followed its context)
+    kContinued,        // log(continued occurrences of its context)
+    kDistinct,         // log(distinct continuations of its context)
+    kShorterBy,        // log(1 + how much longer the longest match is): it never followed that
+    kFrequency,        // log(1 + occurrences of the token in the context)
+    kAge,              // log(1 + tokens since the token last occurred)
+    kMostFrequent,     // it is its context's most frequent continuation
+    kLongest,          // its context is the longest match
+    kUnmatched,        // its context is the empty one (only its frequency speaks for it)
+    kDeterministic,    // log(1 + match length) when its context was always followed by one token
+    kHistory,          // it followed a context of the history
+    kHistoryLength,    // as above, for its longest matched context in the history
+    kHistoryCount,
+    kHistoryContinued,
+    kHistoryDistinct,
+    kHistoryShorterBy,
+    kHistoryMostFrequent,
+    kHistoryFrequency,  // log(1 + occurrences of the token in the history)
+    kHistoryOnly,       // no consulted context of the sequence itself was followed by it
+    kFeatures
+  };
+  using Weights = std::array<float, kFeatures + 1>;  // bias first
+
+  // Fitted by logistic regression (Newton's method) on every next token of the 560 Spec-Bench
+  // turns, candidates collected at the root as propose() does; see docs/drafters.md.
+  static constexpr Weights kContextWeights = {-1.3147f, 0.3902f, 0.9933f, -0.6187f, -0.3474f, -0.9037f, 0.218f, -0.064f, 0.0013f, 0.1264f, 0.0786f, 0.7684f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  static constexpr Weights kHistoryWeights = {-1.8109f, 0.3162f, 1.0276f, -0.5275f, -0.3012f, -0.8169f, -0.1628f, -0.0176f, -0.1307f, 0.1273f, 0.0222f, 1.1146f, 2.241f, 0.05f, 0.4496f, -0.241f, -0.3216f, -0.756f, -0.0693f, 0.124f, -4.4291f};
+
+  struct Node {
+    Match context;
+    Match history;
+    node_t in_tree;  // its index in the DraftTree
+    int depth;
+    float probability;
+  };
+  struct Child {
+    float probability;
+    node_t parent;
+    token_t token;
+    // Max-heap order: most probable first; ties to the earlier parent, then the smaller token.
+    bool operator<(const Child& o) const {
+      if (probability != o.probability) return probability < o.probability;
+      if (parent != o.parent) return parent > o.parent;
+      return token > o.token;
+    }
+  };
+  struct Candidate {
+    token_t token;
+    float probability;
+    std::array<float, kFeatures> x;
+  };
+  // Per token, valid during one propose(): its occurrences and age in the context.
+  struct TokenInfo {
+    std::uint64_t step = 0;
+    float frequency = 0, age = 0;
+  };
+
   void append(token_t t) {
     index_.append(t);
     if (options_.history) history_match_ = history_.extend(history_match_, t);
   }
 
-  void propose(const DraftContext& ctx, DraftTree& tree) {
-    if (index_.size() != static_cast<int>(ctx.tokens.size())) begin(ctx.tokens);
-    const int budget = std::min(options_.max_nodes, ctx.budget);
-    if (budget <= 0 || ctx.max_depth <= 0) return;
-    nodes_.clear();
-    nodes_.push_back(Node{index_.suffix_match(), history_match_, 0, 1.0f});
-    frontier_ = {};
-    push_children(0);
-    int added = 0;
-    while (added < budget && !frontier_.empty()) {
-      const Candidate c = frontier_.top();
-      frontier_.pop();
-      const node_t node = tree.add(c.parent, c.token, c.probability);
-      (void)node;
-      nodes_.push_back(Node{index_.extend(nodes_[c.parent].match, c.token),
-                            options_.history ? history_.extend(nodes_[c.parent].history_match, c.token) : history_match_,
-                            nodes_[c.parent].depth + 1, c.probability});
-      ++added;
-      if (nodes_.back().depth < ctx.max_depth) push_children(static_cast<int>(nodes_.size()) - 1);
+  bool in_sync(std::span<const token_t> tokens) const {
+    return index_.size() == static_cast<int>(tokens.size()) &&
+           (tokens.empty() || index_.tokens().back() == tokens.back());
+  }
+
+  // propose() without the begin()/observe() protocol: index the context afresh.
+  void resync(const DraftContext& ctx) {
+    index_.clear();
+    history_match_ = {};
+    prompt_length_ = ctx.prompt_length;
+    for (token_t t : ctx.tokens) append(t);
+  }
+
+  // The finished sequence's output joins the history (after a separator that is no token).
+  void remember_output() {
+    const int output = index_.size() - prompt_length_;
+    if (output <= 0) return;
+    if (history_.size() + output + 1 > options_.history_tokens) history_.clear();
+    if (output + 1 > options_.history_tokens) return;
+    history_.append(-1);
+    for (int i = prompt_length_; i < index_.size(); ++i) history_.append(index_.tokens()[i]);
+  }
+
+  // Scores the candidate children of `node` and queues those that can enter the tree.
+  void expand(int node, int max_depth) {
+    if (nodes_[node].depth >= max_depth) return;
+    collect(nodes_[node]);
+    score();
+    const float base = nodes_[node].probability;
+    for (const Candidate& c : candidates_) {
+      const float p = base * c.probability;
+      if (p < options_.min_probability) continue;
+      frontier_.push_back(Child{p, node, c.token});
+      std::push_heap(frontier_.begin(), frontier_.end());
     }
   }
 
- private:
-  struct Node {
-    index::ContinuationAutomaton::Match match;
-    index::ContinuationAutomaton::Match history_match;
-    int depth;
-    float probability;
-  };
-  struct Candidate {
-    float probability;
-    node_t parent;
-    token_t token;
-    bool operator<(const Candidate& o) const {
-      return probability != o.probability ? probability < o.probability : parent > o.parent;
+  Candidate* candidate(token_t t, bool& fresh) {
+    if (static_cast<std::size_t>(t) >= slot_stamp_.size()) {
+      slot_stamp_.resize(static_cast<std::size_t>(t) + 1, 0);
+      slot_.resize(static_cast<std::size_t>(t) + 1, 0);
     }
-  };
+    fresh = slot_stamp_[t] != collect_stamp_;
+    if (fresh) {
+      slot_stamp_[t] = collect_stamp_;
+      slot_[t] = static_cast<int>(candidates_.size());
+      candidates_.push_back(Candidate{t, 0.0f, {}});
+    }
+    return &candidates_[slot_[t]];
+  }
 
-  void push_children(int node) {
-    predict(nodes_[node].match, nodes_[node].history_match);
-    for (const auto& [token, p] : prediction_) {
-      const float path = nodes_[node].probability * p;
-      if (path >= options_.min_probability) frontier_.push(Candidate{path, node, token});
+  const TokenInfo& token_info(token_t t) {
+    if (static_cast<std::size_t>(t) >= token_info_.size()) token_info_.resize(static_cast<std::size_t>(t) + 1);
+    TokenInfo& info = token_info_[t];
+    if (info.step != step_) {
+      info.step = step_;
+      const auto* c = index_.continuation(0, t);
+      const int seen = c ? index_.recent_continuation(c->target) : -1;
+      info.frequency = c ? log1p_of(c->count) : 0.0f;
+      info.age = log1p_of(seen >= 0 ? index_.size() - seen + 1 : index_.size());
+    }
+    return info;
+  }
+
+  void collect(const Node& node) {
+    candidates_.clear();
+    ++collect_stamp_;
+    const bool root = node.depth == 0;
+    const int breadth = root ? options_.root_breadth : options_.node_breadth;
+    const int max_contexts = root ? INT32_MAX : options_.node_contexts;
+    const int longest = node.context.length;
+    int contexts = 0;
+    for (Match m = node.context; m.state >= 0 && contexts < max_contexts; m = index_.shorter(m)) {
+      const int continued = index_.continued(m.state);
+      if (continued == 0) continue;
+      ++contexts;
+      const auto conts = index_.continuations(m.state);
+      const float length = log1p_of(m.length);
+      const bool deterministic = conts.size() == 1;
+      int taken = 0;
+      for (std::size_t i = 0; i < conts.size() && taken < breadth; ++i) {
+        bool fresh;
+        Candidate* c = candidate(conts[i].token, fresh);
+        if (!fresh) continue;  // a longer context already spoke for it
+        ++taken;
+        const TokenInfo& info = token_info(conts[i].token);
+        auto& x = c->x;
+        x[kLength] = length;
+        x[kCount] = log_of(conts[i].count);
+        x[kContinued] = log_of(continued);
+        x[kDistinct] = log_of(static_cast<int>(conts.size()));
+        x[kShorterBy] = log1p_of(longest - m.length);
+        x[kFrequency] = info.frequency;
+        x[kAge] = info.age;
+        x[kMostFrequent] = i == 0;
+        x[kLongest] = m.length == longest;
+        x[kUnmatched] = m.length == 0;
+        x[kDeterministic] = deterministic ? length : 0.0f;
+      }
+    }
+    if (!options_.history || history_.size() == 0) return;
+    const int history_longest = node.history.length;
+    contexts = 0;
+    for (Match m = node.history; m.state >= 0 && contexts < max_contexts; m = history_.shorter(m)) {
+      const int continued = history_.continued(m.state);
+      if (continued == 0) continue;
+      ++contexts;
+      const auto conts = history_.continuations(m.state);
+      int taken = 0;
+      for (std::size_t i = 0; i < conts.size() && taken < breadth; ++i) {
+        if (conts[i].token < 0) continue;  // the separator between outputs
+        bool fresh;
+        Candidate* c = candidate(conts[i].token, fresh);
+        auto& x = c->x;
+        if (x[kHistory] != 0.0f) continue;  // a longer history context already spoke for it
+        ++taken;
+        x[kHistory] = 1.0f;
+        x[kHistoryLength] = log1p_of(m.length);
+        x[kHistoryCount] = log_of(conts[i].count);
+        x[kHistoryContinued] = log_of(continued);
+        x[kHistoryDistinct] = log_of(static_cast<int>(conts.size()));
+        x[kHistoryShorterBy] = log1p_of(history_longest - m.length);
+        x[kHistoryMostFrequent] = i == 0;
+        const auto* u = history_.continuation(0, conts[i].token);
+        x[kHistoryFrequency] = log1p_of(u ? u->count : 0);
+        x[kHistoryOnly] = fresh;
+      }
     }
   }
 
-  // Candidates: the most frequent continuations of the match and of each shorter context; each
-  // scored by a logistic model of its evidence.
-  void predict(index::ContinuationAutomaton::Match match, index::ContinuationAutomaton::Match hmatch) {
-    prediction_.clear();
-    features_.clear();
-    ++stamp_;
-    const int L0 = match.length;
-    const double n = std::max(1, index_.size());
-    const int nf = options_.history ? 20 : 12;
-    int level = 0;
-    for (auto m = match; m.state >= 0; m = index_.shorter(m), ++level) {
-      const int N = index_.continued(m.state);
-      if (N == 0) continue;
-      const auto cs = index_.continuations(m.state);
-      const int rp = index_.recent_continuation(m.state);
-      const token_t rt = rp >= 0 ? index_.tokens()[rp] : -1;
-      int k = 0;
-      for (std::size_t i = 0; i < cs.size() && k < options_.per_level; ++i) {
-        const token_t t = cs[i].token;
-        if (static_cast<std::size_t>(t) >= seen_.size()) seen_.resize(t + 1, 0), slot_.resize(t + 1, 0);
-        if (seen_[t] == stamp_) continue;
-        seen_[t] = stamp_;
-        slot_[t] = static_cast<int>(prediction_.size());
-        ++k;
-        const double L = m.length;
-        const int uni = index_.count(0, t);
-        const auto tm = index_.extend({0, 0}, t);
-        const int re = index_.recent_continuation(tm.state);
-        const double dist = re >= 0 ? n - re + 1 : n;
-        const double f[12] = {std::log1p(L), std::log(double(cs[i].count)), std::log(double(N)), std::log(double(cs.size())),
-                              std::log1p(L0 - L), std::log1p(double(uni)), std::log(n), std::log1p(dist),
-                              double(i == 0), double(t == rt), double(level == 0), double(L == 0)};
-        prediction_.emplace_back(t, 0.0f);
-        features_.insert(features_.end(), f, f + 12);
-        features_.resize(features_.size() + (nf - 12), 0.0);
-      }
+  // Logistic estimates; scaled down together when siblings' estimates add up to more than 1.
+  void score() {
+    const Weights& w = options_.history ? kHistoryWeights : kContextWeights;
+    float sum = 0.0f;
+    for (Candidate& c : candidates_) {
+      float z = w[0];
+      for (int j = 0; j < kFeatures; ++j) z += w[j + 1] * c.x[j];
+      c.probability = 1.0f / (1.0f + std::exp(-z));
+      sum += c.probability;
     }
-    if (options_.history && history_.size() > 0) {
-      ++stamp_;
-      for (auto m = hmatch; m.state >= 0; m = history_.shorter(m)) {
-        const int N = history_.continued(m.state);
-        if (N == 0) continue;
-        const auto cs = history_.continuations(m.state);
-        int k = 0;
-        for (std::size_t i = 0; i < cs.size() && k < options_.per_level; ++i) {
-          const token_t t = cs[i].token;
-          if (t < 0) continue;
-          if (static_cast<std::size_t>(t) >= seen_.size()) seen_.resize(t + 1, 0), slot_.resize(t + 1, 0);
-          if (seen_[t] == stamp_) continue;
-          const bool in_context = seen_[t] == stamp_ - 1;
-          seen_[t] = stamp_;
-          ++k;
-          if (!in_context) {
-            slot_[t] = static_cast<int>(prediction_.size());
-            prediction_.emplace_back(t, 0.0f);
-            features_.resize(features_.size() + nf, 0.0);
-          }
-          double* f = features_.data() + static_cast<std::size_t>(slot_[t]) * nf + 12;
-          const double L = m.length;
-          f[0] = 1; f[1] = std::log1p(L); f[2] = std::log(double(cs[i].count)); f[3] = std::log(double(N));
-          f[4] = std::log(double(cs.size())); f[5] = std::log1p(hmatch.length - L); f[6] = i == 0;
-          f[7] = std::log1p(double(history_.count(0, t)));
-        }
-      }
-    }
-    const double* w = options_.history ? options_.hw : options_.w;
-    for (std::size_t c = 0; c < prediction_.size(); ++c) {
-      const double* f = features_.data() + c * nf;
-      double z = w[0];
-      for (int j = 0; j < nf; ++j) z += w[j + 1] * f[j];
-      if (options_.history && f[0] == 0 && f[5] == 0 && f[6] == 0) z += options_.hw[21];
-      prediction_[c].second = static_cast<float>(1.0 / (1.0 + std::exp(-z)));
-    }
-    std::sort(prediction_.begin(), prediction_.end(), [](auto& a, auto& b) { return a.second > b.second; });
-    if (static_cast<int>(prediction_.size()) > options_.branching) prediction_.resize(options_.branching);
-    double sum = 0;
-    for (auto& p : prediction_) sum += p.second;
-    if (sum > 1.0) for (auto& p : prediction_) p.second = static_cast<float>(p.second / sum);
+    if (sum > 1.0f)
+      for (Candidate& c : candidates_) c.probability /= sum;
+  }
+
+  static float log_of(int n) { return log1p_of(n - 1); }
+  static float log1p_of(int n) {
+    static const std::array<float, 1024> table = [] {
+      std::array<float, 1024> t{};
+      for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<float>(std::log1p(static_cast<double>(i)));
+      return t;
+    }();
+    return n < static_cast<int>(table.size()) ? table[n] : static_cast<float>(std::log1p(static_cast<double>(n)));
   }
 
   ContextTreeOptions options_;
   index::ContinuationAutomaton index_;
-  std::vector<Node> nodes_;
-  std::priority_queue<Candidate> frontier_;
-  std::vector<std::pair<token_t, float>> prediction_;
-  std::vector<int> seen_, slot_;
-  std::vector<double> features_;
   index::ContinuationAutomaton history_;
-  index::ContinuationAutomaton::Match history_match_;
+  Match history_match_;
   int prompt_length_ = 0;
-  int stamp_ = 0;
+  std::uint64_t step_ = 0;
+  // Scratch storage of propose(), reused across steps.
+  std::vector<Node> nodes_;
+  std::vector<Child> frontier_;
+  std::vector<Candidate> candidates_;
+  std::vector<std::uint64_t> slot_stamp_;
+  std::vector<int> slot_;
+  std::uint64_t collect_stamp_ = 0;
+  std::vector<TokenInfo> token_info_;
+};
+
+/// ContextTreeDrafter that also drafts from the outputs of the sequences it decoded before
+/// (SuffixDecoding-style memory). Its τ depends on which requests came before.
+class HistoryTreeDrafter : public ContextTreeDrafter {
+ public:
+  static constexpr const char* name = "tree_history";
+  HistoryTreeDrafter() : HistoryTreeDrafter(ContextTreeOptions{}) {}
+  explicit HistoryTreeDrafter(ContextTreeOptions options) : ContextTreeDrafter(with_history(options)) {}
+
+ private:
+  static ContextTreeOptions with_history(ContextTreeOptions options) {
+    options.history = true;
+    return options;
+  }
 };
 
 static_assert(Drafter<ContextTreeDrafter>);
+static_assert(Drafter<HistoryTreeDrafter>);
 
 }  // namespace specdec

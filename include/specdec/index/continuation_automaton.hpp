@@ -129,10 +129,16 @@ class ContinuationAutomaton {
     return end < -1 ? -1 : end + 1;
   }
 
+  /// The continuation of the state by `token`, or nullptr when it never followed.
+  const Continuation* continuation(std::int32_t state, token_t token) const {
+    const int i = find(state, token);
+    return i < 0 ? nullptr : &edge(state, i);
+  }
+
   /// Number of continuations of `token` after the state's occurrences (0 when it never followed).
   std::int32_t count(std::int32_t state, token_t token) const {
-    const int i = find(state, token);
-    return i < 0 ? 0 : edge(state, i).count;
+    const Continuation* c = continuation(state, token);
+    return c ? c->count : 0;
   }
 
  private:
