@@ -35,10 +35,12 @@ struct ContextTreeOptions {
   int max_nodes = 64;
   /// At the root: candidates taken from each back-off context (its most frequent continuations).
   int root_breadth = 64;
+  /// At the root: candidates taken from each back-off context of the history.
+  int history_breadth = 16;
   /// Below the root: candidates taken from each context, and how many contexts are consulted
   /// (longest first). Deep nodes carry small path probabilities, so few children can compete.
   int node_breadth = 4;
-  int node_contexts = 3;
+  int node_contexts = 2;
   /// Nodes whose estimated path probability falls below this are not drafted.
   float min_probability = 1e-4f;
   /// Remember the outputs of earlier sequences (begin() of the next sequence adds them) and draft
@@ -136,7 +138,9 @@ class ContextTreeDrafter {
   // Fitted by logistic regression (Newton's method) on every next token of the 560 Spec-Bench
   // turns, candidates collected at the root as propose() does; see docs/drafters.md.
   static constexpr Weights kContextWeights = {-1.3147f, 0.3902f, 0.9933f, -0.6187f, -0.3474f, -0.9037f, 0.218f, -0.064f, 0.0013f, 0.1264f, 0.0786f, 0.7684f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  static constexpr Weights kHistoryWeights = {-1.8109f, 0.3162f, 1.0276f, -0.5275f, -0.3012f, -0.8169f, -0.1628f, -0.0176f, -0.1307f, 0.1273f, 0.0222f, 1.1146f, 2.241f, 0.05f, 0.4496f, -0.241f, -0.3216f, -0.756f, -0.0693f, 0.124f, -4.4291f};
+  static constexpr Weights kContextNodeWeights = {-2.1202f, 0.3569f, 0.759f, -0.1339f, -0.7579f, -0.5753f, 0.2526f, -0.0084f, 0.11f, 0.4727f, 0.3491f, 0.8178f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  static constexpr Weights kHistoryNodeWeights = {-2.2346f, 0.3553f, 0.8716f, -0.2266f, -0.6611f, -0.5259f, 0.0788f, 0.0224f, 0.0161f, 0.4756f, 0.5412f, 0.8493f, 0.6893f, 0.297f, 0.797f, -0.4857f, -0.3096f, -0.6391f, -0.2313f, 0.1832f, -1.7546f};
+  static constexpr Weights kHistoryWeights = {-1.6776f, 0.3347f, 1.0842f, -0.5941f, -0.2742f, -0.8324f, -0.1354f, -0.0205f, -0.1518f, 0.12f, 0.0433f, 1.0252f, 1.8037f, 0.0799f, 0.4781f, -0.2506f, -0.3328f, -0.7824f, -0.0882f, 0.1642f, -3.88f};
 
   struct Node {
     Match context;
@@ -199,7 +203,7 @@ class ContextTreeDrafter {
   void expand(int node, int max_depth) {
     if (nodes_[node].depth >= max_depth) return;
     collect(nodes_[node]);
-    score();
+    score(nodes_[node].depth == 0);
     const float base = nodes_[node].probability;
     for (const Candidate& c : candidates_) {
       const float p = base * c.probability;
@@ -275,13 +279,14 @@ class ContextTreeDrafter {
     if (!options_.history || history_.size() == 0) return;
     const int history_longest = node.history.length;
     contexts = 0;
+    const int history_breadth = root ? options_.history_breadth : options_.node_breadth;
     for (Match m = node.history; m.state >= 0 && contexts < max_contexts; m = history_.shorter(m)) {
       const int continued = history_.continued(m.state);
       if (continued == 0) continue;
       ++contexts;
       const auto conts = history_.continuations(m.state);
       int taken = 0;
-      for (std::size_t i = 0; i < conts.size() && taken < breadth; ++i) {
+      for (std::size_t i = 0; i < conts.size() && taken < history_breadth; ++i) {
         if (conts[i].token < 0) continue;  // the separator between outputs
         bool fresh;
         Candidate* c = candidate(conts[i].token, fresh);
@@ -303,8 +308,9 @@ class ContextTreeDrafter {
   }
 
   // Logistic estimates; scaled down together when siblings' estimates add up to more than 1.
-  void score() {
-    const Weights& w = options_.history ? kHistoryWeights : kContextWeights;
+  void score(bool root) {
+    const Weights& w = options_.history ? (root ? kHistoryWeights : kHistoryNodeWeights)
+                                        : (root ? kContextWeights : kContextNodeWeights);
     float sum = 0.0f;
     for (Candidate& c : candidates_) {
       float z = w[0];
