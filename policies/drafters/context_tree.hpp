@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -58,16 +59,17 @@ class ContextTreeDrafter {
 
   /// Throws specdec::error for an option out of range.
   explicit ContextTreeDrafter(ContextTreeOptions options) : options_(options) {
-    auto require = [](bool ok, const std::string& what, double value) {
-      if (!ok) throw error("ContextTreeDrafter: " + what + ", got " + std::to_string(value));
-    };
-    require(options.max_nodes >= 1, "max_nodes must be >= 1", options.max_nodes);
-    require(options.root_breadth >= 1, "root_breadth must be >= 1", options.root_breadth);
-    require(options.node_breadth >= 1, "node_breadth must be >= 1", options.node_breadth);
-    require(options.node_contexts >= 1, "node_contexts must be >= 1", options.node_contexts);
-    require(options.min_probability >= 0.0f && options.min_probability < 1.0f,
-            "min_probability must be in [0, 1)", options.min_probability);
-    require(options.history_tokens >= 1, "history_tokens must be >= 1", options.history_tokens);
+    at_least_one(options.max_nodes, "max_nodes");
+    at_least_one(options.root_breadth, "root_breadth");
+    at_least_one(options.history_breadth, "history_breadth");
+    at_least_one(options.node_breadth, "node_breadth");
+    at_least_one(options.node_contexts, "node_contexts");
+    at_least_one(options.history_tokens, "history_tokens");
+    if (!(options.min_probability >= 0.0f && options.min_probability < 1.0f)) {
+      std::ostringstream value;
+      value << options.min_probability;
+      throw error("ContextTreeDrafter: min_probability must be in [0, 1), got " + value.str());
+    }
   }
 
   void begin(std::span<const token_t> prompt) {
@@ -108,6 +110,10 @@ class ContextTreeDrafter {
  private:
   using Match = index::ContinuationAutomaton::Match;
 
+  static void at_least_one(int value, const char* option) {
+    if (value < 1) throw error(std::string("ContextTreeDrafter: ") + option + " must be >= 1, got " + std::to_string(value));
+  }
+
   // ---- the scoring model -------------------------------------------------------------------
   // Features of a candidate token. Its "context" is the longest matched context it followed.
   enum Feature {
@@ -131,16 +137,18 @@ class ContextTreeDrafter {
     kHistoryMostFrequent,
     kHistoryFrequency,  // log(1 + occurrences of the token in the history)
     kHistoryOnly,       // no consulted context of the sequence itself was followed by it
+    kHistoryDeterministic,  // log(1 + history match length) when that context had one continuation
+    kHistoryOnlyLength,     // log(1 + history match length) for a token only the history proposes
     kFeatures
   };
   using Weights = std::array<float, kFeatures + 1>;  // bias first
 
   // Fitted by logistic regression (Newton's method) on every next token of the 560 Spec-Bench
   // turns, candidates collected at the root as propose() does; see docs/drafters.md.
-  static constexpr Weights kContextWeights = {-1.3147f, 0.3902f, 0.9933f, -0.6187f, -0.3474f, -0.9037f, 0.218f, -0.064f, 0.0013f, 0.1264f, 0.0786f, 0.7684f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  static constexpr Weights kContextNodeWeights = {-2.1202f, 0.3569f, 0.759f, -0.1339f, -0.7579f, -0.5753f, 0.2526f, -0.0084f, 0.11f, 0.4727f, 0.3491f, 0.8178f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  static constexpr Weights kHistoryNodeWeights = {-2.2346f, 0.3553f, 0.8716f, -0.2266f, -0.6611f, -0.5259f, 0.0788f, 0.0224f, 0.0161f, 0.4756f, 0.5412f, 0.8493f, 0.6893f, 0.297f, 0.797f, -0.4857f, -0.3096f, -0.6391f, -0.2313f, 0.1832f, -1.7546f};
-  static constexpr Weights kHistoryWeights = {-1.6776f, 0.3347f, 1.0842f, -0.5941f, -0.2742f, -0.8324f, -0.1354f, -0.0205f, -0.1518f, 0.12f, 0.0433f, 1.0252f, 1.8037f, 0.0799f, 0.4781f, -0.2506f, -0.3328f, -0.7824f, -0.0882f, 0.1642f, -3.88f};
+  static constexpr Weights kContextWeights = {-1.3147f, 0.3902f, 0.9933f, -0.6187f, -0.3474f, -0.9037f, 0.218f, -0.064f, 0.0013f, 0.1264f, 0.0786f, 0.7684f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  static constexpr Weights kContextNodeWeights = {-2.1202f, 0.3569f, 0.759f, -0.1339f, -0.7579f, -0.5753f, 0.2526f, -0.0084f, 0.11f, 0.4727f, 0.3491f, 0.8178f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  static constexpr Weights kHistoryNodeWeights = {-2.2067f, 0.4351f, 0.8578f, -0.1744f, -0.7212f, -0.5291f, 0.0552f, 0.0187f, 0.0219f, 0.4547f, 0.4885f, 0.8014f, 1.0618f, -0.3567f, 0.7453f, -0.4349f, -0.3227f, -0.6135f, -0.2639f, 0.1945f, -2.7203f, 0.2795f, 1.1517f};
+  static constexpr Weights kHistoryWeights = {-1.6547f, 0.4147f, 1.0479f, -0.5172f, -0.3397f, -0.8326f, -0.1546f, -0.0257f, -0.1155f, 0.1113f, -0.046f, 0.9495f, 1.9649f, -0.5285f, 0.3802f, -0.1636f, -0.3884f, -0.7707f, -0.1032f, 0.2051f, -5.1216f, 0.3665f, 1.6113f};
 
   struct Node {
     Match context;
@@ -303,6 +311,8 @@ class ContextTreeDrafter {
         const auto* u = history_.continuation(0, conts[i].token);
         x[kHistoryFrequency] = log1p_of(u ? u->count : 0);
         x[kHistoryOnly] = fresh;
+        x[kHistoryDeterministic] = conts.size() == 1 ? x[kHistoryLength] : 0.0f;
+        x[kHistoryOnlyLength] = fresh ? x[kHistoryLength] : 0.0f;
       }
     }
   }

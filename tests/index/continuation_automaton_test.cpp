@@ -1,0 +1,118 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <random>
+#include <vector>
+
+#include <specdec/index/continuation_automaton.hpp>
+
+using namespace specdec;
+using index::ContinuationAutomaton;
+
+namespace {
+
+/// Does `text` end at position `end` of `seq`?
+bool ends_at(const std::vector<token_t>& seq, int end, std::span<const token_t> text) {
+  if (end + 1 < static_cast<int>(text.size())) return false;
+  for (std::size_t k = 0; k < text.size(); ++k)
+    if (seq[end - k] != text[text.size() - 1 - k]) return false;
+  return true;
+}
+
+/// Brute force: the longest suffix of `query` that occurs in `seq` (ending anywhere).
+int longest_occurring_suffix(const std::vector<token_t>& seq, const std::vector<token_t>& query) {
+  int best = 0;
+  for (int length = 1; length <= static_cast<int>(query.size()); ++length) {
+    const std::span<const token_t> suffix(query.data() + query.size() - length, length);
+    bool found = false;
+    for (int end = 0; end < static_cast<int>(seq.size()) && !found; ++end) found = ends_at(seq, end, suffix);
+    if (found) best = length;
+  }
+  return best;
+}
+
+/// A random sequence over a small alphabet; some draws copy an earlier stretch, as text does.
+std::vector<token_t> random_sequence(std::mt19937& rng, int n, int alphabet) {
+  std::vector<token_t> seq;
+  for (int i = 0; i < n; ++i)
+    seq.push_back(i > 8 && rng() % 3 == 0 ? seq[i - 1 - rng() % 8] : static_cast<token_t>(rng() % alphabet));
+  return seq;
+}
+
+}  // namespace
+
+TEST_CASE("continuation automaton agrees with brute force", "[index]") {
+  std::mt19937 rng(GENERATE(1u, 2u, 3u, 4u, 5u));
+  const int alphabet = 2 + static_cast<int>(rng() % 4);
+  const auto seq = random_sequence(rng, 150, alphabet);
+  ContinuationAutomaton a;
+  std::vector<token_t> prefix;
+  for (token_t t : seq) {
+    a.append(t);
+    prefix.push_back(t);
+    // suffix_match: the longest suffix that also ends before the last position.
+    const std::vector<token_t> head(prefix.begin(), prefix.end() - 1);
+    CHECK(a.suffix_match().length == longest_occurring_suffix(head, prefix));
+  }
+  REQUIRE(a.size() == static_cast<int>(seq.size()));
+  CHECK(std::equal(seq.begin(), seq.end(), a.tokens().begin(), a.tokens().end()));
+
+  for (int q = 0; q < 100; ++q) {
+    std::vector<token_t> query;
+    for (int k = 0, n = static_cast<int>(rng() % 7); k < n; ++k) query.push_back(static_cast<token_t>(rng() % alphabet));
+    ContinuationAutomaton::Match m;
+    for (token_t t : query) m = a.extend(m, t);
+    const int length = longest_occurring_suffix(seq, query);
+    REQUIRE(m.length == length);
+    // What followed the matched suffix, counted by brute force.
+    const std::span<const token_t> suffix(query.data() + query.size() - length, length);
+    std::map<token_t, int> followers;
+    int recent = -1;
+    for (int end = length - 1; end + 1 < static_cast<int>(seq.size()); ++end) {
+      if (end >= 0 && !ends_at(seq, end, suffix)) continue;
+      ++followers[seq[end + 1]];
+      recent = end + 1;
+    }
+    int total = 0;
+    for (const auto& [token, count] : followers) {
+      CHECK(a.count(m.state, token) == count);
+      total += count;
+    }
+    CHECK(a.continued(m.state) == total);
+    CHECK(a.recent_continuation(m.state) == recent);
+    const auto conts = a.continuations(m.state);
+    CHECK(conts.size() == followers.size());
+    for (std::size_t k = 1; k < conts.size(); ++k) CHECK(conts[k - 1].count >= conts[k].count);
+    for (const auto& c : conts) CHECK(a.continuation(m.state, c.token) == &c);
+  }
+}
+
+TEST_CASE("continuation automaton: back-off, unseen tokens and reuse", "[index]") {
+  ContinuationAutomaton a;
+  for (token_t t : {5, 6, 7, 5, 6, 8, 5, 6}) a.append(t);
+  auto m = a.suffix_match();  // "5 6" occurred twice before, followed by 7 and 8
+  CHECK(m.length == 2);
+  CHECK(a.continued(m.state) == 2);
+  CHECK(a.count(m.state, 7) == 1);
+  CHECK(a.count(m.state, 8) == 1);
+  CHECK(a.tokens()[a.recent_continuation(m.state)] == 8);
+  // Shorter contexts: "6" always follows "5", so it shares the state of "5 6" and the next shorter
+  // context is the empty one (every token counts there); then none.
+  CHECK(a.extend({}, 6).state == m.state);
+  m = a.shorter(m);
+  CHECK(m.length == 0);
+  CHECK(a.continued(m.state) == 8);
+  CHECK(a.count(m.state, 5) == 3);
+  CHECK(a.shorter(m).state == -1);
+  // A token that never occurs leads back to the empty context.
+  CHECK(a.extend(a.suffix_match(), 1234).length == 0);
+  CHECK(a.continuation(0, 1234) == nullptr);
+  // Reuse after clear(), with token ids far apart.
+  a.clear();
+  CHECK(a.size() == 0);
+  CHECK(a.suffix_match().length == 0);
+  CHECK(a.continued(0) == 0);
+  for (token_t t : {1 << 30, 3, 1 << 30, 3}) a.append(t);
+  CHECK(a.suffix_match().length == 2);
+  CHECK(a.count(a.extend({}, 1 << 30).state, 3) == 2);
+}
