@@ -35,7 +35,7 @@ struct ContextTreeOptions {
   /// Most draft nodes per step (the decoder's DraftContext::budget caps it further).
   int max_nodes = 64;
   /// At the root: candidates taken from each back-off context (its most frequent continuations).
-  int root_breadth = 64;
+  int root_breadth = 128;
   /// At the root: candidates taken from each back-off context of the history.
   int history_breadth = 16;
   /// Below the root: candidates taken from each context, and how many contexts are consulted
@@ -144,11 +144,23 @@ class ContextTreeDrafter {
   using Weights = std::array<float, kFeatures + 1>;  // bias first
 
   // Fitted by logistic regression (Newton's method) on every next token of the 560 Spec-Bench
-  // turns, candidates collected at the root as propose() does; see docs/drafters.md.
-  static constexpr Weights kContextWeights = {-1.3147f, 0.3902f, 0.9933f, -0.6187f, -0.3474f, -0.9037f, 0.218f, -0.064f, 0.0013f, 0.1264f, 0.0786f, 0.7684f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  static constexpr Weights kContextNodeWeights = {-2.1202f, 0.3569f, 0.759f, -0.1339f, -0.7579f, -0.5753f, 0.2526f, -0.0084f, 0.11f, 0.4727f, 0.3491f, 0.8178f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  static constexpr Weights kHistoryNodeWeights = {-2.2067f, 0.4351f, 0.8578f, -0.1744f, -0.7212f, -0.5291f, 0.0552f, 0.0187f, 0.0219f, 0.4547f, 0.4885f, 0.8014f, 1.0618f, -0.3567f, 0.7453f, -0.4349f, -0.3227f, -0.6135f, -0.2639f, 0.1945f, -2.7203f, 0.2795f, 1.1517f};
-  static constexpr Weights kHistoryWeights = {-1.6547f, 0.4147f, 1.0479f, -0.5172f, -0.3397f, -0.8326f, -0.1546f, -0.0257f, -0.1155f, 0.1113f, -0.046f, 0.9495f, 1.9649f, -0.5285f, 0.3802f, -0.1636f, -0.3884f, -0.7707f, -0.1032f, 0.2051f, -5.1216f, 0.3665f, 1.6113f};
+  // turns (Vicuna-7B replay): the candidates collect() finds for the context at that point, with
+  // the root's settings (k...Weights) and with a deeper node's (k...NodeWeights); see
+  // docs/drafters.md. Without history the history features are 0 and their weights unused.
+  static constexpr Weights kContextWeights = {
+      -1.2502f, 0.3935f, 0.9703f, -0.5845f, -0.374f, -0.9042f, 0.2099f, -0.0768f, 0.0188f, 0.0938f,
+      0.0689f, 0.7735f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  static constexpr Weights kContextNodeWeights = {
+      -2.1202f, 0.3569f, 0.759f, -0.1339f, -0.7579f, -0.5753f, 0.2526f, -0.0084f, 0.11f, 0.4727f, 0.3491f,
+      0.8178f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  static constexpr Weights kHistoryWeights = {
+      -1.5984f, 0.4007f, 1.036f, -0.4985f, -0.3512f, -0.8373f, -0.1804f, -0.0412f, -0.1133f, 0.0813f,
+      -0.0548f, 0.9815f, 2.1218f, -0.4887f, 0.3644f, -0.1549f, -0.3842f, -0.7801f, -0.0911f, 0.1902f,
+      -5.4238f, 0.3608f, 1.6159f};
+  static constexpr Weights kHistoryNodeWeights = {
+      -2.2067f, 0.4351f, 0.8578f, -0.1744f, -0.7212f, -0.5291f, 0.0552f, 0.0187f, 0.0219f, 0.4547f,
+      0.4885f, 0.8014f, 1.0618f, -0.3567f, 0.7453f, -0.4349f, -0.3227f, -0.6135f, -0.2639f, 0.1945f,
+      -2.7203f, 0.2795f, 1.1517f};
 
   struct Node {
     Match context;
@@ -180,6 +192,7 @@ class ContextTreeDrafter {
   };
 
   void append(token_t t) {
+    if (t < 0) throw error("ContextTreeDrafter: token " + std::to_string(t) + " is negative");
     index_.append(t);
     if (options_.history) history_match_ = history_.extend(history_match_, t);
   }
