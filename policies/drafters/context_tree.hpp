@@ -352,7 +352,7 @@ class ContextTreeDrafter {
       for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<float>(std::log1p(static_cast<double>(i)));
       return t;
     }();
-    return n < static_cast<int>(table.size()) ? table[n] : static_cast<float>(std::log1p(static_cast<double>(n)));
+    return n < static_cast<int>(table.size()) ? table[n] : std::log(static_cast<float>(n) + 1.0f);
   }
 
   ContextTreeOptions options_;

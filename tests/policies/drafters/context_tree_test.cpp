@@ -289,4 +289,6 @@ TEST_CASE("tree drafter: options are validated", "[tree][errors]") {
   CHECK_THROWS_WITH(make({.history_tokens = 0}), Contains("history_tokens must be >= 1, got 0"));
   CHECK_THROWS_AS(HistoryTreeDrafter(ContextTreeOptions{.max_nodes = 0}), error);
   CHECK_NOTHROW(make({}));
+  ContextTreeDrafter drafter;
+  CHECK_THROWS_WITH(drafter.begin(std::vector<token_t>{1, -3}), Contains("token -3 is negative"));
 }
