@@ -173,12 +173,10 @@ class ContinuationAutomaton {
     states_[clone].recent_end = states_[q].recent_end;
     states_[clone].continued = states_[q].continued;
     reserve_edges(clone, states_[q].edges_size);
-    for (std::int32_t i = 0; i < states_[q].edges_size; ++i) {
-      const Continuation e = edges_[states_[q].edges_begin + i];
-      edges_[states_[clone].edges_begin + i] = e;
-      insert_slot(key(clone, e.token), i);
-    }
+    std::copy_n(edges_.begin() + states_[q].edges_begin, states_[q].edges_size,
+                edges_.begin() + states_[clone].edges_begin);
     states_[clone].edges_size = states_[q].edges_size;
+    if (hashed(clone)) index_edges(clone, 0);
     states_[q].link = clone;
     return clone;
   }
@@ -188,8 +186,10 @@ class ContinuationAutomaton {
     if (s.edges_size == s.edges_capacity) reserve_edges(state, std::max(2, 2 * s.edges_capacity));
     State& t = states_[state];
     edges_[t.edges_begin + t.edges_size] = Continuation{token, target, 0};
-    insert_slot(key(state, token), t.edges_size);
     ++t.edges_size;
+    // A state is hashed once it has more edges than a linear scan should read.
+    if (t.edges_size == kLinearEdges + 1) index_edges(state, 0);
+    else if (t.edges_size > kLinearEdges + 1) insert_slot(key(state, token), t.edges_size - 1);
   }
 
   // Moves the state's block to the end of the edge arena with room for `capacity` edges (the old
@@ -216,8 +216,10 @@ class ContinuationAutomaton {
                                   }) - block);
     if (first != i) {
       std::swap(block[first], block[i]);
-      slot(key(state, block[first].token)).index = first;
-      slot(key(state, block[i].token)).index = i;
+      if (hashed(state)) {
+        slot(key(state, block[first].token)).index = first;
+        slot(key(state, block[i].token)).index = i;
+      }
     }
     ++block[first].count;
     ++s.continued;
@@ -226,7 +228,17 @@ class ContinuationAutomaton {
   const Continuation& edge(std::int32_t state, int i) const { return edges_[states_[state].edges_begin + i]; }
   Continuation& edge(std::int32_t state, int i) { return edges_[states_[state].edges_begin + i]; }
 
-  // ---- (state, token) -> edge index: open addressing, linear probing --------------------------
+  // ---- (state, token) -> edge index ------------------------------------------------------------
+  // Most states have a few edges, read by a linear scan of their block (one cache line); states
+  // with more are indexed in a hash table (open addressing, linear probing).
+  static constexpr std::int32_t kLinearEdges = 8;
+
+  bool hashed(std::int32_t state) const { return states_[state].edges_size > kLinearEdges; }
+
+  void index_edges(std::int32_t state, std::int32_t from) {
+    for (std::int32_t i = from; i < states_[state].edges_size; ++i) insert_slot(key(state, edge(state, i).token), i);
+  }
+
   static std::uint64_t key(std::int32_t state, token_t token) {
     return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(state)) << 32) | static_cast<std::uint32_t>(token);
   }
@@ -237,6 +249,13 @@ class ContinuationAutomaton {
     return static_cast<std::size_t>(k);
   }
   int find(std::int32_t state, token_t token) const {
+    const State& s = states_[state];
+    if (s.edges_size <= kLinearEdges) {
+      const Continuation* block = edges_.data() + s.edges_begin;
+      for (std::int32_t i = 0; i < s.edges_size; ++i)
+        if (block[i].token == token) return i;
+      return -1;
+    }
     const std::uint64_t k = key(state, token);
     const std::size_t mask = slots_.size() - 1;
     for (std::size_t i = hash(k) & mask;; i = (i + 1) & mask) {
