@@ -1,5 +1,7 @@
 // specbench: replays real greedy LLM answers with drafter combinations and reports τ, drafting
 // cost and which drafter earned the accepted tokens. See docs/specbench.md.
+#include <charconv>
+#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +37,19 @@ struct DataArgs {
   std::string json;
 };
 
+/// Accepts a whole number >= `least`; CLI11 reports "--OPTION: <message>".
+CLI::Validator whole_number_at_least(long least) {
+  return CLI::Validator(
+      [least](std::string& text) -> std::string {
+        long value = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec != std::errc() || end != text.data() + text.size() || value < least || value > INT_MAX)
+          return "expected a whole number >= " + std::to_string(least) + ", got '" + text + "'";
+        return {};
+      },
+      "INT>=" + std::to_string(least));
+}
+
 void add_data_options(CLI::App& cmd, DataArgs& a) {
   cmd.add_option("--data-dir", a.data_dir,
                  "Data directory (default: $SPECDEC_DATA, else " SPECDEC_DEFAULT_DATA_DIR ")");
@@ -48,9 +63,9 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
   cmd.add_option("--category", a.categories, "Replay only this category (repeatable, or comma-separated)")
       ->delimiter(',');
   cmd.add_option("--max-turns", a.max_turns, "Replay at most this many turns, in file order")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number_at_least(1));
   cmd.add_option("--budget", a.budget, "Most draft nodes per target call, after merging (default 64)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number_at_least(0));
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
 }
 
