@@ -82,11 +82,11 @@ fs::path data_path(const DataArgs& a, const std::string& given, const char* rela
 /// Loads and tokenises the data once; prints how well the answers' token counts match the
 /// counts recorded with them (stderr).
 Corpus load_corpus(const DataArgs& a) {
+  const ChatTemplate chat = a.template_file.empty() ? ChatTemplate::builtin(a.template_name)
+                                                    : ChatTemplate::load(a.template_file);
   const auto questions = load_questions(data_path(a, a.questions, "specbench/question.jsonl"));
   const auto answers = load_answers(data_path(a, a.answers, "specbench/vicuna-7b-v1.3-greedy.jsonl"));
   const Tokenizer tokenizer(data_path(a, a.tokenizer, "tokenizers/llama2.model"));
-  const ChatTemplate chat = a.template_file.empty() ? ChatTemplate::builtin(a.template_name)
-                                                    : ChatTemplate::load(a.template_file);
   Corpus corpus = build_corpus(questions, answers, tokenizer, chat, {a.categories, a.max_turns});
   if (const TokenCountCheck check = check_token_counts(corpus); check.turns > 0) {
     std::cerr << fmt::format(
