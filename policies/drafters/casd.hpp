@@ -61,6 +61,8 @@ class BasicCasdDrafter {
         matches_(static_cast<std::size_t>(options.k)) {}
 
   const CasdOptions& options() const { return options_; }
+  /// The index of the searched tokens (its size and memory, for diagnostics).
+  const ContextIndex& index() const { return index_; }
 
   void begin(std::span<const token_t>) { index_.reset(); }
 

@@ -43,6 +43,8 @@ class PldDrafter {
       : options_(validated(options)), index_(options.max_ngram), levels_(static_cast<std::size_t>(options.max_ngram)) {}
 
   const PldOptions& options() const { return options_; }
+  /// The index of the searched tokens (its size and memory, for diagnostics).
+  const ContextIndex& index() const { return index_; }
 
   void begin(std::span<const token_t>) { index_.reset(); }
 
