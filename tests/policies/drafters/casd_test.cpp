@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <unordered_map>
 #include <vector>
 
 #include <specdec/core/suffix_match.hpp>
@@ -121,6 +122,48 @@ void check_random_contexts(std::uint64_t seed) {
     }
   }
 }
+
+// The minimal drafter of docs/drafters.md ("Writing a drafter"), combined with CASD below.
+// [custom_drafter]
+/// Drafts a chain by following, from the root, the token that came after each token last time.
+class LastSuccessorDrafter {
+ public:
+  static constexpr const char* name = "last_successor";
+
+  explicit LastSuccessorDrafter(int depth = 4) : depth_(depth) {}
+
+  void begin(std::span<const token_t> prompt) {
+    successor_.clear();
+    last_ = -1;
+    observe(prompt);
+  }
+
+  void observe(std::span<const token_t> committed) {
+    for (token_t t : committed) {
+      if (last_ >= 0) successor_[last_] = t;
+      last_ = t;
+    }
+  }
+
+  void propose(const DraftContext& ctx, DraftTree& tree) {
+    node_t node = 0;
+    token_t t = tree.root_token();
+    for (int d = 1; d <= std::min(depth_, ctx.max_depth); ++d) {
+      const auto next = successor_.find(t);
+      if (next == successor_.end()) break;
+      t = next->second;
+      node = tree.add(node, t, 1.0f / static_cast<float>(d + 1));  // scores fall with depth
+    }
+  }
+
+ private:
+  int depth_;
+  std::unordered_map<token_t, token_t> successor_;
+  token_t last_ = -1;
+};
+
+static_assert(Drafter<LastSuccessorDrafter>);
+// [custom_drafter]
 
 }  // namespace
 
@@ -248,6 +291,10 @@ TEST_CASE("casd combines with other drafters and stays lossless", "[casd][lossle
     three.prefill(prompts[0]);
     const Tokens again = target.greedy(prompts[0], 100);
     CHECK(three.generate(100) == again);
+
+    SpeculativeDecoder<HashTarget, LastSuccessorDrafter, CasdDrafter, ExactVerifier> custom(target);
+    custom.prefill(prompt);
+    CHECK(custom.generate(300) == Tokens(greedy.begin(), greedy.begin() + 300));
 
     // CASD's drafts were accepted at times (a 3-token vocabulary repeats a lot).
     const auto& accepted = with_oracle.stats().accepted_by_drafter[0];
