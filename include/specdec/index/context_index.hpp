@@ -191,13 +191,17 @@ class ContextIndex {
   };
 
   static constexpr int kRoot = 0;
+  static constexpr std::size_t kInitialSlots = 1024;
 
   // Indexes `token` at position p = size(); with `levels`, also records what each level held
   // before p joined it (see append_and_match) and returns how many levels had an occurrence.
   int walk(token_t token, Occurrences* levels) {
     const int p = size();
+    // Checked before anything changes: a walk creates at most depth_ nodes.
     if (p == std::numeric_limits<int>::max())
       throw error("ContextIndex: cannot index more than " + std::to_string(p) + " tokens");
+    if (nodes_ > std::numeric_limits<std::int32_t>::max() - depth_)
+      throw error("ContextIndex: more than 2^31 - 1 trie nodes (" + std::to_string(p) + " tokens indexed)");
     tokens_.push_back(token);
     links_.resize(links_.size() + static_cast<std::size_t>(depth_), -1);
     suffix_matched_ = -1;
@@ -225,7 +229,7 @@ class ContextIndex {
     }
     return deepest;
   }
-  static constexpr std::size_t kInitialSlots = 1024;
+
   std::int32_t& link(int position, int m) {
     return links_[static_cast<std::size_t>(position) * static_cast<std::size_t>(depth_) +
                   static_cast<std::size_t>(m - 1)];
@@ -256,8 +260,6 @@ class ContextIndex {
   // Creates the node for key `k` (absent) with its first position, a leaf. Returns true when the
   // table grew, which moves every slot.
   bool add_child(std::uint64_t k, int position) {
-    if (nodes_ == std::numeric_limits<std::int32_t>::max())
-      throw error("ContextIndex: more than 2^31 - 1 trie nodes (" + std::to_string(size()) + " tokens indexed)");
     const bool grows = (static_cast<std::size_t>(nodes_) + 1) * 4 > slots_.size() * 3;  // load <= 3/4
     if (grows) grow();
     slots_[slot_of(k)] = Slot{k, ++nodes_, 1, position, position};
