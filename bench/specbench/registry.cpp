@@ -8,8 +8,10 @@
 
 #include <algorithm>
 
+#include <specdec/policies/drafters/casd.hpp>
 #include <specdec/policies/drafters/empty.hpp>
 #include <specdec/policies/drafters/fixed_tree.hpp>
+#include <specdec/policies/drafters/pld.hpp>
 
 #include "input_error.hpp"
 
@@ -27,6 +29,11 @@ struct FrequentTokensDrafter : specdec::FixedTreeDrafter {
 template ReplayRun replay<specdec::EmptyDrafter>(const Corpus&, const ReplayOptions&);
 template ReplayRun replay<FrequentTokensDrafter>(const Corpus&, const ReplayOptions&);
 template ReplayRun replay<FrequentTokensDrafter, specdec::EmptyDrafter>(const Corpus&, const ReplayOptions&);
+template ReplayRun replay<specdec::PldDrafter>(const Corpus&, const ReplayOptions&);
+template ReplayRun replay<specdec::CasdDrafter>(const Corpus&, const ReplayOptions&);
+template ReplayRun replay<specdec::CasdPromptDrafter>(const Corpus&, const ReplayOptions&);
+template ReplayRun replay<specdec::PldDrafter, specdec::CasdDrafter>(const Corpus&, const ReplayOptions&);
+template ReplayRun replay<specdec::CasdDrafter, specdec::CasdPromptDrafter>(const Corpus&, const ReplayOptions&);
 
 namespace {
 template <class... Drafters>
@@ -40,6 +47,11 @@ const std::vector<Combination>& combinations() {
       combination<specdec::EmptyDrafter>(),
       combination<FrequentTokensDrafter>(),
       combination<FrequentTokensDrafter, specdec::EmptyDrafter>(),
+      combination<specdec::PldDrafter>(),
+      combination<specdec::CasdDrafter>(),
+      combination<specdec::CasdPromptDrafter>(),
+      combination<specdec::PldDrafter, specdec::CasdDrafter>(),
+      combination<specdec::CasdDrafter, specdec::CasdPromptDrafter>(),
   };
   return list;
 }

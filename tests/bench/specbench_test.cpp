@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -259,12 +260,16 @@ TEST_CASE("combinations are found by their drafters' names in any order", "[spec
   CHECK(find_combination(joined).name() == "frequent,empty");
   const std::vector<std::string> separate{"empty", "frequent"};
   CHECK(&find_combination(separate) == &find_combination(joined));
-  const std::vector<std::string> unknown{"pld"};
-  CHECK_THROWS_WITH(find_combination(unknown), "unknown drafter 'pld'; the drafters are: empty, frequent");
+  const std::vector<std::string> unknown{"nope"};
+  CHECK_THROWS_WITH(find_combination(unknown), Catch::StartsWith("unknown drafter 'nope'; the drafters are: empty, frequent, "));
   const std::vector<std::string> twice{"empty,empty"};
   CHECK_THROWS_WITH(find_combination(twice), Catch::StartsWith("no compiled combination of the drafters 'empty,empty'; "
                                                                "the combinations are: empty; frequent; frequent,empty"));
-  CHECK(drafter_names() == std::vector<std::string>{"empty", "frequent"});
+  const std::vector<std::string> names = drafter_names();
+  REQUIRE(names.size() >= 2);
+  CHECK(names[0] == "empty");
+  CHECK(names[1] == "frequent");
+  CHECK(std::set<std::string>(names.begin(), names.end()).size() == names.size());
 }
 
 TEST_CASE("every combination replays the hand-made corpus losslessly", "[specbench]") {
