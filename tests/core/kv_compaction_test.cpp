@@ -3,7 +3,6 @@
 #include <random>
 #include <vector>
 
-#include <specdec/core/kv_cache.hpp>
 #include <specdec/core/kv_compaction.hpp>
 
 #include "kernels/random_batches.hpp"
@@ -84,33 +83,5 @@ TEST_CASE("in-place compaction equals the out-of-place reference on random paths
       core::compact_kv_rows(d.k_cache.data(), d.layout, s, d.base[s], path, d.length[s]);
       REQUIRE(d.k_cache == expected);
     }
-  }
-}
-
-TEST_CASE("compact_kv_rows agrees with core::compact_kv_path (the llama2c target's float cache)", "[core][kv]") {
-  // compact_kv_path's layout: `layers` blocks of layer_stride floats, rows of row_size floats.
-  std::mt19937_64 rng(22);
-  for (int trial = 0; trial < 100; ++trial) {
-    const int layers = testing::uniform(rng, 1, 3), row_size = testing::uniform(rng, 1, 8);
-    const int positions = testing::uniform(rng, 2, 60);
-    const long layer_stride = static_cast<long>(positions) * row_size;
-    std::vector<float> a(static_cast<std::size_t>(layers) * layer_stride);
-    for (float& x : a) x = static_cast<float>(rng() % 1000);
-    std::vector<float> b = a;
-    const int n = testing::uniform(rng, 1, positions);
-    const int base = testing::uniform(rng, 0, positions - n);
-    const std::vector<node_t> path = testing::random_path(rng, n);
-    core::KvCacheLayout l;
-    l.layers = layers;
-    l.kv_heads = 1;
-    l.max_positions = positions;
-    l.row_bytes = row_size * static_cast<int>(sizeof(float));
-    l.head_stride = l.row_bytes;
-    l.position_stride = l.row_bytes;
-    l.layer_stride = layer_stride * static_cast<long long>(sizeof(float));
-    l.sequence_stride = layers * l.layer_stride;
-    REQUIRE(core::compact_kv_path(a.data(), layer_stride, layers, row_size, base, path.data(), static_cast<int>(path.size())));
-    core::compact_kv_rows(reinterpret_cast<unsigned char*>(b.data()), l, 0, base, path.data(), static_cast<int>(path.size()));
-    REQUIRE(a == b);
   }
 }

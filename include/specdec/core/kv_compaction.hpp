@@ -1,9 +1,7 @@
 // KV-cache compaction after verification: the target's forward wrote tree node i's K/V at cache
 // position base + i; after acceptance only the accepted path (root first) must stay, at the
 // contiguous positions base + 0, base + 1, ... . Index math and a sequential in-place move shared
-// by the host backend and the CUDA kernel. No allocation, no throw. (core/kv_cache.hpp's
-// compact_kv_path, used by the llama2c target, does the same move on a float cache without
-// strides; a test checks that both agree.)
+// by the host backend and the CUDA kernel. No allocation, no throw.
 //
 // Why moving in place is safe. The path is a chain of a topological tree that starts at the
 // root, so path[0] == 0 and path is strictly increasing; hence path[k] >= k for every k and entry

@@ -4,7 +4,7 @@
 // Each tree node is one token at position tree.position(node). A node attends to every token of
 // the KV cache and to its own ancestors in the tree (TreeView::attends), so one forward scores
 // every path of the draft at once. Tree node i writes its K/V at cache slot cached() + i; commit()
-// moves the accepted path's entries to contiguous positions (core::compact_kv_path).
+// moves the accepted path's entries to contiguous positions (core::compact_kv_rows).
 //
 // Bit-exactness: a node's result does not depend on the rest of the tree. Every sum runs in the
 // order a single-sequence forward would use (matrix products over the input index, attention over
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include <specdec/concepts.hpp>
-#include <specdec/core/kv_cache.hpp>
+#include <specdec/core/kv_compaction.hpp>
 #include <specdec/core/tree.hpp>
 #include <specdec/error.hpp>
 #include <specdec/targets/llama2c_model.hpp>
@@ -132,10 +132,12 @@ class Llama2cTarget {
         throw error("Llama2cTarget::commit: path entry " + std::to_string(k) + " (node " + std::to_string(path[k]) +
                     ") is not a child of node " + std::to_string(path[k - 1]) + " in the last tree");
     }
-    const long stride = static_cast<long>(slots_) * config().kv_dim();
+    // The caches are [layer][slot][kv_head][head_dim]: the packed layout of one sequence.
+    const core::KvCacheLayout layout =
+        core::kv_layout(config().n_layers, slots_, config().n_kv_heads, config().head_size(), sizeof(float));
     const int length = static_cast<int>(path.size());
-    core::compact_kv_path(k_cache_.data(), stride, config().n_layers, config().kv_dim(), cached_, path.data(), length);
-    core::compact_kv_path(v_cache_.data(), stride, config().n_layers, config().kv_dim(), cached_, path.data(), length);
+    for (std::vector<float>* cache : {&k_cache_, &v_cache_})
+      core::compact_kv_rows(reinterpret_cast<unsigned char*>(cache->data()), layout, 0, cached_, path.data(), length);
     cached_ += length;
     pending_parent_.clear();
   }

@@ -1,0 +1,220 @@
+#include "corpus.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+#include <sentencepiece_processor.h>
+
+#include "input_error.hpp"
+
+namespace specbench {
+namespace {
+
+using nlohmann::json;
+
+/// Calls `on_line(value, where)` for every non-blank line of a jsonl file; `where` is
+/// "FILE line N" for error messages.
+template <class OnLine>
+void read_jsonl(const std::filesystem::path& file, const std::string& what, OnLine on_line) {
+  std::ifstream in(file);
+  if (!in) throw input_error(what + " file " + file.string() + " cannot be read (does it exist?)");
+  std::string line;
+  int lines = 0;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = what + " file " + file.string() + " line " + std::to_string(number);
+    json value;
+    try {
+      value = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw input_error(where + ": malformed JSON (" + e.what() + ")");
+    }
+    if (!value.is_object()) throw input_error(where + ": expected a JSON object");
+    on_line(value, where);
+    ++lines;
+  }
+  if (lines == 0) throw input_error(what + " file " + file.string() + " has no entries");
+}
+
+int get_id(const json& value, const std::string& where) {
+  const auto id = value.find("question_id");
+  if (id == value.end() || !id->is_number_integer())
+    throw input_error(where + ": \"question_id\" is missing or not an integer");
+  return id->get<int>();
+}
+
+std::vector<std::string> get_strings(const json& value, const char* key, const std::string& where) {
+  const auto it = value.find(key);
+  if (it == value.end() || !it->is_array() || it->empty())
+    throw input_error(where + ": \"" + key + "\" is missing or not a non-empty list of strings");
+  std::vector<std::string> out;
+  for (const auto& s : *it) {
+    if (!s.is_string()) throw input_error(where + ": \"" + key + "\" holds a value that is not a string");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- Tokenizer -------------------------------------------------------------------------------
+
+Tokenizer::Tokenizer(const std::filesystem::path& model) : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+  if (!std::filesystem::is_regular_file(model))
+    throw input_error("tokenizer file " + model.string() + " not found");
+  const auto status = sp_->Load(model.string());
+  if (!status.ok())
+    throw input_error("tokenizer file " + model.string() + " is not a SentencePiece model (" + status.ToString() + ")");
+  if (sp_->bos_id() < 0 || sp_->eos_id() < 0)
+    throw input_error("tokenizer file " + model.string() + " has no BOS or no EOS piece");
+  bos_piece_ = sp_->IdToPiece(sp_->bos_id());
+  eos_piece_ = sp_->IdToPiece(sp_->eos_id());
+}
+
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+int Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+token_t Tokenizer::bos() const { return sp_->bos_id(); }
+token_t Tokenizer::eos() const { return sp_->eos_id(); }
+
+std::vector<token_t> Tokenizer::encode(std::string_view text) const {
+  std::vector<token_t> out;
+  std::vector<int> ids;
+  auto encode_chunk = [&](std::string_view chunk) {
+    if (chunk.empty()) return;
+    const auto status = sp_->Encode(chunk, &ids);
+    if (!status.ok()) throw std::runtime_error("SentencePiece failed to encode text: " + status.ToString());
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  std::size_t chunk_start = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const bool is_bos = text.substr(i).starts_with(bos_piece_);
+    const bool is_eos = !is_bos && text.substr(i).starts_with(eos_piece_);
+    if (!is_bos && !is_eos) {
+      ++i;
+      continue;
+    }
+    encode_chunk(text.substr(chunk_start, i - chunk_start));
+    out.push_back(is_bos ? bos() : eos());
+    i += (is_bos ? bos_piece_ : eos_piece_).size();
+    chunk_start = i;
+  }
+  encode_chunk(text.substr(chunk_start));
+  return out;
+}
+
+// ---- files -----------------------------------------------------------------------------------
+
+std::vector<Question> load_questions(const std::filesystem::path& file) {
+  std::vector<Question> questions;
+  std::unordered_set<int> seen;
+  read_jsonl(file, "questions", [&](const json& value, const std::string& where) {
+    Question q;
+    q.id = get_id(value, where);
+    if (!seen.insert(q.id).second) throw input_error(where + ": question_id " + std::to_string(q.id) + " appears twice");
+    const auto category = value.find("category");
+    if (category == value.end() || !category->is_string() || category->get<std::string>().empty())
+      throw input_error(where + ": \"category\" is missing or not a non-empty string");
+    q.category = category->get<std::string>();
+    q.turns = get_strings(value, "turns", where);
+    questions.push_back(std::move(q));
+  });
+  return questions;
+}
+
+std::vector<Answer> load_answers(const std::filesystem::path& file) {
+  std::vector<Answer> answers;
+  std::unordered_set<int> seen;
+  read_jsonl(file, "answers", [&](const json& value, const std::string& where) {
+    Answer a;
+    a.id = get_id(value, where);
+    if (!seen.insert(a.id).second) throw input_error(where + ": question_id " + std::to_string(a.id) + " appears twice");
+    const auto choices = value.find("choices");
+    if (choices == value.end() || !choices->is_array() || choices->empty() || !(*choices)[0].is_object())
+      throw input_error(where + ": \"choices\" is missing or not a list of objects");
+    const json& choice = (*choices)[0];
+    a.turns = get_strings(choice, "turns", where + " choices[0]");
+    if (const auto counts = choice.find("new_tokens"); counts != choice.end()) {
+      if (!counts->is_array() || counts->size() != a.turns.size())
+        throw input_error(where + ": \"new_tokens\" is not a list with one count per turn");
+      for (const auto& c : *counts) {
+        if (!c.is_number_integer()) throw input_error(where + ": \"new_tokens\" holds a value that is not an integer");
+        a.recorded_tokens.push_back(c.get<int>());
+      }
+    }
+    answers.push_back(std::move(a));
+  });
+  return answers;
+}
+
+// ---- corpus ----------------------------------------------------------------------------------
+
+Corpus build_corpus(const std::vector<Question>& questions, const std::vector<Answer>& answers,
+                    const Tokenizer& tokenizer, const ChatTemplate& chat, const CorpusOptions& options) {
+  std::vector<std::string> known;
+  for (const auto& q : questions)
+    if (std::find(known.begin(), known.end(), q.category) == known.end()) known.push_back(q.category);
+  for (const auto& c : options.categories) {
+    if (std::find(known.begin(), known.end(), c) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw input_error("unknown category '" + c + "'; the questions file has: " + list);
+    }
+  }
+  std::unordered_map<int, const Answer*> answer_of;
+  for (const auto& a : answers) answer_of[a.id] = &a;
+
+  Corpus corpus;
+  corpus.vocab_size = tokenizer.vocab_size();
+  corpus.stop_token = tokenizer.eos();
+  for (const Question& q : questions) {
+    const auto found = answer_of.find(q.id);
+    if (found == answer_of.end())
+      throw input_error("question " + std::to_string(q.id) + " has no answer in the answers file");
+    const Answer& a = *found->second;
+    if (a.turns.size() != q.turns.size())
+      throw input_error("question " + std::to_string(q.id) + " has " + std::to_string(q.turns.size()) +
+                        " turns but its answer has " + std::to_string(a.turns.size()));
+    if (!options.categories.empty() &&
+        std::find(options.categories.begin(), options.categories.end(), q.category) == options.categories.end())
+      continue;
+    for (std::size_t k = 0; k < q.turns.size(); ++k) {
+      if (options.max_turns > 0 && static_cast<int>(corpus.turns.size()) == options.max_turns) break;
+      Turn turn;
+      turn.question_id = q.id;
+      turn.category = q.category;
+      turn.index = static_cast<int>(k);
+      turn.prompt = tokenizer.encode(chat.render(std::span(q.turns).first(k + 1), std::span(a.turns).first(k)));
+      turn.answer = tokenizer.encode(a.turns[k]);
+      if (!a.recorded_tokens.empty()) turn.recorded_tokens = a.recorded_tokens[k];
+      if (turn.prompt.empty())
+        throw input_error("question " + std::to_string(q.id) + " turn " + std::to_string(k + 1) +
+                          ": the prompt is empty (check the template)");
+      if (std::find(corpus.categories.begin(), corpus.categories.end(), q.category) == corpus.categories.end())
+        corpus.categories.push_back(q.category);
+      corpus.turns.push_back(std::move(turn));
+    }
+  }
+  return corpus;
+}
+
+TokenCountCheck check_token_counts(const Corpus& corpus) {
+  TokenCountCheck check;
+  for (const Turn& t : corpus.turns) {
+    if (t.recorded_tokens < 0) continue;
+    const int difference = std::abs(static_cast<int>(t.answer.size()) + 1 - t.recorded_tokens);
+    ++check.turns;
+    check.exact += difference == 0;
+    check.within_2 += difference <= 2;
+    check.max_difference = std::max(check.max_difference, difference);
+  }
+  return check;
+}
+
+}  // namespace specbench

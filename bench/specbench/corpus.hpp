@@ -1,0 +1,102 @@
+// The replay data: questions and recorded answers (jsonl), tokenised once with a chat template.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <specdec/config.hpp>
+
+#include "chat_template.hpp"
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace specbench {
+
+using specdec::token_t;
+
+/// A SentencePiece model. encode() treats the model's BOS and EOS pieces (`<s>`, `</s>`) in the
+/// text as those special ids and encodes each text chunk between them separately, with
+/// SentencePiece's dummy-prefix space: what the Hugging Face "slow" Llama tokenizer does.
+class Tokenizer {
+ public:
+  /// Throws input_error when the file is missing or not a SentencePiece model.
+  explicit Tokenizer(const std::filesystem::path& model);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  std::vector<token_t> encode(std::string_view text) const;
+  int vocab_size() const;
+  token_t bos() const;
+  token_t eos() const;
+
+ private:
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::string bos_piece_;
+  std::string eos_piece_;
+};
+
+/// One line of the questions file.
+struct Question {
+  int id = 0;
+  std::string category;
+  std::vector<std::string> turns;
+};
+
+/// One line of the answers file: the recorded answer text per turn and, when the file has them
+/// (`choices[0].new_tokens`), the token counts recorded with them.
+struct Answer {
+  int id = 0;
+  std::vector<std::string> turns;
+  std::vector<int> recorded_tokens;
+};
+
+/// Throw input_error naming the file and line of a malformed entry.
+std::vector<Question> load_questions(const std::filesystem::path& file);
+std::vector<Answer> load_answers(const std::filesystem::path& file);
+
+/// One turn to replay: the prompt as the model saw it and the recorded answer, tokenised.
+struct Turn {
+  int question_id = 0;
+  std::string category;
+  int index = 0;                 ///< 0 for the first user turn of the question
+  std::vector<token_t> prompt;   ///< template applied; earlier turns carry their recorded answers
+  std::vector<token_t> answer;   ///< the recorded answer, without the stop token
+  /// Tokens the model generated for this turn as recorded with the answer (EOS included when it
+  /// stopped on it, as Spec-Bench counts), -1 when unknown.
+  int recorded_tokens = -1;
+};
+
+struct CorpusOptions {
+  std::vector<std::string> categories;  ///< replay only these (empty: all)
+  int max_turns = 0;                    ///< replay at most this many turns, in file order (0: all)
+};
+
+struct Corpus {
+  std::vector<Turn> turns;
+  std::vector<std::string> categories;  ///< of the turns, in order of first appearance
+  int vocab_size = 0;
+  token_t stop_token = 0;               ///< follows every answer (the tokenizer's EOS)
+};
+
+/// Pairs every question with its answer (input_error naming a question without one, or with a
+/// different number of turns) and tokenises each turn's prompt and answer.
+Corpus build_corpus(const std::vector<Question>& questions, const std::vector<Answer>& answers,
+                    const Tokenizer& tokenizer, const ChatTemplate& chat, const CorpusOptions& options);
+
+/// How closely the tokenised answers plus the stop token (what the replay decodes) match the
+/// token counts recorded with them.
+struct TokenCountCheck {
+  int turns = 0;      ///< turns that have a recorded count
+  int exact = 0;      ///< ... equal to answer.size() + 1
+  int within_2 = 0;   ///< ... within ±2 tokens
+  int max_difference = 0;
+};
+TokenCountCheck check_token_counts(const Corpus& corpus);
+
+}  // namespace specbench

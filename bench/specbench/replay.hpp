@@ -1,0 +1,71 @@
+// The replay runner: every turn of a corpus decoded by SpeculativeDecoder<ReplayTarget,
+// Drafters..., ExactVerifier>. Defined here, instantiated once per combination in registry.cpp.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <specdec/decoder.hpp>
+#include <specdec/policies/verifiers/exact.hpp>
+#include <specdec/stats.hpp>
+#include <specdec/targets/replay_target.hpp>
+
+#include "corpus.hpp"
+
+namespace specbench {
+
+struct ReplayOptions {
+  int budget = 64;  ///< most draft nodes per target call, after merging all drafters
+};
+
+/// One replayed turn.
+struct TurnResult {
+  specdec::DecodeStats stats;
+  /// New tokens up to and including the stop token: the recorded answer's length + 1. (A step
+  /// whose accepted draft runs past the stop token commits more than this to the context; those
+  /// tokens are not part of the answer and are not counted.)
+  std::int64_t tokens = 0;
+};
+
+struct ReplayRun {
+  std::vector<std::string> drafters;
+  std::vector<TurnResult> turns;  ///< one per corpus turn, in corpus order
+  double seconds = 0;             ///< wall time of the whole replay
+};
+
+/// Replays every turn of `corpus` with the drafters `Drafters...` merged into one decoder.
+/// Throws std::logic_error when a turn's output differs from its recorded answer (the decoder or
+/// a policy broke losslessness).
+template <class... Drafters>
+ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
+  using Decoder = specdec::SpeculativeDecoder<specdec::ReplayTarget, Drafters..., specdec::ExactVerifier>;
+  const auto start = std::chrono::steady_clock::now();
+  ReplayRun run;
+  run.drafters = Decoder::names();
+  run.turns.reserve(corpus.turns.size());
+  const std::array<token_t, 1> stop{corpus.stop_token};
+  std::vector<token_t> reference;
+  for (const Turn& turn : corpus.turns) {
+    reference.assign(turn.prompt.begin(), turn.prompt.end());
+    reference.insert(reference.end(), turn.answer.begin(), turn.answer.end());
+    reference.push_back(corpus.stop_token);
+    specdec::ReplayTarget target(reference, corpus.vocab_size, corpus.stop_token);
+    Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget});
+    decoder.prefill(turn.prompt);
+    const std::vector<token_t> out = decoder.generate(static_cast<int>(turn.answer.size()) + 1, stop);
+    if (out.size() != turn.answer.size() + 1 || out.back() != corpus.stop_token ||
+        !std::equal(turn.answer.begin(), turn.answer.end(), out.begin()))
+      throw std::logic_error("question " + std::to_string(turn.question_id) + " turn " +
+                             std::to_string(turn.index + 1) + ": the decoder's output differs from the recorded answer");
+    run.turns.push_back({decoder.stats(), static_cast<std::int64_t>(out.size())});
+  }
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return run;
+}
+
+}  // namespace specbench

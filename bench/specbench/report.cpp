@@ -1,0 +1,240 @@
+#include "report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+
+#include <fmt/format.h>
+
+namespace specbench {
+
+// ---- Summary ---------------------------------------------------------------------------------
+
+void Summary::add(const TurnResult& turn) {
+  const specdec::DecodeStats& s = turn.stats;
+  ++turns;
+  steps += s.steps;
+  tokens += turn.tokens;
+  draft_nodes += s.drafted_nodes;
+  draft_seconds += s.draft_seconds;
+  accepted_by_drafter.resize(std::max(accepted_by_drafter.size(), s.accepted_by_drafter.size()));
+  for (std::size_t d = 0; d < s.accepted_by_drafter.size(); ++d) {
+    auto& into = accepted_by_drafter[d];
+    const auto& from = s.accepted_by_drafter[d];
+    into.resize(std::max(into.size(), from.size()), 0);
+    for (std::size_t k = 0; k < from.size(); ++k) into[k] += from[k];
+  }
+}
+
+double Summary::tau() const { return steps ? static_cast<double>(tokens) / static_cast<double>(steps) : 0.0; }
+double Summary::draft_nodes_per_step() const {
+  return steps ? static_cast<double>(draft_nodes) / static_cast<double>(steps) : 0.0;
+}
+double Summary::draft_us_per_step() const { return steps ? draft_seconds * 1e6 / static_cast<double>(steps) : 0.0; }
+
+std::string Report::combination() const {
+  std::string out;
+  for (const auto& d : drafters) out += (out.empty() ? "" : ",") + d;
+  return out;
+}
+
+Report summarise(const Corpus& corpus, const ReplayRun& run, const ReplayOptions& options) {
+  Report report;
+  report.drafters = run.drafters;
+  report.budget = options.budget;
+  report.seconds = run.seconds;
+  report.overall.accepted_by_drafter.resize(run.drafters.size());
+  for (const auto& c : corpus.categories) report.categories.emplace_back(c, report.overall);
+  for (std::size_t t = 0; t < corpus.turns.size(); ++t) {
+    report.overall.add(run.turns[t]);
+    for (auto& [name, summary] : report.categories)
+      if (name == corpus.turns[t].category) summary.add(run.turns[t]);
+  }
+  return report;
+}
+
+// ---- text ------------------------------------------------------------------------------------
+
+namespace {
+
+std::string summary_row(const std::string& name, const Summary& s) {
+  return fmt::format("{:<16} {:>6} {:>9} {:>9} {:>7.3f} {:>11.2f} {:>14.2f}\n", name, s.turns, s.steps, s.tokens,
+                     s.tau(), s.draft_nodes_per_step(), s.draft_us_per_step());
+}
+
+std::int64_t total(const std::vector<std::int64_t>& histogram) {
+  std::int64_t sum = 0;
+  for (auto c : histogram) sum += c;
+  return sum;
+}
+
+}  // namespace
+
+void print_report(std::ostream& out, const Report& report) {
+  const Summary& all = report.overall;
+  out << fmt::format("specbench replay: drafters {} (budget {}), {} turns replayed in {:.2f} s\n",
+                     report.combination().empty() ? "none" : report.combination(), report.budget, all.turns,
+                     report.seconds);
+  out << "tau = tokens per target call, bonus token included (Spec-Bench's convention)\n\n";
+  out << fmt::format("{:<16} {:>6} {:>9} {:>9} {:>7} {:>11} {:>14}\n", "category", "turns", "steps", "tokens", "tau",
+                     "nodes/step", "draft us/step");
+  for (const auto& [name, summary] : report.categories) out << summary_row(name, summary);
+  out << summary_row("overall", all);
+
+  if (report.drafters.empty()) return;
+  out << "\naccepted length per drafter: steps whose accepted path starts with exactly k draft tokens\n"
+         "proposed by that drafter (share of all steps)\n";
+  std::size_t rows = 0;
+  for (const auto& h : all.accepted_by_drafter) rows = std::max(rows, h.size());
+  out << fmt::format("{:>4}", "k");
+  for (const auto& d : report.drafters) out << fmt::format(" {:>18}", d);
+  out << '\n';
+  for (std::size_t k = 0; k < rows; ++k) {
+    out << fmt::format("{:>4}", k);
+    for (const auto& h : all.accepted_by_drafter) {
+      const std::int64_t count = k < h.size() ? h[k] : 0;
+      const std::int64_t steps = total(h);
+      out << fmt::format(" {:>10} {:>6.2f}%", count, steps ? 100.0 * static_cast<double>(count) / static_cast<double>(steps) : 0.0);
+    }
+    out << '\n';
+  }
+}
+
+void print_comparison(std::ostream& out, std::span<const Report> reports) {
+  if (reports.empty()) return;
+  std::size_t name_width = 11;
+  for (const auto& r : reports) name_width = std::max(name_width, r.combination().size());
+  out << fmt::format("specbench compare: budget {}, {} turns; tau = tokens per target call, bonus token included\n\n",
+                     reports[0].budget, reports[0].overall.turns);
+  out << fmt::format("{:<{}} {:>7} {:>11} {:>14}", "combination", name_width, "tau", "nodes/step", "draft us/step");
+  for (const auto& [category, summary] : reports[0].categories)
+    out << fmt::format(" {:>{}}", category, std::max<std::size_t>(category.size(), 6));
+  out << fmt::format(" {:>8}\n", "seconds");
+  for (const auto& r : reports) {
+    out << fmt::format("{:<{}} {:>7.3f} {:>11.2f} {:>14.2f}", r.combination(), name_width, r.overall.tau(),
+                       r.overall.draft_nodes_per_step(), r.overall.draft_us_per_step());
+    for (const auto& [category, summary] : r.categories)
+      out << fmt::format(" {:>{}.3f}", summary.tau(), std::max<std::size_t>(category.size(), 6));
+    out << fmt::format(" {:>8.2f}\n", r.seconds);
+  }
+}
+
+// ---- JSON ------------------------------------------------------------------------------------
+
+namespace {
+
+nlohmann::ordered_json summary_json(const Summary& s) {
+  return {{"tau", s.tau()},
+          {"steps", s.steps},
+          {"tokens", s.tokens},
+          {"draft_nodes_per_step", s.draft_nodes_per_step()},
+          {"draft_us_per_step", s.draft_us_per_step()},
+          {"turns", s.turns}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json to_json(const Report& report) {
+  nlohmann::ordered_json j;
+  j["drafters"] = report.drafters;
+  j["budget"] = report.budget;
+  j["overall"] = summary_json(report.overall);
+  j["categories"] = nlohmann::ordered_json::object();
+  for (const auto& [name, summary] : report.categories) j["categories"][name] = summary_json(summary);
+  j["accepted_length_histogram"] = nlohmann::ordered_json::object();
+  for (std::size_t d = 0; d < report.drafters.size(); ++d)
+    j["accepted_length_histogram"][report.drafters[d]] = report.overall.accepted_by_drafter[d];
+  j["seconds"] = report.seconds;
+  return j;
+}
+
+// ---- SVG -------------------------------------------------------------------------------------
+
+namespace {
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string histogram_svg(const Report& report) {
+  constexpr double width = 900, height = 440, left = 70, right = 20, top = 60, bottom = 60;
+  constexpr const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
+  const auto& histograms = report.overall.accepted_by_drafter;
+  const std::size_t drafters = histograms.size();
+  std::size_t lengths = 1;
+  double top_share = 0;
+  for (const auto& h : histograms) {
+    lengths = std::max(lengths, h.size());
+    const double steps = static_cast<double>(std::max<std::int64_t>(total(h), 1));
+    for (auto c : h) top_share = std::max(top_share, 100.0 * static_cast<double>(c) / steps);
+  }
+  const double y_max = std::max(10.0, std::ceil(top_share / 10.0) * 10.0);
+  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  const double group_w = plot_w / static_cast<double>(lengths);
+  const double bar_w = group_w * 0.8 / static_cast<double>(std::max<std::size_t>(drafters, 1));
+  auto y_of = [&](double share) { return top + plot_h * (1.0 - share / y_max); };
+
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      width, height);
+  svg += fmt::format(
+      "<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">Accepted length per drafter: {} "
+      "(budget {}, tau {:.3f}, {} steps)</text>\n",
+      width / 2, xml_escape(report.combination()), report.budget, report.overall.tau(), report.overall.steps);
+  for (int tick = 0; tick <= 5; ++tick) {
+    const double share = y_max * tick / 5.0;
+    svg += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", left, left + plot_w,
+                       y_of(share), y_of(share));
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}%</text>\n", left - 6, y_of(share) + 4, share);
+  }
+  const std::size_t label_every = lengths > 20 ? (lengths + 19) / 20 : 1;
+  for (std::size_t k = 0; k < lengths; ++k) {
+    const double x0 = left + group_w * static_cast<double>(k) + group_w * 0.1;
+    for (std::size_t d = 0; d < drafters; ++d) {
+      const auto& h = histograms[d];
+      const double steps = static_cast<double>(std::max<std::int64_t>(total(h), 1));
+      const double share = k < h.size() ? 100.0 * static_cast<double>(h[k]) / steps : 0.0;
+      svg += fmt::format(
+          "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>{}: k = {}, "
+          "{:.2f}% of steps</title></rect>\n",
+          x0 + bar_w * static_cast<double>(d), y_of(share), bar_w, top + plot_h - y_of(share), colors[d % 8],
+          xml_escape(report.drafters[d]), k, share);
+    }
+    if (k % label_every == 0)
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+                         left + group_w * (static_cast<double>(k) + 0.5), top + plot_h + 16, k);
+  }
+  svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"black\"/>\n", left, left + plot_w,
+                     top + plot_h);
+  svg += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"black\"/>\n", left, top, top + plot_h);
+  svg += fmt::format(
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">accepted length k (draft tokens of the accepted path "
+      "proposed by the drafter)</text>\n",
+      left + plot_w / 2, height - 18);
+  svg += fmt::format(
+      "<text transform=\"translate(18 {}) rotate(-90)\" text-anchor=\"middle\">share of target calls</text>\n",
+      top + plot_h / 2);
+  double legend_x = left;  // one row under the title
+  for (std::size_t d = 0; d < drafters; ++d) {
+    svg += fmt::format("<rect x=\"{}\" y=\"36\" width=\"12\" height=\"12\" fill=\"{}\"/>\n", legend_x, colors[d % 8]);
+    svg += fmt::format("<text x=\"{}\" y=\"46\">{}</text>\n", legend_x + 17, xml_escape(report.drafters[d]));
+    legend_x += 40 + 7.5 * static_cast<double>(report.drafters[d].size());
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace specbench
