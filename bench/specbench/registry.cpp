@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include <specdec/policies/drafters/casd.hpp>
+#include <specdec/policies/drafters/context_tree.hpp>
 #include <specdec/policies/drafters/empty.hpp>
 #include <specdec/policies/drafters/fixed_tree.hpp>
 #include <specdec/policies/drafters/pld.hpp>
@@ -34,6 +35,7 @@ template ReplayRun replay<specdec::CasdDrafter>(const Corpus&, const ReplayOptio
 template ReplayRun replay<specdec::CasdPromptDrafter>(const Corpus&, const ReplayOptions&);
 template ReplayRun replay<specdec::PldDrafter, specdec::CasdDrafter>(const Corpus&, const ReplayOptions&);
 template ReplayRun replay<specdec::CasdDrafter, specdec::CasdPromptDrafter>(const Corpus&, const ReplayOptions&);
+template ReplayRun replay<specdec::ContextTreeDrafter>(const Corpus&, const ReplayOptions&);
 
 namespace {
 template <class... Drafters>
@@ -52,6 +54,7 @@ const std::vector<Combination>& combinations() {
       combination<specdec::CasdPromptDrafter>(),
       combination<specdec::PldDrafter, specdec::CasdDrafter>(),
       combination<specdec::CasdDrafter, specdec::CasdPromptDrafter>(),
+      combination<specdec::ContextTreeDrafter>(),
   };
   return list;
 }
