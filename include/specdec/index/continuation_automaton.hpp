@@ -123,7 +123,8 @@ class ContinuationAutomaton {
   /// How many occurrences of the state's text have a continuation (sum of the counts).
   std::int32_t continued(std::int32_t state) const { return states_[state].continued; }
 
-  /// Position in tokens() of the token that followed the state's most recent occurrence, or -1.
+  /// Position in tokens() of the token that followed the state's most recent occurrence that has a
+  /// continuation, or -1 when none has.
   std::int32_t recent_continuation(std::int32_t state) const {
     const std::int32_t end = states_[state].recent_end;
     return end < -1 ? -1 : end + 1;
@@ -176,7 +177,7 @@ class ContinuationAutomaton {
     std::copy_n(edges_.begin() + states_[q].edges_begin, states_[q].edges_size,
                 edges_.begin() + states_[clone].edges_begin);
     states_[clone].edges_size = states_[q].edges_size;
-    if (hashed(clone)) index_edges(clone, 0);
+    if (hashed(clone)) index_edges(clone);
     states_[q].link = clone;
     return clone;
   }
@@ -184,12 +185,11 @@ class ContinuationAutomaton {
   void add_edge(std::int32_t state, token_t token, std::int32_t target) {
     State& s = states_[state];
     if (s.edges_size == s.edges_capacity) reserve_edges(state, std::max(2, 2 * s.edges_capacity));
-    State& t = states_[state];
-    edges_[t.edges_begin + t.edges_size] = Continuation{token, target, 0};
-    ++t.edges_size;
+    edges_[s.edges_begin + s.edges_size] = Continuation{token, target, 0};
+    ++s.edges_size;
     // A state is hashed once it has more edges than a linear scan should read.
-    if (t.edges_size == kLinearEdges + 1) index_edges(state, 0);
-    else if (t.edges_size > kLinearEdges + 1) insert_slot(key(state, token), t.edges_size - 1);
+    if (s.edges_size == kLinearEdges + 1) index_edges(state);
+    else if (s.edges_size > kLinearEdges + 1) insert_slot(key(state, token), s.edges_size - 1);
   }
 
   // Moves the state's block to the end of the edge arena with room for `capacity` edges (the old
@@ -235,8 +235,8 @@ class ContinuationAutomaton {
 
   bool hashed(std::int32_t state) const { return states_[state].edges_size > kLinearEdges; }
 
-  void index_edges(std::int32_t state, std::int32_t from) {
-    for (std::int32_t i = from; i < states_[state].edges_size; ++i) insert_slot(key(state, edge(state, i).token), i);
+  void index_edges(std::int32_t state) {
+    for (std::int32_t i = 0; i < states_[state].edges_size; ++i) insert_slot(key(state, edge(state, i).token), i);
   }
 
   static std::uint64_t key(std::int32_t state, token_t token) {
