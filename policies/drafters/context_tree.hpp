@@ -36,7 +36,7 @@ struct ContextTreeOptions {
   int max_nodes = 64;
   /// At the root: candidates taken from each back-off context (its most frequent continuations).
   int root_breadth = 128;
-  /// At the root: candidates taken from each back-off context of the history.
+  /// HistoryTreeDrafter, at the root: candidates taken from each back-off context of the history.
   int history_breadth = 16;
   /// Below the root: candidates taken from each context, and how many contexts are consulted
   /// (longest first). Deep nodes carry small path probabilities, so few children can compete.
@@ -44,10 +44,8 @@ struct ContextTreeOptions {
   int node_contexts = 2;
   /// Nodes whose estimated path probability falls below this are not drafted.
   float min_probability = 1e-4f;
-  /// Remember the outputs of earlier sequences (begin() of the next sequence adds them) and draft
-  /// from them too. Results then depend on the order of the requests.
-  bool history = false;
-  /// History size in tokens; when an output does not fit, the history is forgotten and restarts.
+  /// HistoryTreeDrafter: history size in tokens; when an output does not fit, the history is
+  /// forgotten and restarts.
   int history_tokens = 1 << 22;
 };
 
@@ -58,22 +56,10 @@ class ContextTreeDrafter {
   ContextTreeDrafter() : ContextTreeDrafter(ContextTreeOptions{}) {}
 
   /// Throws specdec::error for an option out of range.
-  explicit ContextTreeDrafter(ContextTreeOptions options) : options_(options) {
-    at_least_one(options.max_nodes, "max_nodes");
-    at_least_one(options.root_breadth, "root_breadth");
-    at_least_one(options.history_breadth, "history_breadth");
-    at_least_one(options.node_breadth, "node_breadth");
-    at_least_one(options.node_contexts, "node_contexts");
-    at_least_one(options.history_tokens, "history_tokens");
-    if (!(options.min_probability >= 0.0f && options.min_probability < 1.0f)) {
-      std::ostringstream value;
-      value << options.min_probability;
-      throw error("ContextTreeDrafter: min_probability must be in [0, 1), got " + value.str());
-    }
-  }
+  explicit ContextTreeDrafter(ContextTreeOptions options) : ContextTreeDrafter(options, false) {}
 
   void begin(std::span<const token_t> prompt) {
-    if (options_.history) remember_output();
+    if (with_history_) remember_output();
     index_.clear();
     history_match_ = {};
     prompt_length_ = static_cast<int>(prompt.size());
@@ -99,13 +85,29 @@ class ContextTreeDrafter {
       const Node& parent = nodes_[child.parent];
       const node_t in_tree = tree.add(parent.in_tree, child.token, child.probability);
       nodes_.push_back(Node{index_.extend(parent.context, child.token),
-                            options_.history ? history_.extend(parent.history, child.token) : Match{},
+                            with_history_ ? history_.extend(parent.history, child.token) : Match{},
                             in_tree, parent.depth + 1, child.probability});
       expand(static_cast<int>(nodes_.size()) - 1, ctx.max_depth);
     }
   }
 
   const ContextTreeOptions& options() const { return options_; }
+
+ protected:
+  /// `history`: also draft from the outputs of earlier sequences (HistoryTreeDrafter).
+  ContextTreeDrafter(ContextTreeOptions options, bool history) : options_(options), with_history_(history) {
+    at_least_one(options.max_nodes, "max_nodes");
+    at_least_one(options.root_breadth, "root_breadth");
+    at_least_one(options.history_breadth, "history_breadth");
+    at_least_one(options.node_breadth, "node_breadth");
+    at_least_one(options.node_contexts, "node_contexts");
+    at_least_one(options.history_tokens, "history_tokens");
+    if (!(options.min_probability >= 0.0f && options.min_probability < 1.0f)) {
+      std::ostringstream value;
+      value << options.min_probability;
+      throw error("ContextTreeDrafter: min_probability must be in [0, 1), got " + value.str());
+    }
+  }
 
  private:
   using Match = index::ContinuationAutomaton::Match;
@@ -194,7 +196,7 @@ class ContextTreeDrafter {
   void append(token_t t) {
     if (t < 0) throw error("ContextTreeDrafter: token " + std::to_string(t) + " is negative");
     index_.append(t);
-    if (options_.history) history_match_ = history_.extend(history_match_, t);
+    if (with_history_) history_match_ = history_.extend(history_match_, t);
   }
 
   bool in_sync(std::span<const token_t> tokens) const {
@@ -297,7 +299,7 @@ class ContextTreeDrafter {
         x[kDeterministic] = deterministic ? length : 0.0f;
       }
     }
-    if (!options_.history || history_.size() == 0) return;
+    if (!with_history_ || history_.size() == 0) return;
     const int history_longest = node.history.length;
     contexts = 0;
     const int history_breadth = root ? options_.history_breadth : options_.node_breadth;
@@ -332,7 +334,7 @@ class ContextTreeDrafter {
 
   // Logistic estimates; scaled down together when siblings' estimates add up to more than 1.
   void score(bool root) {
-    const Weights& w = options_.history ? (root ? kHistoryWeights : kHistoryNodeWeights)
+    const Weights& w = with_history_ ? (root ? kHistoryWeights : kHistoryNodeWeights)
                                         : (root ? kContextWeights : kContextNodeWeights);
     float sum = 0.0f;
     for (Candidate& c : candidates_) {
@@ -356,6 +358,7 @@ class ContextTreeDrafter {
   }
 
   ContextTreeOptions options_;
+  bool with_history_;  // HistoryTreeDrafter
   index::ContinuationAutomaton index_;
   index::ContinuationAutomaton history_;
   Match history_match_;
@@ -377,13 +380,8 @@ class HistoryTreeDrafter : public ContextTreeDrafter {
  public:
   static constexpr const char* name = "tree_history";
   HistoryTreeDrafter() : HistoryTreeDrafter(ContextTreeOptions{}) {}
-  explicit HistoryTreeDrafter(ContextTreeOptions options) : ContextTreeDrafter(with_history(options)) {}
-
- private:
-  static ContextTreeOptions with_history(ContextTreeOptions options) {
-    options.history = true;
-    return options;
-  }
+  /// Throws specdec::error for an option out of range.
+  explicit HistoryTreeDrafter(ContextTreeOptions options) : ContextTreeDrafter(options, true) {}
 };
 
 static_assert(Drafter<ContextTreeDrafter>);
