@@ -36,6 +36,8 @@ template ReplayRun replay<specdec::CasdPromptDrafter>(const Corpus&, const Repla
 template ReplayRun replay<specdec::PldDrafter, specdec::CasdDrafter>(const Corpus&, const ReplayOptions&);
 template ReplayRun replay<specdec::CasdDrafter, specdec::CasdPromptDrafter>(const Corpus&, const ReplayOptions&);
 template ReplayRun replay<specdec::ContextTreeDrafter>(const Corpus&, const ReplayOptions&);
+template ReplayRun replay<specdec::HistoryTreeDrafter>(const Corpus&, const ReplayOptions&);
+template ReplayRun replay<specdec::ContextTreeDrafter, specdec::CasdDrafter>(const Corpus&, const ReplayOptions&);
 
 namespace {
 template <class... Drafters>
@@ -55,6 +57,8 @@ const std::vector<Combination>& combinations() {
       combination<specdec::PldDrafter, specdec::CasdDrafter>(),
       combination<specdec::CasdDrafter, specdec::CasdPromptDrafter>(),
       combination<specdec::ContextTreeDrafter>(),
+      combination<specdec::HistoryTreeDrafter>(),
+      combination<specdec::ContextTreeDrafter, specdec::CasdDrafter>(),
   };
   return list;
 }

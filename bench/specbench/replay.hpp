@@ -49,13 +49,17 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
   run.drafters = Decoder::names();
   run.turns.reserve(corpus.turns.size());
   const std::array<token_t, 1> stop{corpus.stop_token};
+  // One decoder for the whole run, as in a server: its drafters live across turns (begin() starts
+  // each sequence), so a drafter may learn from earlier requests' outputs (tree_history). Each
+  // turn puts its reference in the target the decoder holds.
+  specdec::ReplayTarget target({corpus.stop_token}, corpus.vocab_size, corpus.stop_token);
+  Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget});
   std::vector<token_t> reference;
   for (const Turn& turn : corpus.turns) {
     reference.assign(turn.prompt.begin(), turn.prompt.end());
     reference.insert(reference.end(), turn.answer.begin(), turn.answer.end());
     reference.push_back(corpus.stop_token);
-    specdec::ReplayTarget target(reference, corpus.vocab_size, corpus.stop_token);
-    Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget});
+    target = specdec::ReplayTarget(reference, corpus.vocab_size, corpus.stop_token);
     decoder.prefill(turn.prompt);
     const std::vector<token_t> out = decoder.generate(static_cast<int>(turn.answer.size()) + 1, stop);
     if (out.size() != turn.answer.size() + 1 || out.back() != corpus.stop_token ||
