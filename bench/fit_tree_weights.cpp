@@ -193,8 +193,10 @@ int main(int argc, char** argv) {
   std::string data_dir;
   std::vector<std::string> names;
   app.add_option("--data-dir", data_dir, "Data directory (default: $SPECDEC_DATA, else " SPECDEC_DEFAULT_DATA_DIR ")");
+  std::vector<std::string> known;
+  for (const Vector& v : kVectors) known.push_back(v.name);
   app.add_option("--vector", names, "Fit only this weight vector (repeatable; default: all four)")
-      ->check(CLI::IsMember({"kContextWeights", "kContextNodeWeights", "kHistoryWeights", "kHistoryNodeWeights"}));
+      ->check(CLI::IsMember(known));
   CLI11_PARSE(app, argc, argv);
   try {
     const auto questions = specbench::load_questions(data_file(data_dir, "specbench/question.jsonl"));
