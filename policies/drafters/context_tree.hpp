@@ -147,8 +147,9 @@ class ContextTreeDrafter {
 
   // Fitted by logistic regression (Newton's method) on every next token of the 560 Spec-Bench
   // turns (Vicuna-7B replay): the candidates collect() finds for the context at that point, with
-  // the root's settings (k...Weights) and with a deeper node's (k...NodeWeights); see
-  // docs/drafters.md. Without history the history features are 0 and their weights unused.
+  // the root's settings (k...Weights) and with a deeper node's (k...NodeWeights).
+  // bench/fit_tree_weights regenerates them (docs/drafters.md). Without history the history
+  // features are 0 and their weights unused.
   static constexpr Weights kContextWeights = {
       -1.2502f, 0.3935f, 0.9703f, -0.5845f, -0.374f, -0.9042f, 0.2099f, -0.0768f, 0.0188f, 0.0938f,
       0.0689f, 0.7735f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
@@ -182,11 +183,29 @@ class ContextTreeDrafter {
       return token > o.token;
     }
   };
+
+ public:
+  // ---- for fitting the weights (bench/fit_tree_weights.cpp) ---------------------------------
+  static constexpr int feature_count = kFeatures;
+  /// A candidate next token, its features (in the order of the enum Feature above) and the
+  /// drafter's estimate that the target produces it.
   struct Candidate {
     token_t token;
     float probability;
-    std::array<float, kFeatures> x;
+    std::array<float, kFeatures> features;
   };
+
+  /// The candidates for the token after the context that begin() and observe() gave, collected
+  /// and scored as propose() does at the root (`root`), or with a deeper node's settings and
+  /// weights for that same context. Drafts nothing; valid until the next non-const call.
+  std::span<const Candidate> candidates(bool root) {
+    ++step_;
+    collect(Node{index_.suffix_match(), history_match_, 0, root ? 0 : 1, 1.0f});
+    score(root);
+    return candidates_;
+  }
+
+ private:
   // Per token, valid during one propose(): its occurrences and age in the context.
   struct TokenInfo {
     std::uint64_t step = 0;
@@ -285,7 +304,7 @@ class ContextTreeDrafter {
         if (!fresh) continue;  // a longer context already spoke for it
         ++taken;
         const TokenInfo& info = token_info(conts[i].token);
-        auto& x = c->x;
+        auto& x = c->features;
         x[kLength] = length;
         x[kCount] = log_of(conts[i].count);
         x[kContinued] = log_of(continued);
@@ -313,7 +332,7 @@ class ContextTreeDrafter {
         if (conts[i].token < 0) continue;  // the separator between outputs
         bool fresh;
         Candidate* c = candidate(conts[i].token, fresh);
-        auto& x = c->x;
+        auto& x = c->features;
         if (x[kHistory] != 0.0f) continue;  // a longer history context already spoke for it
         ++taken;
         x[kHistory] = 1.0f;
@@ -339,7 +358,7 @@ class ContextTreeDrafter {
     float sum = 0.0f;
     for (Candidate& c : candidates_) {
       float z = w[0];
-      for (int j = 0; j < kFeatures; ++j) z += w[j + 1] * c.x[j];
+      for (int j = 0; j < kFeatures; ++j) z += w[j + 1] * c.features[j];
       c.probability = 1.0f / (1.0f + std::exp(-z));
       sum += c.probability;
     }

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -262,6 +263,52 @@ TEST_CASE("tree_history drafts from earlier outputs, tree does not", "[tree][his
   CHECK(draft_second(without).find_child(0, 303) < 0);
   CHECK(std::string(drafter_name<HistoryTreeDrafter>()) == "tree_history");
   CHECK(std::string(drafter_name<ContextTreeDrafter>()) == "tree");
+}
+
+TEST_CASE("tree drafter: candidates() are what propose() scores", "[tree][history]") {
+  std::vector<token_t> output;
+  for (int r = 0; r < 3; ++r)
+    for (token_t t = 300; t < 312; ++t) output.push_back(t);
+  const std::vector<token_t> second_prompt = {1, 2, 3, 300, 301, 302, 1, 2};
+  auto prepare = [&](HistoryTreeDrafter& drafter) {
+    drafter.begin(std::vector<token_t>{1, 2, 3});
+    drafter.observe(output);
+    drafter.begin(second_prompt);
+  };
+  auto propose = [&](HistoryTreeDrafter& drafter) {
+    DraftTree tree;
+    tree.reset(second_prompt.back());
+    drafter.propose(context_of(second_prompt), tree);
+    return tree;
+  };
+  HistoryTreeDrafter inspected, untouched;
+  prepare(inspected);
+  prepare(untouched);
+  const auto deep = inspected.candidates(false);
+  const ContextTreeOptions options;
+  CHECK(static_cast<int>(deep.size()) <= 2 * options.node_contexts * options.node_breadth);
+  const auto at_root = inspected.candidates(true);
+  const std::vector<HistoryTreeDrafter::Candidate> root(at_root.begin(), at_root.end());
+  CHECK(root.size() >= deep.size());
+  const DraftTree tree = propose(inspected);
+  int children = 0;
+  for (int i = 1; i < tree.size(); ++i) {
+    if (tree.parent(i) != 0) continue;
+    ++children;
+    const auto c = std::find_if(root.begin(), root.end(), [&](const auto& c) { return c.token == tree.token(i); });
+    REQUIRE(c != root.end());
+    CHECK(c->probability == tree.score(i));
+    CHECK(c->features.size() == static_cast<std::size_t>(HistoryTreeDrafter::feature_count));
+  }
+  CHECK(children >= 2);  // 3, which followed "1 2" before, and guesses from the history
+  // Inspecting the candidates changes nothing propose() drafts.
+  const DraftTree reference = propose(untouched);
+  REQUIRE(reference.size() == tree.size());
+  for (int i = 1; i < tree.size(); ++i) {
+    CHECK(reference.parent(i) == tree.parent(i));
+    CHECK(reference.token(i) == tree.token(i));
+    CHECK(reference.score(i) == tree.score(i));
+  }
 }
 
 TEST_CASE("tree drafter: history that does not fit is forgotten", "[tree][history]") {
