@@ -19,6 +19,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <sstream>
 #include <string>
@@ -32,8 +33,9 @@ namespace specdec {
 
 /// Options of the tree drafters (defaults are what docs/drafters.md reports).
 struct ContextTreeOptions {
-  /// Most draft nodes per step (the decoder's DraftContext::budget caps it further).
-  int max_nodes = 64;
+  /// Most draft nodes per step. By default only the decoder's budget (DraftContext::budget,
+  /// DecoderOptions::budget = 64 unless set) caps the tree, so one setting sizes it.
+  int max_nodes = std::numeric_limits<int>::max();
   /// At the root: candidates taken from each back-off context (its most frequent continuations).
   int root_breadth = 128;
   /// HistoryTreeDrafter, at the root: candidates taken from each back-off context of the history.
