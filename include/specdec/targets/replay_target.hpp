@@ -47,9 +47,9 @@ class ReplayTarget {
     if (vocab_size < 2)
       throw error("ReplayTarget: vocab_size must be >= 2, got " + std::to_string(vocab_size));
     if (reference_.empty()) throw error("ReplayTarget: the reference sequence is empty");
-    check_token(stop_token, "the stop token");
+    if (!in_vocabulary(stop_token)) out_of_vocabulary(stop_token, "the stop token");
     for (std::size_t p = 0; p < reference_.size(); ++p)
-      check_token(reference_[p], "reference token " + std::to_string(p));
+      if (!in_vocabulary(reference_[p])) out_of_vocabulary(reference_[p], "reference token " + std::to_string(p));
   }
 
   int vocab_size() const { return vocab_; }
@@ -87,7 +87,7 @@ class ReplayTarget {
     out_.argmax_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       const token_t token = tree.token[i];
-      check_token(token, "ReplayTarget::forward: token of node " + std::to_string(i));
+      if (!in_vocabulary(token)) out_of_vocabulary(token, "ReplayTarget::forward: token of node " + std::to_string(i));
       const auto position = static_cast<std::size_t>(tree.position(static_cast<int>(i)));
       const bool parent_agrees = i == 0 || agrees_[static_cast<std::size_t>(parent_[i])];
       agrees_[i] = parent_agrees && token == at(position);
@@ -121,9 +121,11 @@ class ReplayTarget {
  private:
   token_t at(std::size_t position) const { return position < reference_.size() ? reference_[position] : stop_; }
 
-  void check_token(token_t t, const std::string& what) const {
-    if (t < 0 || t >= vocab_)
-      throw error(what + " is " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab_) + ")");
+  bool in_vocabulary(token_t t) const { return t >= 0 && t < vocab_; }
+  // Separate from the test so that the message is only built for a bad token (forward() tests
+  // every node of every tree).
+  [[noreturn]] void out_of_vocabulary(token_t t, const std::string& what) const {
+    throw error(what + " is " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab_) + ")");
   }
 
   std::vector<token_t> reference_;
