@@ -80,7 +80,7 @@ class BasicCasdDrafter {
       for (int i = match.position + 1; i < end; ++i) {
         const token_t t = tokens[static_cast<std::size_t>(i)];
         const node_t child = tree.find_child(node, t);
-        node = child >= 0 ? child : tree.add(node, t, score(match.length, i - match.position));
+        node = child >= 0 ? child : tree.add(node, t, core::copy_score(match.length, i - match.position));
       }
     }
   }
@@ -130,10 +130,6 @@ class BasicCasdDrafter {
 
   static int search_limit(int n, int prompt_length) {
     return Scope == casd_scope::context ? n : std::clamp(prompt_length, 0, n);
-  }
-
-  static float score(int match_length, int depth) {
-    return static_cast<float>(match_length + 1) / static_cast<float>(match_length + depth + 1);
   }
 
   CasdOptions options_;

@@ -56,10 +56,8 @@ class PldDrafter {
     if (match.position < 0) return;
     const int length = std::min(options_.draft_length, ctx.max_depth);
     node_t node = 0;
-    for (int j = 1; j <= length; ++j) {
-      const float score = static_cast<float>(match.length + 1) / static_cast<float>(match.length + j + 1);
-      node = tree.add(node, ctx.tokens[static_cast<std::size_t>(match.position + j)], score);
-    }
+    for (int j = 1; j <= length; ++j)
+      node = tree.add(node, ctx.tokens[static_cast<std::size_t>(match.position + j)], core::copy_score(match.length, j));
   }
 
   /// The occurrence propose() drafts from: its end position and the n-gram size, or position -1

@@ -66,4 +66,11 @@ SPECDEC_HD constexpr int continuation_end(int position, int length, int n, int s
   return end < limit ? end : limit;
 }
 
+/// Score of the draft token `depth` tokens after an occurrence matched over `match_length` tokens:
+/// (m + 1) / (m + depth + 1), the chance by Laplace's rule of succession that a copy which has
+/// held for m tokens holds for `depth` more. Longer matches score higher; scores fall with depth.
+SPECDEC_HD constexpr float copy_score(int match_length, int depth) {
+  return static_cast<float>(match_length + 1) / static_cast<float>(match_length + depth + 1);
+}
+
 }  // namespace specdec::core
