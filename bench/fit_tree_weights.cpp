@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <span>
@@ -177,15 +176,6 @@ void fit_vector(const specbench::Corpus& corpus, const Vector& v) {
   std::cout << initialiser(v.name, w, used) << std::flush;
 }
 
-fs::path data_file(const std::string& data_dir, const char* relative) {
-  fs::path root = data_dir;
-  if (root.empty()) {
-    const char* env = std::getenv("SPECDEC_DATA");
-    root = env && *env ? env : SPECDEC_DEFAULT_DATA_DIR;
-  }
-  return root / relative;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -199,9 +189,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(known));
   CLI11_PARSE(app, argc, argv);
   try {
-    const auto questions = specbench::load_questions(data_file(data_dir, "specbench/question.jsonl"));
-    const auto answers = specbench::load_answers(data_file(data_dir, "specbench/vicuna-7b-v1.3-greedy.jsonl"));
-    const specbench::Tokenizer tokenizer(data_file(data_dir, "tokenizers/llama2.model"));
+    const fs::path root = specbench::data_root(data_dir);
+    const auto questions = specbench::load_questions(root / "specbench/question.jsonl");
+    const auto answers = specbench::load_answers(root / "specbench/vicuna-7b-v1.3-greedy.jsonl");
+    const specbench::Tokenizer tokenizer(root / "tokenizers/llama2.model");
     const specbench::Corpus corpus =
         specbench::build_corpus(questions, answers, tokenizer, specbench::ChatTemplate::builtin("vicuna"), {});
     for (const Vector& v : kVectors)

@@ -217,4 +217,10 @@ TokenCountCheck check_token_counts(const Corpus& corpus) {
   return check;
 }
 
+std::filesystem::path data_root(const std::string& data_dir) {
+  if (!data_dir.empty()) return data_dir;
+  const char* env = std::getenv("SPECDEC_DATA");
+  return env && *env ? env : SPECDEC_DEFAULT_DATA_DIR;
+}
+
 }  // namespace specbench

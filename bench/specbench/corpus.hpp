@@ -56,6 +56,10 @@ struct Answer {
   std::vector<int> recorded_tokens;
 };
 
+/// Where the data files are looked for: `data_dir` when not empty, else $SPECDEC_DATA, else the
+/// build's SPECDEC_DEFAULT_DATA_DIR (../shared/data beside the checkout).
+std::filesystem::path data_root(const std::string& data_dir);
+
 /// Throw input_error naming the file and line of a malformed entry.
 std::vector<Question> load_questions(const std::filesystem::path& file);
 std::vector<Answer> load_answers(const std::filesystem::path& file);

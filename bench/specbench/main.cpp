@@ -2,7 +2,6 @@
 // cost and which drafter earned the accepted tokens. See docs/specbench.md.
 #include <charconv>
 #include <climits>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -70,13 +69,7 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
 }
 
 fs::path data_path(const DataArgs& a, const std::string& given, const char* relative) {
-  if (!given.empty()) return given;
-  fs::path root = a.data_dir;
-  if (root.empty()) {
-    const char* env = std::getenv("SPECDEC_DATA");
-    root = env && *env ? env : SPECDEC_DEFAULT_DATA_DIR;
-  }
-  return root / relative;
+  return given.empty() ? data_root(a.data_dir) / relative : fs::path(given);
 }
 
 /// Loads and tokenises the data once; prints how well the answers' token counts match the
