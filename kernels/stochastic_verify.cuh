@@ -1,32 +1,40 @@
-// Stochastic verification on the GPU: rejection sampling and conditional verification, one CUDA
-// thread per tree running the core walks of issue 5 (core::rejection_walk, core::conditional_walk,
-// core::sample_token) through core/stochastic_batch.hpp, exactly what the host backend runs.
+// Stochastic verification on the GPU: rejection sampling and conditional verification, one block
+// of core::sampling_lanes (256) threads per tree, vocabulary-parallel. Each block runs the core
+// walks (core::rejection_walk, core::conditional_walk, core::sample_token, through
+// core/stochastic_batch.hpp) with the BlockLanes executor (core/lanes.hpp): the threads split
+// every pass over a row by lane (entry v to thread v % 256), reduce through shared memory and
+// warp shuffles, and all take the same scalar decisions from the broadcast results. Float sums
+// follow the lane order, everything else is integer, and exp/log are core/portable_math.hpp's, so
+// the results are bit for bit those of the host backend (SerialLanes) at every temperature.
 //
-// This is the obviously-correct version, NOT the fast one: each tree's thread makes the core
-// functions' sequential passes over the vocabulary (2+ per visited node). A vocabulary-parallel
-// version (block reductions for max / log-sum-exp, one residual pass for the rejected row) needs
-// core functions whose floating-point summation order is defined blockwise, so that host and
-// device still agree; that is future work. Random numbers are Philox keyed by (seed, sequence,
-// position, purpose), so the draws do not depend on the launch shape. Device expf may differ from
-// the host's std::exp by an ulp or two, which can flip a decision that falls on a rounding
-// boundary; the parity tests allow for that (rarely) at temperature > 0.
+// Random numbers are Philox keyed by (seed, sequence, position, purpose), so the draws do not
+// depend on the launch shape.
+//
+// One block reads a row at one multiprocessor's bandwidth; for small batches a row could be split
+// over several blocks (docs/cuda.md describes that next step).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <specdec/core/lanes.hpp>
 #include <specdec/core/stochastic_batch.hpp>
 
 namespace specdec::kernels {
 
 using core::StochasticVerifyBatch;
 
-__global__ void __launch_bounds__(1) rejection_verify_kernel(StochasticVerifyBatch b, core::SamplingParams params) {
-  core::rejection_verify_in_batch(b, blockIdx.x, params);
+__global__ void __launch_bounds__(core::sampling_lanes)
+    rejection_verify_kernel(StochasticVerifyBatch b, core::SamplingParams params) {
+  __shared__ core::BlockLanes::Storage storage;
+  core::BlockLanes ex(storage);
+  core::rejection_verify_in_batch(ex, b, static_cast<int>(blockIdx.x), params);
 }
 
-__global__ void __launch_bounds__(1) conditional_verify_kernel(StochasticVerifyBatch b, core::ConditionalParams params,
-                                                               core::SamplingParams next) {
-  core::conditional_verify_in_batch(b, blockIdx.x, params, next);
+__global__ void __launch_bounds__(core::sampling_lanes)
+    conditional_verify_kernel(StochasticVerifyBatch b, core::ConditionalParams params, core::SamplingParams next) {
+  __shared__ core::BlockLanes::Storage storage;
+  core::BlockLanes ex(storage);
+  core::conditional_verify_in_batch(ex, b, static_cast<int>(blockIdx.x), params, next);
 }
 
 namespace detail {
@@ -35,12 +43,12 @@ inline bool stochastic_shape_ok(const StochasticVerifyBatch& b) {
 }
 }  // namespace detail
 
-/// One single-thread block per tree (trees spread over the multiprocessors). Asynchronous.
+/// One block of 256 threads per tree (trees spread over the multiprocessors). Asynchronous.
 inline cudaError_t rejection_verify(const StochasticVerifyBatch& b, const core::SamplingParams& params,
                                     cudaStream_t stream = nullptr) {
   if (b.batch <= 0) return cudaSuccess;
   if (!detail::stochastic_shape_ok(b) || !core::valid(params)) return cudaErrorInvalidValue;
-  rejection_verify_kernel<<<b.batch, 1, 0, stream>>>(b, params);
+  rejection_verify_kernel<<<b.batch, core::sampling_lanes, 0, stream>>>(b, params);
   return cudaGetLastError();
 }
 
@@ -50,7 +58,7 @@ inline cudaError_t conditional_verify(const StochasticVerifyBatch& b, const core
   if (!detail::stochastic_shape_ok(b) || b.accepted == nullptr || !core::valid_conditional(params, b.vocab_size) ||
       !core::valid(next))
     return cudaErrorInvalidValue;
-  conditional_verify_kernel<<<b.batch, 1, 0, stream>>>(b, params, next);
+  conditional_verify_kernel<<<b.batch, core::sampling_lanes, 0, stream>>>(b, params, next);
   return cudaGetLastError();
 }
 

@@ -1,12 +1,15 @@
 #include <catch2/catch.hpp>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include <specdec/core/sampling.hpp>
+
+#include "support/chi_square.hpp"
 
 using namespace specdec::core;
 
@@ -106,50 +109,61 @@ TEST_CASE("bad rows and parameters are reported, -inf masks a token", "[core][sa
   CHECK(weights_of(logits, {1.0f, 0, 1.0f, 1.5f}).status == sampling_status::bad_parameters);
 }
 
-TEST_CASE("a draw of exactly 0 never picks a token of weight 0", "[core][sampling][edge]") {
-  const std::vector<float> w = {0.0f, 0.0f, 0.5f, 0.5f};
-  CHECK(sample_from_weights(w.data(), 1.0f, 4, 0.0f) == 2);
-  CHECK(sample_from_weights(w.data(), 1.0f, 4, 0.5f) == 3);
-  CHECK(sample_from_weights(w.data(), 1.0f, 4, 0.49999f) == 2);
-  // u * mass rounding past the sum still returns a token of positive weight
-  CHECK(sample_from_weights(w.data(), 1.0001f, 4, 0.99999994f) == 3);
+namespace {
+// Draws `n` tokens from w by the race (one position per draw) and tests the counts by chi-square.
+specdec::testing::ChiSquare race_chi_square(const std::vector<float>& w, int n, const char* name) {
+  std::vector<std::int64_t> counts(w.size(), 0);
+  for (int position = 0; position < n; ++position) {
+    const int token = sample_from_weights(w.data(), static_cast<int>(w.size()), RandomKey{17, 3}, position);
+    REQUIRE(token >= 0);
+    REQUIRE(w[static_cast<std::size_t>(token)] > 0.0f);  // a weight of 0 never wins
+    ++counts[static_cast<std::size_t>(token)];
+  }
+  double total = 0;
+  for (float x : w) total += x;
+  std::vector<double> p;
+  for (float x : w) p.push_back(x / total);
+  const auto r = specdec::testing::chi_square(counts, p);
+  std::printf("chi-square [race: %s] X2 = %.2f, df = %d, p = %.3g\n", name, r.statistic, r.degrees_of_freedom, r.p_value);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("the exponential race draws tokens in proportion to their weights", "[core][sampling][statistical]") {
+  std::mt19937_64 rng(5);
+  std::vector<float> random37(37);  // not a multiple of 4: the last quad is partial
+  for (float& x : random37) x = rng() % 4 == 0 ? 0.0f : static_cast<float>(rng() % 1000) / 1000.0f;
+  std::vector<float> peaked(300, 1e-3f);  // one token holds most of the mass, many share the rest
+  peaked[123] = 1.0f;
+  CHECK(race_chi_square({1.0f, 2.0f, 3.0f, 4.0f}, 100000, "1 2 3 4").p_value > 0.001);
+  CHECK(race_chi_square({0.0f, 0.0f, 0.5f, 0.5f, 0.0f}, 100000, "zeros around two halves").p_value > 0.001);
+  CHECK(race_chi_square(random37, 200000, "37 random weights, a quarter 0").p_value > 0.001);
+  CHECK(race_chi_square(peaked, 200000, "one 1 among 299 x 1e-3").p_value > 0.001);
+  CHECK(race_chi_square({1e-30f, 3e-30f}, 100000, "tiny weights").p_value > 0.001);
 }
 
-TEST_CASE("rejection tests: acceptance rule and residuals", "[core][sampling]") {
-  SECTION("one-hot proposal: accept iff u < p(x); rejection removes x") {
-    std::vector<float> w = {2.0f, 1.0f, 1.0f};  // p = 0.5, 0.25, 0.25
-    float mass = 4.0f;
-    CHECK(rejection_test(w.data(), &mass, 3, nullptr, 1, 0.2499f));
-    CHECK_FALSE(rejection_test(w.data(), &mass, 3, nullptr, 1, 0.25f));
-    CHECK(w[1] == 0.0f);
-    CHECK(mass == 3.0f);
-    // a token of probability 0 is rejected even by u = 0
-    CHECK_FALSE(rejection_test(w.data(), &mass, 3, nullptr, 1, 0.0f));
-    CHECK(rejection_test(w.data(), &mass, 3, nullptr, 0, 0.0f));
+TEST_CASE("race edge cases: nothing positive, ties, exclusion, the uniforms' range", "[core][sampling][edge]") {
+  const std::vector<float> zeros(9, 0.0f);
+  CHECK(sample_from_weights(zeros.data(), 9, RandomKey{1, 0}, 0) == -1);
+  const std::vector<float> one = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 2.5f};
+  for (int position = 0; position < 100; ++position)
+    CHECK(sample_from_weights(one.data(), 6, RandomKey{1, 0}, position) == 5);
+  // excluded tokens never win; the rest keep their proportions
+  SerialLanes ex;
+  const std::vector<float> w = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  std::vector<std::int64_t> counts(5, 0);
+  for (int position = 0; position < 50000; ++position) {
+    const int token = race(ex, 5, [&](int v) { return w[v]; }, [](int v) { return v == 1 || v == 3; }, RandomKey{2, 0},
+                           position);
+    REQUIRE((token == 0 || token == 2 || token == 4));
+    ++counts[static_cast<std::size_t>(token)];
   }
-  SECTION("proposal drawn from q: accept iff u < p(x)/q(x); residual norm(max(0, p - q))") {
-    std::vector<float> w = {5.0f, 3.0f, 2.0f};  // p = 0.5, 0.3, 0.2
-    const std::vector<float> q = {0.2f, 0.6f, 0.2f};
-    float mass = 10.0f;
-    CHECK(rejection_test(w.data(), &mass, 3, q.data(), 0, 0.999f));  // p/q > 1: always
-    CHECK(rejection_test(w.data(), &mass, 3, q.data(), 1, 0.4999f));
-    CHECK_FALSE(rejection_test(w.data(), &mass, 3, q.data(), 1, 0.5f));
-    CHECK(mass == Approx(0.3f));  // max(0, p - q) = 0.3, 0, 0
-    CHECK(w[0] / mass == Approx(1.0f));
-    CHECK(w[1] == 0.0f);
-    CHECK(w[2] == 0.0f);
-  }
-  SECTION("p == q: rounding rejection keeps p") {
-    std::vector<float> w = {0.5f, 0.5f};
-    const std::vector<float> q = {0.5f, 0.5f};
-    float mass = 1.0f;
-    CHECK(rejection_test(w.data(), &mass, 2, q.data(), 0, 0.9f));
-    w[0] = 0.5f * (1 - 1e-7f);  // p(0) a hair below q(0)
-    const bool accepted = rejection_test(w.data(), &mass, 2, q.data(), 0, 0.9999999f);
-    CHECK_FALSE(accepted);
-    CHECK(mass > 0.0f);
-    CHECK(w[1] > 0.0f);
-  }
+  CHECK(specdec::testing::chi_square(counts, {1.0 / 3, 0, 1.0 / 3, 0, 1.0 / 3}).p_value > 0.001);
+  // the race's uniforms are strictly inside (0, 1), so E = -log2 U is finite and positive
+  CHECK(open_uniform_from_bits(0u) > 0.0f);
+  CHECK(open_uniform_from_bits(0xffffffffu) < 1.0f);
+  CHECK(-log2_portable(open_uniform_from_bits(0xffffffffu)) > 0.0f);
+  CHECK(-log2_portable(open_uniform_from_bits(0u)) == 24.0f);
 }
 
 TEST_CASE("top-k and top-p agree with a sort on large random rows", "[core][sampling]") {

@@ -1,11 +1,15 @@
 // Conditional verification (CASD): a lossy verifier that accepts draft tokens the target finds
-// likely enough, rather than only the tokens it would have produced. Shared by host and kernels.
+// likely enough, rather than only the tokens it would have produced. Shared by host and kernels
+// (written over a lane executor, core/lanes.hpp, like the rejection walk).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
 #include <specdec/config.hpp>
+#include <specdec/core/lanes.hpp>
+#include <specdec/core/portable_math.hpp>
+#include <specdec/core/reduction_keys.hpp>
 #include <specdec/core/sampling.hpp>
 #include <specdec/tree_view.hpp>
 
@@ -21,58 +25,66 @@ struct ConditionalParams {
 /// and, with p the softmax (temperature 1) of the target's row after the parent,
 /// p(token[i]) > max(delta, p(eos)) and (top_k > 0) at most top_k - 1 tokens have a strictly
 /// larger logit. Returns the deepest accepted node, ties to the lowest index, and writes the path
-/// to it (path[0] = 0); its length is depth + 1. One pass per accepted parent (+ one per child
-/// in mixed mode). On a bad row, *status says why, *bad_node which, and the root alone is returned.
-template <class LogitsAt>
-SPECDEC_HD int conditional_walk(const TreeView& tree, int vocab, LogitsAt&& logits_at, const ConditionalParams& params,
-                                std::uint8_t* accepted, node_t* path, sampling_status* status, node_t* bad_node) {
+/// to it (path[0] = 0); its length is depth + 1. Passes per accepted parent with children: 2
+/// (argmax with the NaN/+inf check, then the softmax's sum in the lane order), + 1 count per
+/// child in mixed mode. On a bad row, *status says why, *bad_node which, and the root alone is
+/// returned. `accepted` and `path` are written by ex.leader() and synchronised before the return;
+/// the scalar outputs by every thread.
+template <class Ex, class LogitsAt>
+SPECDEC_HD int conditional_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&& logits_at,
+                                const ConditionalParams& params, std::uint8_t* accepted, node_t* path,
+                                sampling_status* status, node_t* bad_node) {
   *status = sampling_status::ok;
   *bad_node = -1;
-  for (int i = 0; i < tree.size; ++i) accepted[i] = i == 0;
+  ex.for_each(tree.size, [&](int i) { accepted[i] = i == 0; });
+  ex.sync();
   node_t best = 0;
   for (int node = 0; node < tree.size; ++node) {
     if (!accepted[node] || tree.first_child[node] < 0) continue;
     const float* row = logits_at(node);
-    float max_logit = -INFINITY, total = 0.0f;
-    for (int v = 0; v < vocab; ++v) {  // online log-sum-exp
-      const float x = row[v];
-      if (x != x || x == INFINITY) {
-        *status = x != x ? sampling_status::nan_logit : sampling_status::infinite_logit;
-        *bad_node = node;
-        path[0] = 0;
-        return 1;
-      }
-      if (x > max_logit) {
-        total = total * std::exp(max_logit - x) + 1.0f;
-        max_logit = x;
-      } else if (x > -INFINITY) {
-        total += std::exp(x - max_logit);
-      }
-    }
-    if (max_logit == -INFINITY) {
-      *status = sampling_status::no_finite_logit;
+    const std::uint64_t top = ex.max_scan(vocab, [&](int v, std::uint64_t top_so_far) {
+      const std::uint64_t k = argmax_key(row[v], v);
+      return k > top_so_far ? k : top_so_far;
+    });
+    const float max_logit = top == nan_argmax_key ? 0.0f : row[argmax_key_token(top)];
+    if (top == nan_argmax_key || max_logit == INFINITY || max_logit == -INFINITY) {
+      *status = top == nan_argmax_key    ? sampling_status::nan_logit
+                : max_logit == INFINITY ? sampling_status::infinite_logit
+                                        : sampling_status::no_finite_logit;
       *bad_node = node;
-      path[0] = 0;
+      if (ex.leader()) path[0] = 0;
+      ex.sync();
       return 1;
     }
-    const float p_eos = params.eos >= 0 ? std::exp(row[params.eos] - max_logit) / total : 0.0f;
+    const float total = ex.sum(vocab, [&](int v) { return exp_portable(sub_rn(row[v], max_logit)); });
+    const auto probability = [&](token_t x) { return div_rn(exp_portable(sub_rn(row[x], max_logit)), total); };
+    const float p_eos = params.eos >= 0 ? probability(params.eos) : 0.0f;
     const float bar = params.delta > p_eos ? params.delta : p_eos;
     for (node_t child = tree.first_child[node]; child >= 0; child = tree.next_sibling[child]) {
-      const float x = row[tree.token[child]];
-      bool ok = std::exp(x - max_logit) / total > bar;
+      bool ok = probability(tree.token[child]) > bar;
       if (ok && params.top_k > 0) {
-        int larger = 0;
-        for (int v = 0; v < vocab && larger < params.top_k; ++v) larger += row[v] > x;
-        ok = larger < params.top_k;
+        const float x = row[tree.token[child]];
+        ok = ex.count(vocab, [&](int v) { return row[v] > x; }) < static_cast<std::uint64_t>(params.top_k);
       }
-      accepted[child] = ok;
+      if (ex.leader()) accepted[child] = ok;
       if (ok && (tree.depth[child] > tree.depth[best] || (tree.depth[child] == tree.depth[best] && child < best)))
         best = child;
     }
+    ex.sync();  // the children's flags are read when the loop reaches them
   }
   const int length = tree.depth[best] + 1;
-  for (node_t n = best, k = length - 1; k >= 0; n = tree.parent[n], --k) path[k] = n;
+  if (ex.leader())
+    for (node_t n = best, k = length - 1; k >= 0; n = tree.parent[n], --k) path[k] = n;
+  ex.sync();
   return length;
+}
+
+/// conditional_walk on the host (SerialLanes).
+template <class LogitsAt>
+SPECDEC_HD int conditional_walk(const TreeView& tree, int vocab, LogitsAt&& logits_at, const ConditionalParams& params,
+                                std::uint8_t* accepted, node_t* path, sampling_status* status, node_t* bad_node) {
+  SerialLanes ex;
+  return conditional_walk(ex, tree, vocab, logits_at, params, accepted, path, status, bad_node);
 }
 
 }  // namespace specdec::core

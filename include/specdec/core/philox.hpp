@@ -36,7 +36,7 @@ SPECDEC_HD inline u32x4 philox4x32_10(u32x4 counter, std::uint32_t key0, std::ui
 /// What a random number is used for; part of the counter so different uses never share a draw.
 enum class random_purpose : std::uint32_t {
   accept = 1,  ///< the uniform of an accept/reject test (index = the test's rank at that position)
-  sample = 2,  ///< the uniform of a draw from a distribution (the next/bonus token)
+  sample = 2,  ///< a draw from a distribution (the next/bonus token): index v / 4, word v % 4 is token v's
 };
 
 /// Identifies one stream of randomness: a run's seed and the sequence (request) it decodes.
@@ -50,13 +50,25 @@ SPECDEC_HD inline float uniform_from_bits(std::uint32_t bits) {
   return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
 }
 
-/// The uniform in [0, 1) for (seed, sequence, position, purpose, index). `position` is the
-/// sequence position of the token being decided, so the same decision draws the same number
-/// whatever the shape of the tree around it.
-SPECDEC_HD inline float random_uniform(RandomKey key, int position, random_purpose purpose, std::uint32_t index) {
+/// 23 random bits as a float strictly inside (0, 1): (2m + 1) / 2^24, exactly representable, so
+/// its logarithm is finite (the exponential race of core::sample_token needs that).
+SPECDEC_HD inline float open_uniform_from_bits(std::uint32_t bits) {
+  return static_cast<float>(((bits >> 9) << 1) | 1u) * (1.0f / 16777216.0f);
+}
+
+/// The 128 random bits for (seed, sequence, position, purpose, index): Philox's counter is
+/// (sequence, position, purpose, index), its key the 64-bit seed. `position` is the sequence
+/// position of the token being decided, so the same decision draws the same numbers whatever the
+/// shape of the tree around it.
+SPECDEC_HD inline u32x4 random_bits(RandomKey key, int position, random_purpose purpose, std::uint32_t index) {
   const u32x4 counter{key.sequence, static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(purpose), index};
-  return uniform_from_bits(
-      philox4x32_10(counter, static_cast<std::uint32_t>(key.seed), static_cast<std::uint32_t>(key.seed >> 32)).x);
+  return philox4x32_10(counter, static_cast<std::uint32_t>(key.seed), static_cast<std::uint32_t>(key.seed >> 32));
+}
+
+/// The uniform in [0, 1) for (seed, sequence, position, purpose, index): the first word of
+/// random_bits.
+SPECDEC_HD inline float random_uniform(RandomKey key, int position, random_purpose purpose, std::uint32_t index) {
+  return uniform_from_bits(random_bits(key, position, purpose, index).x);
 }
 
 }  // namespace specdec::core

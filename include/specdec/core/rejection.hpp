@@ -1,11 +1,15 @@
 // Lossless tree verification by rejection sampling: the walk shared by the host verifier and the
-// CUDA kernels. No allocation, no exceptions: the caller gives the work row and reads a status.
+// CUDA kernels (written over a lane executor, core/lanes.hpp: one CUDA block per tree, or the
+// host's serial loop, with the same bits). No allocation, no exceptions: the caller gives the
+// work row and reads a status.
 #pragma once
 
 #include <cstdint>
 
 #include <specdec/config.hpp>
+#include <specdec/core/lanes.hpp>
 #include <specdec/core/philox.hpp>
+#include <specdec/core/portable_math.hpp>
 #include <specdec/core/sampling.hpp>
 #include <specdec/tree_view.hpp>
 
@@ -24,29 +28,41 @@ namespace specdec::core {
 /// drawn from the final residual. The emitted tokens are then distributed exactly as sampling
 /// the target token by token.
 ///
-/// Uniforms: random_uniform(key, position of the decided token, accept, i-th test there) and
-/// (…, sample, 0) for the final draw; a temperature of 0 makes p one-hot at the argmax, and the
-/// walk then returns the exact (greedy) verifier's path and next token.
+/// Uniforms: random_uniform(key, position of the decided token, accept, i-th test there), and the
+/// exponential race of core::race (key, position, sample, ·) for the final draw; a temperature of
+/// 0 makes p one-hot at the argmax, and the walk then returns the exact (greedy) verifier's path
+/// and next token.
+///
+/// Passes over the vocabulary per visited node: those of analyse_row (2, + 4 per top-k/top-p
+/// filter; 1 at temperature 0), + 1 per rejected draft distribution's draw (2 after the first
+/// one: the residual is stored in `work`), + 1 at the last node for the race. One-hot proposals
+/// cost no pass: p(x) is one exp, a rejected child is subtracted from the mass and excluded from
+/// the race (every child left untested then has probability 0).
 ///
 /// `logits_at(node)` returns the target's row (vocab floats) after `node`. `work` holds vocab
-/// floats. Writes the path (path[0] = 0) and returns its length; *status != ok aborts the walk
-/// (the path so far is written, *next_token is -1, *bad_node is the node whose row was bad).
-template <class LogitsAt>
-SPECDEC_HD int rejection_walk(const TreeView& tree, int vocab, LogitsAt&& logits_at, const SamplingParams& params,
-                              RandomKey key, float* work, node_t* path, token_t* next_token,
-                              sampling_status* status, node_t* bad_node) {
-  int length = 0;
+/// floats. The path is written by ex.leader() (path[0] = 0) and its length returned; the scalar
+/// outputs are written by every thread (pass the thread's own variables). *status != ok aborts
+/// the walk (the path so far is written, *next_token is -1, *bad_node is the node whose row was
+/// bad).
+template <class Ex, class LogitsAt>
+SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&& logits_at,
+                              const SamplingParams& params, RandomKey key, float* work, node_t* path,
+                              token_t* next_token, sampling_status* status, node_t* bad_node) {
+  int length = 1;
   node_t node = 0;
-  path[length++] = 0;
+  if (ex.leader()) path[0] = 0;
   *next_token = -1;
   *bad_node = -1;
   for (;;) {
+    RowWeights p;
     float mass = 0.0f;
-    *status = sampling_weights(logits_at(node), vocab, params, work, &mass);
+    *status = analyse_row(ex, logits_at(node), vocab, params, &p, &mass);
     if (*status != sampling_status::ok) {
       *bad_node = node;
       return length;
     }
+    bool stored = false;  // p's weights are the residual in `work`, not the row's
+    const auto weight = [&](int v) { return stored ? work[v] : p(v); };
     const int position = tree.position(node) + 1;
     std::uint32_t test = 0;
     token_t accepted = -1;
@@ -54,33 +70,93 @@ SPECDEC_HD int rejection_walk(const TreeView& tree, int vocab, LogitsAt&& logits
     for (int k = tree.proposal_of(node); k >= 0 && accepted < 0; k = tree.next_proposal[k]) {
       const float* q = tree.proposal_q + static_cast<long>(k) * vocab;
       for (int d = tree.draw_begin[k]; d < tree.draw_begin[k + 1]; ++d) {
+        const token_t x = tree.draw_token[d];
         const float u = random_uniform(key, position, random_purpose::accept, test++);
-        if (rejection_test(work, &mass, vocab, q, tree.draw_token[d], u)) {
-          accepted = tree.draw_token[d];
+        if (mul_rn(mul_rn(u, q[x]), mass) < weight(x)) {  // u < p(x) / q(x), without dividing
+          accepted = x;
           accepted_node = tree.draw_node[d];
           break;
+        }
+        // At temperature 0 the residual of a one-hot p stays one-hot at the argmax: no pass.
+        if (p.greedy) continue;
+        const float inverse_mass = div_rn(1.0f, mass);
+        const auto residual = [&](int v) {
+          const float r = sub_rn(mul_rn(weight(v), inverse_mass), q[v]);
+          return r > 0.0f ? r : 0.0f;
+        };
+        // A rejection with an empty residual only happens through rounding when p == q: the exact
+        // rejection probability is 0 there, so keeping p is as good as any choice.
+        if (!stored) {  // p is recomputable from the row: write the residual while summing it
+          const float residual_mass = ex.sum(vocab, [&](int v) {
+            const float r = residual(v);
+            work[v] = r;
+            return r;
+          });
+          if (residual_mass > 0.0f) {
+            stored = true;
+            mass = residual_mass;
+          }
+        } else {  // the residual replaces p in `work`: sum first, overwrite only if non-empty
+          const float residual_mass = ex.sum(vocab, residual);
+          if (residual_mass > 0.0f) {
+            ex.for_each(vocab, [&](int v) { work[v] = residual(v); });
+            ex.sync();
+            mass = residual_mass;
+          }
         }
       }
     }
     for (node_t child = tree.first_child[node]; child >= 0 && accepted < 0; child = tree.next_sibling[child]) {
-      if (work[tree.token[child]] <= 0.0f) continue;  // cannot be accepted; save the draw
+      const float wx = weight(tree.token[child]);
+      if (wx <= 0.0f) continue;  // cannot be accepted; save the draw
       const float u = random_uniform(key, position, random_purpose::accept, test++);
-      if (rejection_test(work, &mass, vocab, nullptr, tree.token[child], u)) {
+      if (mul_rn(u, mass) < wx) {
         accepted = tree.token[child];
         accepted_node = child;
+        break;
+      }
+      mass = sub_rn(mass, wx);
+      if (mass <= 0.0f) {  // rounding: recompute rather than trust a drifting sum
+        const node_t last = child;
+        mass = ex.sum(vocab, [&](int v) {
+          for (node_t c = tree.first_child[node];; c = tree.next_sibling[c]) {
+            if (tree.token[c] == v) return 0.0f;
+            if (c == last) break;
+          }
+          return weight(v);
+        });
       }
     }
-    if (accepted < 0) {
-      *next_token = sample_from_weights(work, mass, vocab, random_uniform(key, position, random_purpose::sample, 0));
+    if (accepted < 0) {  // everything rejected: draw from the residual without the children
+      if (p.greedy) {
+        *next_token = p.best;
+      } else {
+        const auto is_child = [&](int v) {
+          for (node_t c = tree.first_child[node]; c >= 0; c = tree.next_sibling[c])
+            if (tree.token[c] == v) return true;
+          return false;
+        };
+        *next_token = race(ex, vocab, weight, is_child, key, position);
+      }
       return length;
     }
     if (accepted_node < 0) {
       *next_token = accepted;
       return length;
     }
-    path[length++] = accepted_node;
+    if (ex.leader()) path[length] = accepted_node;
+    ++length;
     node = accepted_node;
   }
+}
+
+/// rejection_walk on the host (SerialLanes).
+template <class LogitsAt>
+SPECDEC_HD int rejection_walk(const TreeView& tree, int vocab, LogitsAt&& logits_at, const SamplingParams& params,
+                              RandomKey key, float* work, node_t* path, token_t* next_token,
+                              sampling_status* status, node_t* bad_node) {
+  SerialLanes ex;
+  return rejection_walk(ex, tree, vocab, logits_at, params, key, work, path, next_token, status, bad_node);
 }
 
 }  // namespace specdec::core

@@ -1,21 +1,25 @@
-// The sampling front end shared by every stochastic verifier, and the rejection-sampling steps
-// built on it. Host and device run these same functions (no allocation, no exceptions).
+// The sampling front end shared by every stochastic verifier: a row of logits -> the sampling
+// distribution p = weight / mass, and draws from it. Host and device run these same functions (no
+// allocation, no exceptions), written over a lane executor (core/lanes.hpp) so that a CUDA block
+// of 256 threads and the host's serial loop compute the same bits: float sums in the lane order,
+// everything else with integers, exp/log from core/portable_math.hpp.
 //
-// A distribution is kept *unnormalised*: weights w[0..vocab) and their sum `mass`, p = w / mass.
-// That saves the normalising pass, and removing a rejected one-hot proposal costs O(1)
-// (mass -= w[x]; w[x] = 0).
+// A distribution is a RowWeights: the weights are recomputed from the logits row when needed
+// (one exp), never stored, and their sum `mass` is computed once.
 //
-// Passes over the vocabulary to turn a row of logits into weights: 1 (max, and NaN/+inf check)
-// + 1 (exp, min-p, sum) + 4 per enabled top-k/top-p filter (radix select on 8 bits at a time)
-// + 1 (apply the filters) when a filter is on. Temperature 0 is greedy: 1 pass.
+// Passes over the vocabulary: 1 (argmax, NaN/+inf check) + 1 (the mass) + 4 per enabled
+// top-k/top-p filter (radix select, 8 bits per pass, integer histograms). Temperature 0 is greedy:
+// 1 pass. A draw (sample_token, the end of a rejection walk) is 1 more pass: the exponential race.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include <specdec/config.hpp>
+#include <specdec/core/lanes.hpp>
 #include <specdec/core/philox.hpp>
+#include <specdec/core/portable_math.hpp>
+#include <specdec/core/reduction_keys.hpp>
 
 namespace specdec::core {
 
@@ -53,31 +57,65 @@ SPECDEC_HD inline bool valid(const SamplingParams& params) {
          params.min_p >= 0.0f && params.min_p <= 1.0f;
 }
 
-SPECDEC_HD inline std::uint32_t float_bits(float x) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits;
-}
+/// Top-p measures mass in fixed point: a weight w in [0, 1] counts floor(w * 2^40), so that the
+/// histograms are integer sums, the same in any order (vocabularies up to 2^24 tokens fit 64 bits).
+inline constexpr float top_p_unit = 1099511627776.0f;  // 2^40
 
-/// Radix select over non-negative weights: the largest bit pattern t such that the measure of
-/// {v : bits(w[v]) >= t} reaches `target`, where the measure of v is 1 (count) or w[v] (mass).
-/// Only v with bits(w[v]) >= floor_bits take part. Four passes of a 256-bin histogram. When
-/// rounding keeps the total below `target`, the smallest participating value is returned.
-template <bool by_mass>
-SPECDEC_HD std::uint32_t select_threshold(const float* w, int vocab, float target, std::uint32_t floor_bits) {
+/// The sampling distribution of one row of logits (analyse_row fills it): p(v) = (*this)(v) / mass.
+struct RowWeights {
+  const float* logits = nullptr;
+  float max_logit = 0.0f;
+  float inverse_temperature = 0.0f;
+  float min_p = 0.0f;
+  std::uint32_t keep_from = 0;  ///< top-k/top-p: weights whose bit patterns are below become 0
+  token_t best = -1;            ///< the argmax (ties to the lowest id)
+  bool greedy = false;          ///< temperature 0: p is one-hot at `best`
+
+  /// exp((x - max) / T), 0 below min_p: the weight before top-k/top-p. The largest is exactly 1
+  /// (also when 1/T overflows).
+  SPECDEC_HD float unfiltered(int v) const {
+    const float x = logits[v];
+    if (x == max_logit) return 1.0f;
+    const float w = exp_portable(mul_rn(sub_rn(x, max_logit), inverse_temperature));
+    return w < min_p ? 0.0f : w;  // the best weight is 1, so this is min-p
+  }
+
+  SPECDEC_HD float operator()(int v) const {
+    if (greedy) return v == best ? 1.0f : 0.0f;
+    const float w = unfiltered(v);
+    return float_bits(w) >= keep_from ? w : 0.0f;
+  }
+};
+
+/// Radix select over the unfiltered weights' bit patterns (non-negative floats order as their
+/// bits), 8 bits per pass: the largest t such that the measure of {v : bits(w(v)) >= t}, among
+/// the v with bits >= floor_bits, reaches the target. Measures are integers, so neither the
+/// histograms nor the threshold depend on the order of the work: top_k > 0 counts tokens (target
+/// top_k); else mass in units of 2^-40 (target ceil(top_p * the participants' mass), computed in
+/// double). When the target cannot be reached, the smallest participating value.
+template <class Ex>
+SPECDEC_HD std::uint32_t select_threshold(Ex& ex, const RowWeights& w, int vocab, std::uint32_t floor_bits, int top_k,
+                                          float top_p) {
   std::uint32_t prefix = 0, prefix_mask = 0;
-  float above = 0.0f;  // measure of the values already known to lie above the current prefix
+  std::uint64_t above = 0, target = static_cast<std::uint64_t>(top_k);
   for (int shift = 24; shift >= 0; shift -= 8) {
-    float histogram[256];
-    for (int b = 0; b < 256; ++b) histogram[b] = 0.0f;
-    for (int v = 0; v < vocab; ++v) {
-      const std::uint32_t bits = float_bits(w[v]);
-      if (bits < floor_bits || (bits & prefix_mask) != prefix) continue;
-      histogram[(bits >> shift) & 255u] += by_mass ? w[v] : 1.0f;
+    const auto* histogram = ex.histogram(vocab, [&](int v) {
+      const std::uint32_t bits = float_bits(w.unfiltered(v));
+      if (bits < floor_bits || (bits & prefix_mask) != prefix) return Bin{};
+      const std::uint64_t measure =
+          top_k > 0 ? 1u : static_cast<std::uint64_t>(mul_rn(float_from_bits(bits), top_p_unit));
+      return Bin{static_cast<int>((bits >> shift) & 255u), measure};
+    });
+    if (top_k == 0 && shift == 24) {  // the first pass sees every participant
+      std::uint64_t total = 0;
+      for (int b = 0; b < 256; ++b) total += histogram[b];
+      const double exact = static_cast<double>(top_p) * static_cast<double>(total);
+      target = static_cast<std::uint64_t>(exact);
+      if (static_cast<double>(target) < exact) ++target;
     }
     int chosen = -1, lowest_nonempty = -1;
     for (int b = 255; b >= 0; --b) {
-      if (histogram[b] <= 0.0f) continue;
+      if (histogram[b] == 0) continue;
       lowest_nonempty = b;
       if (above + histogram[b] >= target) {
         chosen = b;
@@ -92,114 +130,115 @@ SPECDEC_HD std::uint32_t select_threshold(const float* w, int vocab, float targe
   return prefix;
 }
 
+/// Turns a row of logits into its sampling distribution (see SamplingParams) and, when `mass` is
+/// not null, the sum of its weights (in the lane order). On failure *w is unspecified.
+template <class Ex>
+SPECDEC_HD sampling_status analyse_row(Ex& ex, const float* logits, int vocab, const SamplingParams& params,
+                                       RowWeights* w, float* mass) {
+  if (!valid(params)) return sampling_status::bad_parameters;
+  // NaN has the largest key: a row holding NaN reports it, even where it also holds +inf.
+  const std::uint64_t top = ex.max_scan(vocab, [&](int v, std::uint64_t best) {
+    const std::uint64_t k = argmax_key(logits[v], v);
+    return k > best ? k : best;
+  });
+  if (top == nan_argmax_key) return sampling_status::nan_logit;
+  RowWeights row;
+  row.logits = logits;
+  row.best = argmax_key_token(top);
+  row.max_logit = logits[row.best];
+  if (row.max_logit == INFINITY) return sampling_status::infinite_logit;
+  if (row.max_logit == -INFINITY) return sampling_status::no_finite_logit;
+  if (params.temperature == 0.0f) {
+    row.greedy = true;
+    *w = row;
+    if (mass) *mass = 1.0f;
+    return sampling_status::ok;
+  }
+  row.inverse_temperature = div_rn(1.0f, params.temperature);
+  row.min_p = params.min_p;
+  // Every filter keeps an upper set of weights, so all of them together are one threshold.
+  if (params.top_k > 0 && params.top_k < vocab) row.keep_from = select_threshold(ex, row, vocab, 0u, params.top_k, 1.0f);
+  if (params.top_p < 1.0f) row.keep_from = select_threshold(ex, row, vocab, row.keep_from, 0, params.top_p);
+  *w = row;
+  if (mass) *mass = ex.sum(vocab, [&](int v) { return row(v); });
+  return sampling_status::ok;
+}
+
 /// Turns a row of logits into sampling weights (see SamplingParams): w[v] >= 0, *mass = sum.
 /// The largest weight is exactly 1 (w = exp((x - max) / T)). On failure w is unspecified.
 SPECDEC_HD inline sampling_status sampling_weights(const float* logits, int vocab, const SamplingParams& params,
                                                    float* w, float* mass) {
-  if (!valid(params)) return sampling_status::bad_parameters;
-  float max_logit = -INFINITY;
-  int best = -1;
-  for (int v = 0; v < vocab; ++v) {
-    const float x = logits[v];
-    if (x != x) return sampling_status::nan_logit;
-    if (x == INFINITY) return sampling_status::infinite_logit;
-    if (x > max_logit) {
-      max_logit = x;
-      best = v;
-    }
-  }
-  if (best < 0) return sampling_status::no_finite_logit;
-  if (params.temperature == 0.0f) {
-    for (int v = 0; v < vocab; ++v) w[v] = v == best ? 1.0f : 0.0f;
-    *mass = 1.0f;
-    return sampling_status::ok;
-  }
-  const float inverse_temperature = 1.0f / params.temperature;
-  float total = 0.0f;
-  for (int v = 0; v < vocab; ++v) {
-    float weight = std::exp((logits[v] - max_logit) * inverse_temperature);
-    if (weight < params.min_p) weight = 0.0f;  // the best weight is 1, so this is min-p
-    w[v] = weight;
-    total += weight;
-  }
-  const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
-  const bool top_p_on = params.top_p < 1.0f;
-  if (top_k_on || top_p_on) {
-    // Every filter keeps an upper set of weights, so all of them together are one threshold.
-    std::uint32_t keep_from = 0;
-    if (top_k_on) keep_from = select_threshold<false>(w, vocab, static_cast<float>(params.top_k), 0u);
-    if (top_p_on) {
-      float kept = total;
-      if (top_k_on) {
-        kept = 0.0f;
-        for (int v = 0; v < vocab; ++v)
-          if (float_bits(w[v]) >= keep_from) kept += w[v];
-      }
-      keep_from = select_threshold<true>(w, vocab, params.top_p * kept, keep_from);
-    }
-    total = 0.0f;
-    for (int v = 0; v < vocab; ++v) {
-      if (float_bits(w[v]) < keep_from) w[v] = 0.0f;
-      total += w[v];
-    }
-  }
-  *mass = total;
+  SerialLanes ex;
+  RowWeights row;
+  const sampling_status status = analyse_row(ex, logits, vocab, params, &row, mass);
+  if (status != sampling_status::ok) return status;
+  for (int v = 0; v < vocab; ++v) w[v] = row(v);
   return sampling_status::ok;
 }
 
-/// Draws from p = w / mass with the uniform u in [0, 1): the first token whose running sum
-/// exceeds u * mass. Tokens of weight 0 are never returned, not even for u = 0.
-SPECDEC_HD inline int sample_from_weights(const float* w, float mass, int vocab, float u) {
-  const float target = u * mass;
-  float running = 0.0f;
-  int last_positive = -1;
-  for (int v = 0; v < vocab; ++v) {
-    if (w[v] <= 0.0f) continue;
-    running += w[v];
-    last_positive = v;
-    if (running > target) return v;
-  }
-  return last_positive;  // u * mass rounded above the sum
+/// Draws token v with probability weight(v) / Σ weight, by an exponential race: the winner is
+/// argmax_v weight(v) / E_v with E_v = -log2 U_v, U_v the open uniform of word v % 4 of
+/// random_bits(key, position, sample, v / 4). The E_v are i.i.d. exponential (up to the constant
+/// 1/ln 2, which does not change the argmax), so the winner is distributed exactly as the weights
+/// (up to the 23-bit resolution of U), in one pass, whatever the order of the work. Ties go to the
+/// lowest v; a weight of 0 never wins (a positive ratio that underflows still beats it); tokens
+/// for which excluded(v) holds never win (checked only for a lane's new leader, so a few times
+/// per lane). Returns -1 when no weight is positive.
+template <class Ex, class Weight, class Excluded>
+SPECDEC_HD token_t race(Ex& ex, int vocab, const Weight& weight, const Excluded& excluded, RandomKey key,
+                        int position) {
+  const int quads = (vocab + 3) / 4;
+  const std::uint64_t top = ex.max_scan(quads, [&](int quad, std::uint64_t best) {
+    float w[4];
+    bool any = false;
+    for (int j = 0; j < 4; ++j) {
+      const int v = 4 * quad + j;
+      w[j] = v < vocab ? weight(v) : 0.0f;
+      any = any || w[j] > 0.0f;
+    }
+    if (!any) return best;  // no random numbers for impossible tokens
+    const u32x4 r = random_bits(key, position, random_purpose::sample, static_cast<std::uint32_t>(quad));
+    const std::uint32_t words[4] = {r.x, r.y, r.z, r.w};
+    for (int j = 0; j < 4; ++j) {
+      if (w[j] <= 0.0f) continue;
+      const int v = 4 * quad + j;
+      const float e = -log2_portable(open_uniform_from_bits(words[j]));
+      std::uint32_t bits = float_bits(div_rn(w[j], e));
+      if (bits == 0) bits = 1;
+      const std::uint64_t k = (static_cast<std::uint64_t>(bits) << 32) | (0xffffffffu - static_cast<std::uint32_t>(v));
+      if (k > best && !excluded(v)) best = k;
+    }
+    return best;
+  });
+  return top == 0 ? -1 : static_cast<token_t>(0xffffffffu - static_cast<std::uint32_t>(top & 0xffffffffu));
+}
+
+/// race() over a row of weights: v with probability w[v] / Σ w, drawn with the uniforms of
+/// (key, position, sample, ·); -1 when no weight is positive.
+SPECDEC_HD inline token_t sample_from_weights(const float* w, int vocab, RandomKey key, int position) {
+  SerialLanes ex;
+  return race(ex, vocab, [&](int v) { return w[v]; }, [](int) { return false; }, key, position);
 }
 
 /// Samples the token at sequence `position` from a row of logits: the draw that plain
-/// (non-speculative) sampling makes, with the uniform (key, position, sample, 0). `work` holds
-/// vocab floats. Returns -1 with *status set when the row or the parameters are bad.
-SPECDEC_HD inline int sample_token(const float* logits, int vocab, const SamplingParams& params, RandomKey key,
-                                   int position, float* work, sampling_status* status) {
-  float mass = 0.0f;
-  *status = sampling_weights(logits, vocab, params, work, &mass);
+/// (non-speculative) sampling makes (the race with (key, position, sample, ·); temperature 0: the
+/// argmax). Returns -1 with *status set when the row or the parameters are bad.
+template <class Ex>
+SPECDEC_HD token_t sample_token(Ex& ex, const float* logits, int vocab, const SamplingParams& params, RandomKey key,
+                                int position, sampling_status* status) {
+  RowWeights row;
+  *status = analyse_row(ex, logits, vocab, params, &row, nullptr);
   if (*status != sampling_status::ok) return -1;
-  return sample_from_weights(work, mass, vocab, random_uniform(key, position, random_purpose::sample, 0));
+  if (row.greedy) return row.best;
+  return race(ex, vocab, row, [](int) { return false; }, key, position);
 }
 
-/// One rejection-sampling test (Leviathan et al. 2023; Chen et al. 2023). Token x was proposed
-/// by a drafter with probability q[x] (q == nullptr: a fixed, one-hot proposal, q[x] = 1).
-/// Accepts with probability min(1, p(x) / q(x)) using u in [0, 1). On rejection, p becomes the
-/// residual norm(max(0, p - q)) in place, which is what the next proposal (or the final draw)
-/// must be tested against for the result to be distributed exactly as p.
-SPECDEC_HD inline bool rejection_test(float* w, float* mass, int vocab, const float* q, int x, float u) {
-  const float qx = q ? q[x] : 1.0f;
-  if (u * qx * *mass < w[x]) return true;  // u < p(x) / q(x), without dividing
-  if (!q) {
-    *mass -= w[x];
-    w[x] = 0.0f;
-    if (*mass <= 0.0f) {  // rounding: recompute rather than trust a drifting sum
-      float total = 0.0f;
-      for (int v = 0; v < vocab; ++v) total += w[v];
-      *mass = total;
-    }
-    return false;
-  }
-  const float inverse_mass = 1.0f / *mass;
-  float residual_mass = 0.0f;
-  for (int v = 0; v < vocab; ++v) residual_mass += std::fmax(0.0f, w[v] * inverse_mass - q[v]);
-  // A rejection with an empty residual only happens through rounding when p == q: the exact
-  // rejection probability is 0 there, so keeping p is as good as any choice.
-  if (residual_mass <= 0.0f) return false;
-  for (int v = 0; v < vocab; ++v) w[v] = std::fmax(0.0f, w[v] * inverse_mass - q[v]);
-  *mass = residual_mass;
-  return false;
+/// sample_token on the host. `work` is no longer used (the race needs no row); kept so that
+/// callers need not change.
+SPECDEC_HD inline int sample_token(const float* logits, int vocab, const SamplingParams& params, RandomKey key,
+                                   int position, float* /*work*/, sampling_status* status) {
+  SerialLanes ex;
+  return sample_token(ex, logits, vocab, params, key, position, status);
 }
 
 }  // namespace specdec::core

@@ -1,13 +1,16 @@
 // Batched stochastic verification (rejection sampling, conditional verification) on the core
-// walks of issue 5 (core/rejection.hpp, core/conditional.hpp, core/sampling.hpp): the descriptor
-// both backends take and the per-tree function both run. Each tree is a full TreeView (its arrays
-// in the backend's memory), so draft distributions (add_sampled proposals) come along.
+// walks (core/rejection.hpp, core/conditional.hpp, core/sampling.hpp): the descriptor both
+// backends take and the per-tree function both run, over a lane executor (core/lanes.hpp): the
+// host backend with SerialLanes, the CUDA kernels with one block of 256 threads per tree
+// (BlockLanes), bit for bit the same. Each tree is a full TreeView (its arrays in the backend's
+// memory), so draft distributions (add_sampled proposals) come along.
 #pragma once
 
 #include <cstdint>
 
 #include <specdec/config.hpp>
 #include <specdec/core/conditional.hpp>
+#include <specdec/core/lanes.hpp>
 #include <specdec/core/philox.hpp>
 #include <specdec/core/rejection.hpp>
 #include <specdec/core/sampling.hpp>
@@ -59,61 +62,88 @@ SPECDEC_HD inline const float* logits_row(const StochasticVerifyBatch& b, int tr
   return b.logits + (static_cast<long long>(b.row_offset[tree]) + node) * b.row_stride;
 }
 
-/// Clears tree's outputs; false (and over_capacity) when the tree does not fit.
-SPECDEC_HD inline bool start_tree(const StochasticVerifyBatch& b, int tree) {
-  b.length[tree] = 0;
-  b.next_token[tree] = -1;
-  b.row_status[tree] = sampling_status::ok;
-  b.bad_node[tree] = -1;
+/// Clears tree's outputs (leader); false (and over_capacity) when the tree does not fit.
+template <class Ex>
+SPECDEC_HD bool start_tree(Ex& ex, const StochasticVerifyBatch& b, int tree) {
   const int n = b.trees[tree].size;
-  b.status[tree] = n >= 1 && n <= b.max_nodes ? stochastic_status::ok : stochastic_status::over_capacity;
-  return b.status[tree] == stochastic_status::ok;
+  const bool fits = n >= 1 && n <= b.max_nodes;
+  if (ex.leader()) {
+    b.length[tree] = 0;
+    b.next_token[tree] = -1;
+    b.row_status[tree] = sampling_status::ok;
+    b.bad_node[tree] = -1;
+    b.status[tree] = fits ? stochastic_status::ok : stochastic_status::over_capacity;
+  }
+  return fits;
+}
+
+/// Writes tree's results (leader) and returns its status.
+template <class Ex>
+SPECDEC_HD stochastic_status finish_tree(Ex& ex, const StochasticVerifyBatch& b, int tree, int length, token_t next,
+                                         sampling_status row, node_t bad) {
+  const stochastic_status status = row == sampling_status::ok ? stochastic_status::ok : stochastic_status::bad_row;
+  if (ex.leader()) {
+    b.length[tree] = length;
+    b.next_token[tree] = row == sampling_status::ok ? next : -1;
+    b.row_status[tree] = row;
+    b.bad_node[tree] = bad;
+    b.status[tree] = status;
+  }
+  return status;
 }
 }  // namespace detail
 
 /// RejectionSampling::verify for tree `tree` (core::rejection_walk). Parameters must be valid.
-SPECDEC_HD inline stochastic_status rejection_verify_in_batch(const StochasticVerifyBatch& b, int tree,
-                                                              const SamplingParams& params) {
-  if (!detail::start_tree(b, tree)) return b.status[tree];
+template <class Ex>
+SPECDEC_HD stochastic_status rejection_verify_in_batch(Ex& ex, const StochasticVerifyBatch& b, int tree,
+                                                       const SamplingParams& params) {
+  if (!detail::start_tree(ex, b, tree)) return stochastic_status::over_capacity;
   sampling_status row = sampling_status::ok;
   node_t bad = -1;
   token_t next = -1;
-  b.length[tree] = rejection_walk(
-      b.trees[tree], b.vocab_size, [&](node_t node) { return detail::logits_row(b, tree, node); }, params,
+  const int length = rejection_walk(
+      ex, b.trees[tree], b.vocab_size, [&](node_t node) { return detail::logits_row(b, tree, node); }, params,
       b.keys[tree], b.work + static_cast<long long>(tree) * b.vocab_size,
       b.path + static_cast<long long>(tree) * b.max_nodes, &next, &row, &bad);
-  b.next_token[tree] = next;
-  b.row_status[tree] = row;
-  b.bad_node[tree] = bad;
-  if (row != sampling_status::ok) b.status[tree] = stochastic_status::bad_row;
-  return b.status[tree];
+  return detail::finish_tree(ex, b, tree, length, next, row, bad);
 }
 
 /// ConditionalVerifier::verify for tree `tree`: core::conditional_walk, then the next token after
 /// the path sampled with `next` (temperature 0: greedy). Parameters must be valid.
-SPECDEC_HD inline stochastic_status conditional_verify_in_batch(const StochasticVerifyBatch& b, int tree,
-                                                                const ConditionalParams& params,
-                                                                const SamplingParams& next) {
-  if (!detail::start_tree(b, tree)) return b.status[tree];
+template <class Ex>
+SPECDEC_HD stochastic_status conditional_verify_in_batch(Ex& ex, const StochasticVerifyBatch& b, int tree,
+                                                         const ConditionalParams& params,
+                                                         const SamplingParams& next) {
+  if (!detail::start_tree(ex, b, tree)) return stochastic_status::over_capacity;
   const TreeView& view = b.trees[tree];
   node_t* path = b.path + static_cast<long long>(tree) * b.max_nodes;
   sampling_status row = sampling_status::ok;
   node_t bad = -1;
+  token_t token = -1;
   const auto rows = [&](node_t node) { return detail::logits_row(b, tree, node); };
-  const int length = conditional_walk(view, b.vocab_size, rows, params,
+  const int length = conditional_walk(ex, view, b.vocab_size, rows, params,
                                       b.accepted + static_cast<long long>(tree) * b.max_nodes, path, &row, &bad);
-  b.length[tree] = length;
   if (row == sampling_status::ok) {
-    const node_t last = path[length - 1];
-    const token_t token = sample_token(rows(last), b.vocab_size, next, b.keys[tree], view.position(last) + 1,
-                                       b.work + static_cast<long long>(tree) * b.vocab_size, &row);
-    if (row == sampling_status::ok) b.next_token[tree] = token;
-    else bad = last;
+    const node_t last = path[length - 1];  // written by the leader; the walk synchronised
+    token = sample_token(ex, rows(last), b.vocab_size, next, b.keys[tree], view.position(last) + 1, &row);
+    if (row != sampling_status::ok) bad = last;
   }
-  b.row_status[tree] = row;
-  b.bad_node[tree] = bad;
-  if (row != sampling_status::ok) b.status[tree] = stochastic_status::bad_row;
-  return b.status[tree];
+  return detail::finish_tree(ex, b, tree, length, token, row, bad);
+}
+
+/// rejection_verify_in_batch on the host (SerialLanes).
+SPECDEC_HD inline stochastic_status rejection_verify_in_batch(const StochasticVerifyBatch& b, int tree,
+                                                              const SamplingParams& params) {
+  SerialLanes ex;
+  return rejection_verify_in_batch(ex, b, tree, params);
+}
+
+/// conditional_verify_in_batch on the host (SerialLanes).
+SPECDEC_HD inline stochastic_status conditional_verify_in_batch(const StochasticVerifyBatch& b, int tree,
+                                                                const ConditionalParams& params,
+                                                                const SamplingParams& next) {
+  SerialLanes ex;
+  return conditional_verify_in_batch(ex, b, tree, params, next);
 }
 
 }  // namespace specdec::core

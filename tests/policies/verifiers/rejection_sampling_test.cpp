@@ -150,11 +150,8 @@ int walk_without_residual_update(const TreeView& tree, const SamplingParams& par
     for (node_t c = tree.first_child[node]; c >= 0 && accepted < 0; c = tree.next_sibling[c])
       if (core::random_uniform(key, position, core::random_purpose::accept, test++) * mass < w[tree.token[c]]) accepted = c;
     if (accepted < 0) {
-      for (node_t c = tree.first_child[node]; c >= 0; c = tree.next_sibling[c]) {
-        mass -= w[tree.token[c]];
-        w[tree.token[c]] = 0;
-      }
-      *next = core::sample_from_weights(w.data(), mass, V, core::random_uniform(key, position, core::random_purpose::sample, 0));
+      for (node_t c = tree.first_child[node]; c >= 0; c = tree.next_sibling[c]) w[tree.token[c]] = 0;
+      *next = core::sample_from_weights(w.data(), V, key, position);
       return length;
     }
     path[length++] = accepted;
