@@ -386,6 +386,95 @@ void bench_suffix_match(const Device& dev) {
     }
 }
 
+__global__ void spike_children(float* logits, const node_t* parent, const token_t* token, int trees, int nodes,
+                               int vocab) {
+  const int count = trees * nodes;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+    const int tree = i / nodes, node = i % nodes;
+    if (node == 0) continue;
+    const long long row = static_cast<long long>(tree) * nodes + parent[i];
+    logits[row * vocab + token[i]] = 12.0f;  // against values in [0, 1): each draft token is likely
+  }
+}
+
+// Rejection sampling and conditional verification (one block of 256 threads per tree) on the
+// random trees of DeviceTrees (one-hot drafts), with logits in [0, 1) except each draft token's
+// entry in its parent's row (12), so that walks go deep. bytes = what the kernel reads: per tree,
+// 2 passes over each visited row (argmax, mass) and 1 more for the final draw (the race), from
+// the measured path lengths.
+void bench_stochastic_verify(const Device& dev) {
+  Lcg rng{4};
+  for (int vocab : {32000, 128256})
+    for (int batch : {1, 8, 64})
+      for (int nodes : {8, 32, 64}) {
+        DeviceTrees trees(batch, nodes, vocab, rng);
+        check(backend::build_trees(backend::cuda{}, trees.batch_desc(vocab)), "build_trees");
+        const long long rows = static_cast<long long>(batch) * nodes;
+        float* logits = device_alloc<float>(rows * vocab);
+        fill_logits<<<1024, 256>>>(logits, rows * vocab, 9u);
+        spike_children<<<64, 256>>>(logits, trees.parent, trees.token, batch, nodes, vocab);
+        std::vector<TreeView> views(batch);
+        std::vector<int> row_offset(batch);
+        std::vector<core::RandomKey> keys(batch);
+        for (int t = 0; t < batch; ++t) {
+          const long long off = static_cast<long long>(t) * nodes;
+          TreeView& v = views[t];
+          v.size = nodes;
+          v.words_per_row = trees.words;
+          v.base_position = 1000;
+          v.max_depth = nodes - 1;  // a bound (the walks read depth[])
+          v.parent = trees.parent + off;
+          v.token = trees.token + off;
+          v.depth = trees.depth + off;
+          v.mask = trees.mask + off * trees.words;
+          v.first_child = trees.first_child + off;
+          v.next_sibling = trees.next_sibling + off;
+          row_offset[t] = static_cast<int>(off);
+          keys[t] = core::RandomKey{42, static_cast<std::uint32_t>(t)};
+        }
+        core::StochasticVerifyBatch b;
+        b.batch = batch;
+        b.max_nodes = nodes;
+        b.vocab_size = vocab;
+        b.row_stride = vocab;
+        b.trees = upload(views);
+        b.row_offset = upload(row_offset);
+        b.logits = logits;
+        b.keys = upload(keys);
+        b.work = device_alloc<float>(static_cast<std::size_t>(batch) * vocab);
+        b.accepted = device_alloc<std::uint8_t>(rows);
+        b.path = device_alloc<node_t>(rows);
+        b.length = device_alloc<int>(batch);
+        b.next_token = device_alloc<token_t>(batch);
+        b.status = device_alloc<core::stochastic_status>(batch);
+        b.row_status = device_alloc<core::sampling_status>(batch);
+        b.bad_node = device_alloc<node_t>(batch);
+        const core::SamplingParams sampling{0.8f};
+        const core::ConditionalParams conditional{0.1f, 0, -1};
+        const std::string shape = "batch " + std::to_string(batch) + " x " + std::to_string(nodes) + " nodes, vocab " +
+                                  std::to_string(vocab);
+        for (int which = 0; which < 2; ++which) {
+          const auto run = [&] {
+            if (which == 0) check(backend::rejection_verify(backend::cuda{}, b, sampling), "rejection_verify");
+            else check(backend::conditional_verify(backend::cuda{}, b, conditional, sampling), "conditional_verify");
+          };
+          const double us = time_us(run);
+          const std::vector<int> length = download(b.length, static_cast<std::size_t>(batch));
+          double passes = 0;
+          for (int l : length) passes += 2.0 * l + 1;  // conditional: argmax + sum per accepted parent, then the draw
+          report(dev, which == 0 ? "rejection" : "conditional", shape + ", T 0.8", us,
+                 passes * vocab * sizeof(float));
+        }
+        for (const void* p : {static_cast<const void*>(logits), static_cast<const void*>(b.trees),
+                              static_cast<const void*>(b.row_offset), static_cast<const void*>(b.keys),
+                              static_cast<const void*>(b.work), static_cast<const void*>(b.accepted),
+                              static_cast<const void*>(b.path), static_cast<const void*>(b.length),
+                              static_cast<const void*>(b.next_token), static_cast<const void*>(b.status),
+                              static_cast<const void*>(b.row_status), static_cast<const void*>(b.bad_node)})
+          check(cudaFree(const_cast<void*>(p)), "cudaFree");
+      }
+}
+
 // Llama-3-8B's cache: 32 layers, 8 KV heads of 128 bf16 values. Path: the root, then every other
 // node (so every entry after the root moves).
 void bench_kv_compaction(const Device& dev) {
@@ -509,6 +598,7 @@ int main(int argc, char** argv) {
               repeat);
   bench_tree_build(dev);
   bench_greedy_verify(dev);
+  bench_stochastic_verify(dev);
   bench_suffix_match(dev);
   bench_kv_compaction(dev);
   bench_step(dev);

@@ -82,9 +82,12 @@ inline std::vector<float> random_distribution(std::mt19937_64& rng, int vocab) {
 
 /// `batch` merged trees of up to max_nodes nodes; with `sampled`, some nodes get add_sampled
 /// proposals (draws from q). Logits: small-range values so that acceptance is frequent, some -inf
-/// entries, and (with `bad_rows`) a few NaN, +inf and all -inf rows.
+/// entries, and (with `bad_rows`) a few NaN, +inf and all -inf rows. With `edge_rows`, a third of
+/// the rows are edge cases: every logit equal (ties everywhere, top-k ties), one finite logit
+/// (p one-hot: accepted with certainty), three levels only (large tie groups), and a spread so
+/// wide that every weight but the largest underflows to 0.
 inline StochasticData random_stochastic_batch(std::mt19937_64& rng, int batch, int max_nodes, int vocab, bool sampled,
-                                              bool bad_rows) {
+                                              bool bad_rows, bool edge_rows = false) {
   StochasticData d;
   d.max_nodes = max_nodes;
   d.vocab = vocab;
@@ -120,6 +123,18 @@ inline StochasticData random_stochastic_batch(std::mt19937_64& rng, int batch, i
   for (int r = 0; r < rows; ++r) {
     float* row = d.logits.data() + static_cast<std::size_t>(r) * vocab;
     for (int v = 0; v < vocab; ++v) row[v] = rng() % 10 == 0 ? -inf : static_cast<float>(rng() % 400) / 100.0f;
+    if (edge_rows && rng() % 3 == 0) {
+      switch (rng() % 4) {
+        case 0: for (int v = 0; v < vocab; ++v) row[v] = 1.5f; break;
+        case 1: {
+          for (int v = 0; v < vocab; ++v) row[v] = -inf;
+          row[rng() % vocab] = 0.25f;
+          break;
+        }
+        case 2: for (int v = 0; v < vocab; ++v) row[v] = static_cast<float>(rng() % 3); break;
+        default: for (int v = 0; v < vocab; ++v) row[v] = static_cast<float>(rng() % 1000) * 1e3f; break;
+      }
+    }
     if (bad_rows && rng() % 25 == 0) {
       switch (rng() % 3) {
         case 0: row[rng() % vocab] = std::numeric_limits<float>::quiet_NaN(); break;

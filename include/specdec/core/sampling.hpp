@@ -191,6 +191,7 @@ SPECDEC_HD token_t race(Ex& ex, int vocab, const Weight& weight, const Excluded&
   const std::uint64_t top = ex.max_scan(quads, [&](int quad, std::uint64_t best) {
     float w[4];
     bool any = false;
+    SPECDEC_UNROLL
     for (int j = 0; j < 4; ++j) {
       const int v = 4 * quad + j;
       w[j] = v < vocab ? weight(v) : 0.0f;
@@ -199,6 +200,7 @@ SPECDEC_HD token_t race(Ex& ex, int vocab, const Weight& weight, const Excluded&
     if (!any) return best;  // no random numbers for impossible tokens
     const u32x4 r = random_bits(key, position, random_purpose::sample, static_cast<std::uint32_t>(quad));
     const std::uint32_t words[4] = {r.x, r.y, r.z, r.w};
+    SPECDEC_UNROLL
     for (int j = 0; j < 4; ++j) {
       if (w[j] <= 0.0f) continue;
       const int v = 4 * quad + j;
