@@ -153,7 +153,7 @@ TEST_CASE("race edge cases: nothing positive, ties, exclusion, the uniforms' ran
   const std::vector<float> w = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
   std::vector<std::int64_t> counts(5, 0);
   for (int position = 0; position < 50000; ++position) {
-    const int token = race(ex, 5, [&](int v) { return w[v]; }, [](int v) { return v == 1 || v == 3; }, RandomKey{2, 0},
+    const int token = race(ex, 5, [&](int v) { return w[v]; }, 1.0f, [](int v) { return v == 1 || v == 3; }, RandomKey{2, 0},
                            position);
     REQUIRE((token == 0 || token == 2 || token == 4));
     ++counts[static_cast<std::size_t>(token)];

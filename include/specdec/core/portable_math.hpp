@@ -63,19 +63,28 @@ SPECDEC_HD inline float float_from_bits(std::uint32_t bits) {
 
 /// e^x, within 2 ulp of the exact value (tests/core/portable_math_test.cpp measures it), with the
 /// same bits on host and device. x < -86 (results below about 2^-124, -inf included) gives 0,
-/// so no result is subnormal; x > 88.72 gives +inf; NaN gives NaN. exp_portable(0) == 1.
+/// so no result is subnormal; x > 88.72283 gives +inf; NaN gives NaN. exp_portable(0) == 1.
 ///
 /// Method: x = k ln2 + r with k = round(x / ln2) and |r| <= ln2 / 2 (Cody and Waite's two-part
 /// ln2, so k * ln2_hi is exact), e^r by its Taylor polynomial of degree 7 (truncation below
-/// 1e-8 relative), then the product with 2^k made from k's bits.
+/// 1e-8 relative), times 2^(k-1) made from k's bits, times 2 (both exact; k - 1 <= 127 keeps the
+/// first factor finite). The special cases are integer masks rather than branches or float
+/// selects, so that host loops over a row vectorise (GCC does not if-convert float compares
+/// around trapping arithmetic).
 SPECDEC_HD inline float exp_portable(float x) {
-  if (x != x) return x;
-  if (!(x >= -86.0f)) return 0.0f;
-  if (x > 88.72283f) return float_from_bits(0x7f800000u);
+  constexpr std::uint32_t lowest = 0xc2ac0000u;   // -86.0f
+  constexpr std::uint32_t highest = 0x42b17217u;  // 88.72283f
+  const std::uint32_t bits = float_bits(x), magnitude = bits & 0x7fffffffu;
+  const std::uint32_t negative = 0u - (bits >> 31);
+  const std::uint32_t nan = 0u - static_cast<std::uint32_t>(magnitude > 0x7f800000u);
+  const std::uint32_t low = ~nan & negative & (0u - static_cast<std::uint32_t>(magnitude > (lowest & 0x7fffffffu)));
+  const std::uint32_t high = ~nan & ~negative & (0u - static_cast<std::uint32_t>(magnitude > highest));
+  const std::uint32_t special = nan | low | high;
+  const float clamped = float_from_bits((bits & ~special) | ((nan | low) & lowest) | (high & highest));
   constexpr float log2e = 1.44269504f, round_shift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-  const float k = sub_rn(add_rn(mul_rn(x, log2e), round_shift), round_shift);
-  const float r = sub_rn(sub_rn(x, mul_rn(k, ln2_hi)), mul_rn(k, ln2_lo));
+  const float k = sub_rn(add_rn(mul_rn(clamped, log2e), round_shift), round_shift);  // in [-124, 128]
+  const float r = sub_rn(sub_rn(clamped, mul_rn(k, ln2_hi)), mul_rn(k, ln2_lo));
   float p = 1.98412698e-4f;  // 1/7!
   p = add_rn(mul_rn(p, r), 1.38888889e-3f);
   p = add_rn(mul_rn(p, r), 8.33333333e-3f);
@@ -84,9 +93,9 @@ SPECDEC_HD inline float exp_portable(float x) {
   p = add_rn(mul_rn(p, r), 0.5f);
   p = add_rn(mul_rn(p, r), 1.0f);
   p = add_rn(mul_rn(p, r), 1.0f);
-  const int exponent = static_cast<int>(k);  // in [-124, 128]
-  if (exponent > 127) return mul_rn(mul_rn(p, float_from_bits(254u << 23)), 2.0f);
-  return mul_rn(p, float_from_bits(static_cast<std::uint32_t>(exponent + 127) << 23));
+  const float half_scale = float_from_bits(static_cast<std::uint32_t>(static_cast<int>(k) + 126) << 23);
+  const std::uint32_t y = float_bits(mul_rn(mul_rn(p, half_scale), 2.0f));
+  return float_from_bits((y & ~special) | (nan & bits) | (high & 0x7f800000u));
 }
 
 /// log2(x) for a positive normal x, within a few ulp (measured in the tests), same bits on host

@@ -33,7 +33,7 @@ namespace specdec::core {
 /// 0 makes p one-hot at the argmax, and the walk then returns the exact (greedy) verifier's path
 /// and next token.
 ///
-/// Passes over the vocabulary per visited node: those of analyse_row (2, + 4 per top-k/top-p
+/// Passes over the vocabulary per visited node: those of analyse_row (2, + 1 + 4 per top-k/top-p
 /// filter; 1 at temperature 0), + 1 per rejected draft distribution's draw (2 after the first
 /// one: the residual is stored in `work`), + 1 at the last node for the race. One-hot proposals
 /// cost no pass: p(x) is one exp, a rejected child is subtracted from the mass and excluded from
@@ -56,7 +56,7 @@ SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&
   for (;;) {
     RowWeights p;
     float mass = 0.0f;
-    *status = analyse_row(ex, logits_at(node), vocab, params, &p, &mass);
+    *status = analyse_row(ex, logits_at(node), vocab, params, &p, &mass, work);  // work is free here
     if (*status != sampling_status::ok) {
       *bad_node = node;
       return length;
@@ -136,7 +136,7 @@ SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&
             if (tree.token[c] == v) return true;
           return false;
         };
-        *next_token = race(ex, vocab, weight, is_child, key, position);
+        *next_token = race(ex, vocab, weight, 1.0f, is_child, key, position);  // residuals stay <= 1 too
       }
       return length;
     }

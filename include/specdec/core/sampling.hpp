@@ -7,9 +7,10 @@
 // A distribution is a RowWeights: the weights are recomputed from the logits row when needed
 // (one exp), never stored, and their sum `mass` is computed once.
 //
-// Passes over the vocabulary: 1 (argmax, NaN/+inf check) + 1 (the mass) + 4 per enabled
-// top-k/top-p filter (radix select, 8 bits per pass, integer histograms). Temperature 0 is greedy:
-// 1 pass. A draw (sample_token, the end of a rejection walk) is 1 more pass: the exponential race.
+// Passes over the vocabulary: 1 (argmax, NaN/+inf check) + 1 (the mass); with top-k or top-p,
+// + 1 (store the unfiltered weights) + 4 per filter (radix select, 8 bits per pass, integer
+// histograms). Temperature 0 is greedy: 1 pass. A draw (sample_token, the end of a rejection
+// walk) is 1 more pass: the exponential race.
 #pragma once
 
 #include <cmath>
@@ -71,36 +72,40 @@ struct RowWeights {
   token_t best = -1;            ///< the argmax (ties to the lowest id)
   bool greedy = false;          ///< temperature 0: p is one-hot at `best`
 
-  /// exp((x - max) / T), 0 below min_p: the weight before top-k/top-p. The largest is exactly 1
-  /// (also when 1/T overflows).
+  /// exp((x - max) / T), 0 below min_p (the best weight is 1, so this is min-p): the weight
+  /// before top-k/top-p. The largest is exactly 1 (also when 1/T overflows). Selections are
+  /// integer masks, as in exp_portable, so that host loops vectorise.
   SPECDEC_HD float unfiltered(int v) const {
     const float x = logits[v];
-    if (x == max_logit) return 1.0f;
     const float w = exp_portable(mul_rn(sub_rn(x, max_logit), inverse_temperature));
-    return w < min_p ? 0.0f : w;  // the best weight is 1, so this is min-p
+    const std::uint32_t at_max = 0u - static_cast<std::uint32_t>(x == max_logit);
+    const std::uint32_t dropped = 0u - static_cast<std::uint32_t>(w < min_p);
+    return float_from_bits((float_bits(w) & ~(at_max | dropped)) | (at_max & 0x3f800000u));
   }
 
   SPECDEC_HD float operator()(int v) const {
-    if (greedy) return v == best ? 1.0f : 0.0f;
-    const float w = unfiltered(v);
-    return float_bits(w) >= keep_from ? w : 0.0f;
+    const std::uint32_t bits = float_bits(unfiltered(v));
+    const std::uint32_t filtered = bits & (0u - static_cast<std::uint32_t>(bits >= keep_from));
+    const std::uint32_t one_hot = 0x3f800000u & (0u - static_cast<std::uint32_t>(v == best));
+    const std::uint32_t greedy_mask = 0u - static_cast<std::uint32_t>(greedy);
+    return float_from_bits((greedy_mask & one_hot) | (~greedy_mask & filtered));
   }
 };
 
-/// Radix select over the unfiltered weights' bit patterns (non-negative floats order as their
-/// bits), 8 bits per pass: the largest t such that the measure of {v : bits(w(v)) >= t}, among
+/// Radix select over the unfiltered weights' bit patterns (RowWeights::unfiltered, stored in a
+/// row: non-negative floats order as their bits), 8 bits per pass: the largest t such that the measure of {v : bits(w(v)) >= t}, among
 /// the v with bits >= floor_bits, reaches the target. Measures are integers, so neither the
 /// histograms nor the threshold depend on the order of the work: top_k > 0 counts tokens (target
 /// top_k); else mass in units of 2^-40 (target ceil(top_p * the participants' mass), computed in
 /// double). When the target cannot be reached, the smallest participating value.
 template <class Ex>
-SPECDEC_HD std::uint32_t select_threshold(Ex& ex, const RowWeights& w, int vocab, std::uint32_t floor_bits, int top_k,
-                                          float top_p) {
+SPECDEC_HD std::uint32_t select_threshold(Ex& ex, const float* unfiltered, int vocab, std::uint32_t floor_bits,
+                                          int top_k, float top_p) {
   std::uint32_t prefix = 0, prefix_mask = 0;
   std::uint64_t above = 0, target = static_cast<std::uint64_t>(top_k);
   for (int shift = 24; shift >= 0; shift -= 8) {
     const auto* histogram = ex.histogram(vocab, [&](int v) {
-      const std::uint32_t bits = float_bits(w.unfiltered(v));
+      const std::uint32_t bits = float_bits(unfiltered[v]);
       if (bits < floor_bits || (bits & prefix_mask) != prefix) return Bin{};
       const std::uint64_t measure =
           top_k > 0 ? 1u : static_cast<std::uint64_t>(mul_rn(float_from_bits(bits), top_p_unit));
@@ -131,10 +136,12 @@ SPECDEC_HD std::uint32_t select_threshold(Ex& ex, const RowWeights& w, int vocab
 }
 
 /// Turns a row of logits into its sampling distribution (see SamplingParams) and, when `mass` is
-/// not null, the sum of its weights (in the lane order). On failure *w is unspecified.
+/// not null, the sum of its weights (in the lane order). With top-k or top-p, the unfiltered
+/// weights are stored in `scratch` (vocab floats; one pass) for the radix selects, so that their
+/// passes read a row rather than recompute an exp per entry. On failure *w is unspecified.
 template <class Ex>
 SPECDEC_HD sampling_status analyse_row(Ex& ex, const float* logits, int vocab, const SamplingParams& params,
-                                       RowWeights* w, float* mass) {
+                                       RowWeights* w, float* mass, float* scratch) {
   if (!valid(params)) return sampling_status::bad_parameters;
   // NaN has the largest key: a row holding NaN reports it, even where it also holds +inf.
   const std::uint64_t top = ex.max_scan(vocab, [&](int v, std::uint64_t best) {
@@ -157,8 +164,13 @@ SPECDEC_HD sampling_status analyse_row(Ex& ex, const float* logits, int vocab, c
   row.inverse_temperature = div_rn(1.0f, params.temperature);
   row.min_p = params.min_p;
   // Every filter keeps an upper set of weights, so all of them together are one threshold.
-  if (params.top_k > 0 && params.top_k < vocab) row.keep_from = select_threshold(ex, row, vocab, 0u, params.top_k, 1.0f);
-  if (params.top_p < 1.0f) row.keep_from = select_threshold(ex, row, vocab, row.keep_from, 0, params.top_p);
+  const bool top_k_on = params.top_k > 0 && params.top_k < vocab, top_p_on = params.top_p < 1.0f;
+  if (top_k_on || top_p_on) {
+    ex.for_each(vocab, [&](int v) { scratch[v] = row.unfiltered(v); });
+    ex.sync();
+  }
+  if (top_k_on) row.keep_from = select_threshold(ex, scratch, vocab, 0u, params.top_k, 1.0f);
+  if (top_p_on) row.keep_from = select_threshold(ex, scratch, vocab, row.keep_from, 0, params.top_p);
   *w = row;
   if (mass) *mass = ex.sum(vocab, [&](int v) { return row(v); });
   return sampling_status::ok;
@@ -170,7 +182,7 @@ SPECDEC_HD inline sampling_status sampling_weights(const float* logits, int voca
                                                    float* w, float* mass) {
   SerialLanes ex;
   RowWeights row;
-  const sampling_status status = analyse_row(ex, logits, vocab, params, &row, mass);
+  const sampling_status status = analyse_row(ex, logits, vocab, params, &row, mass, w);
   if (status != sampling_status::ok) return status;
   for (int v = 0; v < vocab; ++v) w[v] = row(v);
   return sampling_status::ok;
@@ -184,28 +196,29 @@ SPECDEC_HD inline sampling_status sampling_weights(const float* logits, int voca
 /// lowest v; a weight of 0 never wins (a positive ratio that underflows still beats it); tokens
 /// for which excluded(v) holds never win (checked only for a lane's new leader, so a few times
 /// per lane). Returns -1 when no weight is positive.
+///
+/// Every weight must be at most max_weight (up to an ulp). Since -ln U >= 1 - U, a token's ratio
+/// is at most max_weight * ln2 / (1 - U): when that bound (with a 1% margin over the rounding of
+/// the computed ratio) is below the lane's leader, the token cannot win and its weight and
+/// logarithm are not computed. Which tokens are skipped depends on the order of the work; the
+/// winner does not.
 template <class Ex, class Weight, class Excluded>
-SPECDEC_HD token_t race(Ex& ex, int vocab, const Weight& weight, const Excluded& excluded, RandomKey key,
-                        int position) {
+SPECDEC_HD token_t race(Ex& ex, int vocab, const Weight& weight, float max_weight, const Excluded& excluded,
+                        RandomKey key, int position) {
+  const float bound = mul_rn(max_weight, 0.7000786f);  // ln 2 * 1.01
   const int quads = (vocab + 3) / 4;
   const std::uint64_t top = ex.max_scan(quads, [&](int quad, std::uint64_t best) {
-    float w[4];
-    bool any = false;
-    SPECDEC_UNROLL
-    for (int j = 0; j < 4; ++j) {
-      const int v = 4 * quad + j;
-      w[j] = v < vocab ? weight(v) : 0.0f;
-      any = any || w[j] > 0.0f;
-    }
-    if (!any) return best;  // no random numbers for impossible tokens
     const u32x4 r = random_bits(key, position, random_purpose::sample, static_cast<std::uint32_t>(quad));
     const std::uint32_t words[4] = {r.x, r.y, r.z, r.w};
     SPECDEC_UNROLL
     for (int j = 0; j < 4; ++j) {
-      if (w[j] <= 0.0f) continue;
       const int v = 4 * quad + j;
-      const float e = -log2_portable(open_uniform_from_bits(words[j]));
-      std::uint32_t bits = float_bits(div_rn(w[j], e));
+      if (v >= vocab) break;
+      const float u = open_uniform_from_bits(words[j]);
+      if (mul_rn(float_from_bits(static_cast<std::uint32_t>(best >> 32)), sub_rn(1.0f, u)) > bound) continue;
+      const float w = weight(v);
+      if (w <= 0.0f) continue;
+      std::uint32_t bits = float_bits(div_rn(w, -log2_portable(u)));
       if (bits == 0) bits = 1;
       const std::uint64_t k = (static_cast<std::uint64_t>(bits) << 32) | (0xffffffffu - static_cast<std::uint32_t>(v));
       if (k > best && !excluded(v)) best = k;
@@ -218,29 +231,31 @@ SPECDEC_HD token_t race(Ex& ex, int vocab, const Weight& weight, const Excluded&
 /// race() over a row of weights: v with probability w[v] / Σ w, drawn with the uniforms of
 /// (key, position, sample, ·); -1 when no weight is positive.
 SPECDEC_HD inline token_t sample_from_weights(const float* w, int vocab, RandomKey key, int position) {
+  float max_weight = 0.0f;
+  for (int v = 0; v < vocab; ++v) max_weight = w[v] > max_weight ? w[v] : max_weight;
   SerialLanes ex;
-  return race(ex, vocab, [&](int v) { return w[v]; }, [](int) { return false; }, key, position);
+  return race(ex, vocab, [&](int v) { return w[v]; }, max_weight, [](int) { return false; }, key, position);
 }
 
 /// Samples the token at sequence `position` from a row of logits: the draw that plain
 /// (non-speculative) sampling makes (the race with (key, position, sample, ·); temperature 0: the
-/// argmax). Returns -1 with *status set when the row or the parameters are bad.
+/// argmax). `work` holds vocab floats. Returns -1 with *status set when the row or the
+/// parameters are bad.
 template <class Ex>
 SPECDEC_HD token_t sample_token(Ex& ex, const float* logits, int vocab, const SamplingParams& params, RandomKey key,
-                                int position, sampling_status* status) {
+                                int position, float* work, sampling_status* status) {
   RowWeights row;
-  *status = analyse_row(ex, logits, vocab, params, &row, nullptr);
+  *status = analyse_row(ex, logits, vocab, params, &row, nullptr, work);
   if (*status != sampling_status::ok) return -1;
   if (row.greedy) return row.best;
-  return race(ex, vocab, row, [](int) { return false; }, key, position);
+  return race(ex, vocab, row, 1.0f, [](int) { return false; }, key, position);
 }
 
-/// sample_token on the host. `work` is no longer used (the race needs no row); kept so that
-/// callers need not change.
+/// sample_token on the host (SerialLanes).
 SPECDEC_HD inline int sample_token(const float* logits, int vocab, const SamplingParams& params, RandomKey key,
-                                   int position, float* /*work*/, sampling_status* status) {
+                                   int position, float* work, sampling_status* status) {
   SerialLanes ex;
-  return sample_token(ex, logits, vocab, params, key, position, status);
+  return sample_token(ex, logits, vocab, params, key, position, work, status);
 }
 
 }  // namespace specdec::core

@@ -125,7 +125,8 @@ SPECDEC_HD stochastic_status conditional_verify_in_batch(Ex& ex, const Stochasti
                                       b.accepted + static_cast<long long>(tree) * b.max_nodes, path, &row, &bad);
   if (row == sampling_status::ok) {
     const node_t last = path[length - 1];  // written by the leader; the walk synchronised
-    token = sample_token(ex, rows(last), b.vocab_size, next, b.keys[tree], view.position(last) + 1, &row);
+    token = sample_token(ex, rows(last), b.vocab_size, next, b.keys[tree], view.position(last) + 1,
+                         b.work + static_cast<long long>(tree) * b.vocab_size, &row);
     if (row != sampling_status::ok) bad = last;
   }
   return detail::finish_tree(ex, b, tree, length, token, row, bad);
