@@ -20,11 +20,13 @@ namespace specdec::kernels {
 
 using core::StochasticVerifyBatch;
 
-__global__ void __launch_bounds__(1) rejection_verify_kernel(StochasticVerifyBatch b, core::SamplingParams params) {
+template <class Batch>
+__global__ void __launch_bounds__(1) rejection_verify_kernel(Batch b, core::SamplingParams params) {
   core::rejection_verify_in_batch(b, blockIdx.x, params);
 }
 
-__global__ void __launch_bounds__(1) conditional_verify_kernel(StochasticVerifyBatch b, core::ConditionalParams params,
+template <class Batch>
+__global__ void __launch_bounds__(1) conditional_verify_kernel(Batch b, core::ConditionalParams params,
                                                                core::SamplingParams next) {
   core::conditional_verify_in_batch(b, blockIdx.x, params, next);
 }
