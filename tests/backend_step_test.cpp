@@ -161,3 +161,11 @@ TEST_CASE("backend step: bad verifier parameters are refused before anything run
   dec.prefill(prompt);
   CHECK_THROWS_WITH(dec.step(), Catch::Contains("eos token 16 outside the vocabulary [0, 16)"));
 }
+
+TEST_CASE("backend step: a budget above the backend's node limit is refused at prefill", "[backend_step]") {
+  BackendHashTarget<> target(16, 8192);
+  SpeculativeDecoder<BackendHashTarget<>, ExactVerifier> dec(target, DecoderOptions{backend::max_compaction_nodes});
+  const std::vector<token_t> prompt = {1, 2};
+  CHECK_THROWS_WITH(dec.prefill(prompt), Catch::Contains("budget 2048 is above what a backend step verifies and "
+                                                         "compacts (2047 draft nodes)"));
+}

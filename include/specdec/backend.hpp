@@ -67,6 +67,8 @@ inline constexpr int max_suffix_match = 16;  ///< SuffixMatchBatch::max_match
 inline constexpr int max_suffix_k = 8;       ///< SuffixMatchBatch::k
 inline constexpr int max_tree_nodes = 12288; ///< TreeBatch node limit (a block's shared copy of the parents)
 inline constexpr int max_verify_nodes = 12288;  ///< GreedyVerifyBatch::max_nodes
+/// KvCompactionBatch::max_nodes (the kernel stages every moved row's 16-byte words in 32 KB).
+inline constexpr int max_compaction_nodes = 2048;
 
 /// One step's verification on a backend (backend_step.hpp): the same tree, logits and outputs
 /// described for greedy and for stochastic verification, all pointers in backend memory. A
@@ -101,8 +103,8 @@ inline bool valid(const core::StochasticVerifyBatch& b, const core::ConditionalP
 }
 inline bool valid(const core::KvCompactionBatch& b) {
   const core::KvCacheLayout& l = b.layout;
-  return b.batch >= 0 && b.max_nodes >= 1 && l.layers >= 1 && l.kv_heads >= 1 && l.row_bytes >= 1 &&
-         b.k_cache != nullptr;
+  return b.batch >= 0 && b.max_nodes >= 1 && b.max_nodes <= max_compaction_nodes && l.layers >= 1 &&
+         l.kv_heads >= 1 && l.row_bytes >= 1 && b.k_cache != nullptr;
 }
 }  // namespace detail
 
@@ -178,7 +180,8 @@ inline status synchronize(host) { return status::ok; }
 
 #if defined(__CUDACC__)
 static_assert(max_suffix_match == kernels::suffix_max_match && max_suffix_k == kernels::suffix_max_k &&
-                  max_tree_nodes == kernels::max_tree_nodes,
+                  max_tree_nodes == kernels::max_tree_nodes &&
+                  max_compaction_nodes * 16 == kernels::detail::compaction_shared_bytes,
               "backend limits must equal the kernels' compile-time limits");
 
 namespace detail {

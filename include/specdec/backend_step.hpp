@@ -54,6 +54,11 @@ class BackendStep {
  public:
   /// Sizes the buffers for trees of up to `max_nodes` nodes and rows of `vocab` logits.
   void prepare(const Backend& tag, int max_nodes, int vocab) {
+    constexpr int limit = backend::max_compaction_nodes < backend::max_verify_nodes ? backend::max_compaction_nodes
+                                                                                    : backend::max_verify_nodes;
+    if (max_nodes > limit)
+      throw error("SpeculativeDecoder: budget " + std::to_string(max_nodes - 1) + " is above what a backend step " +
+                  "verifies and compacts (" + std::to_string(limit - 1) + " draft nodes)");
     tag_ = tag;
     max_nodes_ = max_nodes;
     vocab_ = vocab;
