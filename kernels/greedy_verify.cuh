@@ -67,8 +67,9 @@ __global__ void __launch_bounds__(detail::argmax_threads)
 
 /// Pass 2: combine the splits per node, then walk (one thread; the walk is at most max_depth + 1
 /// steps over a few child lists).
+template <class Batch>
 __global__ void __launch_bounds__(detail::walk_threads)
-    greedy_walk_kernel(GreedyVerifyBatch b, int splits, const std::uint64_t* partial) {
+    greedy_walk_kernel(Batch b, int splits, const std::uint64_t* partial) {
   extern __shared__ token_t s_argmax[];  // max_nodes entries
   const int tree = blockIdx.x;
   const int begin = b.offsets[tree];

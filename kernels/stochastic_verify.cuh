@@ -23,15 +23,18 @@ namespace specdec::kernels {
 
 using core::StochasticVerifyBatch;
 
-__global__ void __launch_bounds__(core::sampling_lanes)
-    rejection_verify_kernel(StochasticVerifyBatch b, core::SamplingParams params) {
+// Templates (on the descriptor type) so that several CUDA translation units can include this
+// header without defining the kernels twice.
+template <class Batch>
+__global__ void __launch_bounds__(core::sampling_lanes) rejection_verify_kernel(Batch b, core::SamplingParams params) {
   __shared__ core::BlockLanes::Storage storage;
   core::BlockLanes ex(storage);
   core::rejection_verify_in_batch(ex, b, static_cast<int>(blockIdx.x), params);
 }
 
+template <class Batch>
 __global__ void __launch_bounds__(core::sampling_lanes)
-    conditional_verify_kernel(StochasticVerifyBatch b, core::ConditionalParams params, core::SamplingParams next) {
+    conditional_verify_kernel(Batch b, core::ConditionalParams params, core::SamplingParams next) {
   __shared__ core::BlockLanes::Storage storage;
   core::BlockLanes ex(storage);
   core::conditional_verify_in_batch(ex, b, static_cast<int>(blockIdx.x), params, next);

@@ -35,8 +35,9 @@ inline constexpr int select_threads = 128;
 
 }  // namespace detail
 
+template <class Batch>
 __global__ void __launch_bounds__(detail::scan_threads)
-    suffix_scan_kernel(SuffixMatchBatch b, int blocks_per_sequence, detail::TopKeys* partial) {
+    suffix_scan_kernel(Batch b, int blocks_per_sequence, detail::TopKeys* partial) {
   using BlockReduce = cub::BlockReduce<detail::TopKeys, detail::scan_threads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
   __shared__ token_t s_query[suffix_max_match];
@@ -77,8 +78,9 @@ __global__ void __launch_bounds__(detail::scan_threads)
   if (threadIdx.x == 0) partial[static_cast<long long>(seq) * blocks_per_sequence + blockIdx.x] = top;
 }
 
+template <class Batch>
 __global__ void __launch_bounds__(detail::select_threads)
-    suffix_select_kernel(SuffixMatchBatch b, int blocks_per_sequence, const detail::TopKeys* partial) {
+    suffix_select_kernel(Batch b, int blocks_per_sequence, const detail::TopKeys* partial) {
   using BlockReduce = cub::BlockReduce<detail::TopKeys, detail::select_threads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
   __shared__ detail::TopKeys s_top;

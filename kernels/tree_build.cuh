@@ -16,7 +16,8 @@ using core::TreeBatch;
 /// Trees above this many nodes do not fit the block's shared copy of the parents (48 KB).
 inline constexpr int max_tree_nodes = 12288;
 
-__global__ void __launch_bounds__(256) build_trees_kernel(TreeBatch b) {
+template <class Batch>
+__global__ void __launch_bounds__(256) build_trees_kernel(Batch b) {
   extern __shared__ node_t s_parent[];
   __shared__ int s_first_fault;
   __shared__ int s_max_depth;

@@ -78,6 +78,9 @@ TEST_CASE("host backend runs a whole step: build, verify, compact", "[backend]")
   kv.base.assign(8, 5);
   kv.path = g.path;
   kv.length = g.length;
+  kv.max_nodes = backend::max_compaction_nodes + 1;  // the CUDA kernel's limit holds on the host too
+  CHECK(backend::compact_kv(backend::host{}, kv.batch()) == backend::status::invalid_argument);
+  kv.max_nodes = 32;
   REQUIRE(backend::compact_kv(backend::host{}, kv.batch()) == backend::status::ok);
   for (int b = 0; b < 8; ++b) {
     CHECK(kv.status[b] == core::compaction_status::ok);

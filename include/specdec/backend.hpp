@@ -14,9 +14,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
+#include <new>
+#include <string>
+#include <utility>
 
 #include <specdec/core/batch.hpp>
 #include <specdec/core/stochastic_batch.hpp>
+#include <specdec/error.hpp>
 
 #if defined(__CUDACC__)
 #include <specdec/kernels/greedy_verify.cuh>
@@ -62,6 +67,17 @@ inline constexpr int max_suffix_match = 16;  ///< SuffixMatchBatch::max_match
 inline constexpr int max_suffix_k = 8;       ///< SuffixMatchBatch::k
 inline constexpr int max_tree_nodes = 12288; ///< TreeBatch node limit (a block's shared copy of the parents)
 inline constexpr int max_verify_nodes = 12288;  ///< GreedyVerifyBatch::max_nodes
+/// KvCompactionBatch::max_nodes (the kernel stages every moved row's 16-byte words in 32 KB).
+inline constexpr int max_compaction_nodes = 2048;
+
+/// One step's verification on a backend (backend_step.hpp): the same tree, logits and outputs
+/// described for greedy and for stochastic verification, all pointers in backend memory. A
+/// verifier's verify_on(tag, job) enqueues one operation on it. Both descriptors share path,
+/// length and next_token; each has its own status array, initialised to ok.
+struct VerifyJob {
+  core::GreedyVerifyBatch greedy;
+  core::StochasticVerifyBatch stochastic;
+};
 
 namespace detail {
 inline bool valid(const core::TreeBatch& b) {
@@ -87,8 +103,8 @@ inline bool valid(const core::StochasticVerifyBatch& b, const core::ConditionalP
 }
 inline bool valid(const core::KvCompactionBatch& b) {
   const core::KvCacheLayout& l = b.layout;
-  return b.batch >= 0 && b.max_nodes >= 1 && l.layers >= 1 && l.kv_heads >= 1 && l.row_bytes >= 1 &&
-         b.k_cache != nullptr;
+  return b.batch >= 0 && b.max_nodes >= 1 && b.max_nodes <= max_compaction_nodes && l.layers >= 1 &&
+         l.kv_heads >= 1 && l.row_bytes >= 1 && b.k_cache != nullptr;
 }
 }  // namespace detail
 
@@ -139,11 +155,33 @@ constexpr std::size_t workspace_bytes(host, const Batch&) {
   return 0;
 }
 
+// ---- memory -------------------------------------------------------------------------------------
+// What a step that keeps its data on a backend needs (see backend_step.hpp): memory the backend
+// computes on, host memory it copies to and from ("staging": pinned for CUDA, so copies are
+// asynchronous), stream-ordered copies and one synchronisation. Allocation throws specdec::error;
+// copy and synchronize return a status like the operations.
+
+enum class memory {
+  backend,  ///< what the operations read and write: host memory (host), device memory (cuda)
+  staging,  ///< host memory to copy from and to (pinned for cuda)
+};
+
+inline void* allocate(host, memory, std::size_t bytes) { return ::operator new(bytes ? bytes : 1); }
+inline void release(host, memory, void* p) noexcept { ::operator delete(p); }
+/// Copies `bytes` bytes (in either direction between staging and backend memory).
+inline status copy(host, void* destination, const void* source, std::size_t bytes) {
+  if (bytes) std::memcpy(destination, source, bytes);
+  return status::ok;
+}
+/// Waits until everything enqueued on the backend is done (the host backend runs eagerly).
+inline status synchronize(host) { return status::ok; }
+
 // ---- cuda ---------------------------------------------------------------------------------------
 
 #if defined(__CUDACC__)
 static_assert(max_suffix_match == kernels::suffix_max_match && max_suffix_k == kernels::suffix_max_k &&
-                  max_tree_nodes == kernels::max_tree_nodes,
+                  max_tree_nodes == kernels::max_tree_nodes &&
+                  max_compaction_nodes * 16 == kernels::detail::compaction_shared_bytes,
               "backend limits must equal the kernels' compile-time limits");
 
 namespace detail {
@@ -192,6 +230,66 @@ inline std::size_t workspace_bytes(const cuda&, const core::SuffixMatchBatch& b)
 inline std::size_t workspace_bytes(const cuda&, const core::TreeBatch&) { return 0; }
 inline std::size_t workspace_bytes(const cuda&, const core::KvCompactionBatch&) { return 0; }
 inline std::size_t workspace_bytes(const cuda&, const core::StochasticVerifyBatch&) { return 0; }
+
+inline void* allocate(const cuda&, memory kind, std::size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = kind == memory::backend ? cudaMalloc(&p, bytes ? bytes : 1) : cudaMallocHost(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess)
+    throw error(std::string(kind == memory::backend ? "cudaMalloc" : "cudaMallocHost") + " of " +
+                std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(e));
+  return p;
+}
+inline void release(const cuda&, memory kind, void* p) noexcept {
+  if (kind == memory::backend) cudaFree(p);
+  else cudaFreeHost(p);
+}
+/// Enqueues the copy on the tag's stream (asynchronous between staging and device memory).
+inline status copy(const cuda& c, void* destination, const void* source, std::size_t bytes) {
+  if (bytes == 0) return status::ok;
+  return detail::from(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, c.stream));
+}
+inline status synchronize(const cuda& c) { return detail::from(cudaStreamSynchronize(c.stream)); }
 #endif
+
+/// `bytes` bytes of one kind of a backend's memory, released with the buffer (move-only).
+/// grow() reallocates (contents lost) when more is needed: done between steps, never inside one.
+template <class Backend>
+class buffer {
+ public:
+  buffer() = default;
+  buffer(const Backend& tag, memory kind) : tag_(tag), kind_(kind) {}
+  buffer(buffer&& other) noexcept { swap(other); }
+  buffer& operator=(buffer&& other) noexcept {
+    swap(other);
+    return *this;
+  }
+  ~buffer() {
+    if (data_) release(tag_, kind_, data_);
+  }
+
+  /// Makes room for at least `bytes` bytes.
+  void grow(std::size_t bytes) {
+    if (bytes <= size_) return;
+    if (data_) release(tag_, kind_, data_);
+    data_ = nullptr;
+    size_ = 0;
+    data_ = static_cast<unsigned char*>(allocate(tag_, kind_, bytes));
+    size_ = bytes;
+  }
+  unsigned char* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void swap(buffer& other) noexcept {
+    std::swap(tag_, other.tag_);
+    std::swap(kind_, other.kind_);
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+  }
+  Backend tag_{};
+  memory kind_ = memory::backend;
+  unsigned char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 }  // namespace specdec::backend

@@ -9,6 +9,9 @@
 // node, or full rows of logits. A target whose output only knows argmaxes (e.g. a replay of
 // recorded greedy answers) then works with the exact verifier and is refused at compile time by a
 // sampling one.
+//
+// A target whose model runs on a device is a BackendTarget instead: its step's data stays in the
+// backend's memory and the verifier runs there too (verify_on), see backend_step.hpp.
 #pragma once
 
 #include <concepts>
@@ -16,7 +19,9 @@
 #include <type_traits>
 #include <utility>
 
+#include <specdec/backend.hpp>
 #include <specdec/config.hpp>
+#include <specdec/core/kv_compaction.hpp>
 #include <specdec/draft_tree.hpp>
 #include <specdec/tree_view.hpp>
 #include <specdec/verdict.hpp>
@@ -102,6 +107,37 @@ concept BoundedTarget = requires(const T& ct) {
   { ct.max_positions() } -> std::convertible_to<int>;
 };
 
+// ---- backend target -----------------------------------------------------------------------
+
+/// Rows of logits in a backend's memory: node i's row is data + i * row_stride (vocab floats).
+struct LogitsRows {
+  const float* data = nullptr;
+  long long row_stride = 0;
+};
+
+/// A model whose step stays in a backend's memory (backend::host, or backend::cuda for a model on
+/// the GPU). The decoder copies the merged tree there once, runs the verifier there (verify_on),
+/// compacts the KV cache with backend::compact_kv and copies back only the accepted path: one
+/// synchronisation per step.
+///  - backend_type, backend(): the tag the step runs with (for CUDA: the model's stream).
+///  - vocab_size(), prefill(tokens): as for Target (the tokens are in host memory).
+///  - forward(tree): the tree's arrays are in backend memory (size and base_position are plain
+///    values); runs every node on top of the cache, writes node i's K/V at cache position
+///    tree.base_position + i, and returns its logits rows in backend memory (on CUDA: enqueued on
+///    the stream, not waited for).
+///  - kv_cache(): the K/V caches (sequence 0 of the layout). After verification the decoder moves
+///    the accepted path's rows to contiguous positions, so the cache holds exactly the committed
+///    tokens; layout.max_positions bounds the sequence (the whole tree must fit behind it).
+template <class T>
+concept BackendTarget = requires(T& t, const T& ct, std::span<const token_t> tokens, const TreeView& tree) {
+  typename T::backend_type;
+  { ct.backend() } -> std::convertible_to<typename T::backend_type>;
+  { ct.vocab_size() } -> std::convertible_to<int>;
+  t.prefill(tokens);
+  { t.forward(tree) } -> std::convertible_to<LogitsRows>;
+  { t.kv_cache() } -> std::convertible_to<core::KvCacheView>;
+};
+
 // ---- drafter ------------------------------------------------------------------------------
 
 /// A draft policy.
@@ -149,6 +185,14 @@ concept Verifier = std::move_constructible<V> && requires {
   { V::needs } -> std::convertible_to<output_need>;
 };
 
+/// A verifier that can verify a step on a backend: verify_on(tag, job) enqueues one of the
+/// backend operations (greedy_verify, rejection_verify, conditional_verify) on the job's arrays.
+/// A verifier that samples also says which random stream it draws from (random_key()).
+template <class V, class Backend>
+concept BackendVerifier = Verifier<V> && requires(V& v, const Backend& tag, const backend::VerifyJob& job) {
+  { v.verify_on(tag, job) } -> std::same_as<backend::status>;
+};
+
 /// A verifier that can verify a tree against target output type Out.
 template <class V, class Out>
 concept VerifierFor = Verifier<V> && requires(V& v, const TreeView& tree, const Out& out,
@@ -159,7 +203,27 @@ concept VerifierFor = Verifier<V> && requires(V& v, const TreeView& tree, const 
 namespace detail {
 
 template <class T>
-constexpr bool check_target() {
+constexpr bool check_backend_target() {
+  using Backend = typename T::backend_type;
+  static_assert(requires(const T& t) { { t.backend() } -> std::convertible_to<Backend>; },
+                "In your backend target: `backend_type backend() const` is missing; it returns the tag "
+                "(e.g. specdec::backend::cuda{stream}) the decoder runs the step with.");
+  static_assert(requires(const T& t) { { t.vocab_size() } -> std::convertible_to<int>; },
+                "In your backend target: `int vocab_size() const` is missing.");
+  static_assert(requires(T& t, std::span<const token_t> p) { t.prefill(p); },
+                "In your backend target: `void prefill(std::span<const specdec::token_t> tokens)` is "
+                "missing; it starts a new sequence whose KV cache holds exactly `tokens`.");
+  static_assert(requires(T& t, const TreeView& tree) { { t.forward(tree) } -> std::convertible_to<LogitsRows>; },
+                "In your backend target: `specdec::LogitsRows forward(const specdec::TreeView&)` is "
+                "missing; it runs the tree (arrays in backend memory) and returns its logits rows there.");
+  static_assert(requires(T& t) { { t.kv_cache() } -> std::convertible_to<core::KvCacheView>; },
+                "In your backend target: `specdec::core::KvCacheView kv_cache()` is missing; the decoder "
+                "compacts the accepted path's K/V rows in it.");
+  return true;
+}
+
+template <class T>
+constexpr bool check_host_target() {
   static_assert(requires(const T& t) { { t.vocab_size() } -> std::convertible_to<int>; },
                 "In your target: `int vocab_size() const` is missing.");
   static_assert(requires(T& t, std::span<const token_t> p) { t.prefill(p); },
@@ -177,6 +241,13 @@ constexpr bool check_target() {
                   "const` nor `std::span<const float> logits(node_t) const`.");
   }
   return true;
+}
+
+/// The checks of a BackendTarget when the type declares backend_type, of a Target otherwise.
+template <class T>
+constexpr bool check_target() {
+  if constexpr (requires { typename T::backend_type; }) return check_backend_target<T>();
+  else return check_host_target<T>();
 }
 
 template <class D>
@@ -213,6 +284,25 @@ constexpr bool check_verifier() {
                 "In your verifier: `void verify(const specdec::TreeView&, const Output&, "
                 "specdec::Verdict&)` is missing or does not accept this target's output type.");
   return true;
+}
+
+template <class V, class Backend>
+constexpr bool check_backend_verifier() {
+  static_assert(requires { { V::needs } -> std::convertible_to<output_need>; },
+                "In your verifier: `static constexpr specdec::output_need needs` is missing.");
+  static_assert(BackendVerifier<V, Backend>,
+                "This target is a BackendTarget (its step stays in backend memory), so the verifier "
+                "must verify there: `template <class Backend> specdec::backend::status verify_on(const "
+                "Backend&, const specdec::backend::VerifyJob&)` is missing. specdec's ExactVerifier, "
+                "RejectionSampling and ConditionalVerifier have one.");
+  return true;
+}
+
+/// The verifier check that fits the target: verify_on for a BackendTarget, verify otherwise.
+template <class V, class T>
+constexpr bool check_verifier_for_target() {
+  if constexpr (requires { typename T::backend_type; }) return check_backend_verifier<V, typename T::backend_type>();
+  else return check_verifier<V, target_output_t<T>>();
 }
 
 }  // namespace detail

@@ -5,8 +5,13 @@
 
 #if defined(__CUDACC__)
 #define SPECDEC_HD __host__ __device__
+// Before a host/device function template that calls a callable the caller gives: on the host the
+// callable may be host-only (a policy's lambda over a target's output), which is fine, so nvcc's
+// execution-space check is turned off for it.
+#define SPECDEC_NO_EXEC_CHECK _Pragma("nv_exec_check_disable")
 #else
 #define SPECDEC_HD
+#define SPECDEC_NO_EXEC_CHECK
 #endif
 
 namespace specdec {

@@ -1,4 +1,6 @@
-// SpeculativeDecoder<Target, Drafter..., Verifier>: the decode loop on the host backend.
+// SpeculativeDecoder<Target, Drafter..., Verifier>: the decode loop. Drafting and merging run on
+// the host; the forward, verification and commit run on the host for a Target, and on the
+// target's backend (host or CUDA, backend_step.hpp) for a BackendTarget.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include <specdec/backend_step.hpp>
 #include <specdec/concepts.hpp>
 #include <specdec/draft_tree.hpp>
 #include <specdec/error.hpp>
@@ -53,7 +56,7 @@ class SpeculativeDecoder {
   }
   static_assert(detail::check_target<Target>());
   static_assert(check_drafters(drafter_list{}));
-  static_assert(detail::check_verifier<verifier_type, output_type>());
+  static_assert(detail::check_verifier_for_target<verifier_type, Target>());
   static_assert(num_drafters <= 32, "SpeculativeDecoder: at most 32 drafters (one source bit each).");
 
  public:
@@ -83,6 +86,7 @@ class SpeculativeDecoder {
     prompt_length_ = static_cast<int>(prompt.size());
     cached_ = prompt_length_ - 1;
     target_.prefill(prompt.first(prompt.size() - 1));
+    if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget + 1, vocab_);
     std::apply([&](auto&... d) { (d.begin(prompt), ...); }, drafters_);
     stats_ = DecodeStats{};
     stats_.accepted_by_drafter.assign(num_drafters, {});
@@ -96,8 +100,16 @@ class SpeculativeDecoder {
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
 
+    int budget = options_.budget;
     int max_depth = options_.budget;
-    if constexpr (BoundedTarget<Target>) {
+    if constexpr (BackendTarget<Target>) {
+      // The forward writes every tree node's K/V behind the cache, so the whole tree must fit.
+      const int max_positions = target_.kv_cache().layout.max_positions;
+      const int room = max_positions - cached_;
+      if (room < 1) throw error("SpeculativeDecoder::step: the target is full (" + std::to_string(max_positions) + " positions)");
+      budget = std::min(budget, room - 1);
+      max_depth = budget;
+    } else if constexpr (BoundedTarget<Target>) {
       const int room = static_cast<int>(target_.max_positions()) - cached_ - 1;
       if (room < 0) {
         throw error("SpeculativeDecoder::step: the target is full (" +
@@ -105,23 +117,30 @@ class SpeculativeDecoder {
       }
       max_depth = std::min(max_depth, room);
     }
-    const DraftContext ctx{context_, prompt_length_, options_.budget, max_depth, vocab_};
+    const DraftContext ctx{context_, prompt_length_, budget, max_depth, vocab_};
     if constexpr (num_drafters == 0) trees_[0].reset(context_.back());
     std::size_t d = 0;
     std::apply([&](auto&... drafter) { (propose_one(drafter, d++, ctx), ...); }, drafters_);
-    merger_.merge(tree_ptrs_, options_.budget, max_depth);
+    merger_.merge(tree_ptrs_, budget, max_depth);
     TreeView view = merger_.view();
     view.base_position = cached_;
     const auto t1 = clock::now();
 
-    decltype(auto) out = target_.forward(view);
-    const auto t2 = clock::now();
-
-    verifier_.verify(view, out, verdict_);
-    check_verdict(view);
-    const auto t3 = clock::now();
-
-    target_.commit(std::span<const node_t>(verdict_.path));
+    auto t2 = t1, t3 = t1;
+    if constexpr (BackendTarget<Target>) {
+      // Forward, verification and compaction run behind each other on the backend: their time
+      // is the target's (see DecodeStats).
+      backend_step_.run(target_, verifier_, view, verdict_);
+      t2 = t3 = clock::now();
+      check_verdict(view);
+    } else {
+      decltype(auto) out = target_.forward(view);
+      t2 = clock::now();
+      verifier_.verify(view, out, verdict_);
+      check_verdict(view);
+      t3 = clock::now();
+      target_.commit(std::span<const node_t>(verdict_.path));
+    }
     const auto t4 = clock::now();
 
     committed_.clear();
@@ -181,8 +200,7 @@ class SpeculativeDecoder {
         options_(options),
         drafters_(std::move(std::get<I>(all))...),
         verifier_(std::move(std::get<num_drafters>(all))) {
-    for (std::size_t i = 0; i < num_drafters; ++i) tree_ptrs_[i] = &trees_[i];
-    if constexpr (num_drafters == 0) tree_ptrs_[0] = &trees_[0];
+    for (std::size_t i = 0; i < tree_ptrs_.size(); ++i) tree_ptrs_[i] = &trees_[i];
   }
 
   template <class... Ds>
@@ -237,7 +255,7 @@ class SpeculativeDecoder {
     stats_.drafted_nodes += view.size - 1;
     DecodeStats::count(stats_.tokens_per_step, committed_.size());
     const DraftTree& tree = merger_.tree();
-    for (std::size_t d = 0; d < num_drafters; ++d) {
+    for (std::size_t d = 0; d < stats_.accepted_by_drafter.size(); ++d) {  // one per drafter
       std::size_t k = 1;
       while (k < path.size() && (tree.source(path[k]) >> d & 1u)) ++k;
       DecodeStats::count(stats_.accepted_by_drafter[d], k - 1);
@@ -260,6 +278,7 @@ class SpeculativeDecoder {
   std::array<const DraftTree*, std::max<std::size_t>(num_drafters, 1)> tree_ptrs_{};
   TreeMerger merger_;
   Verdict verdict_;
+  [[no_unique_address]] typename detail::backend_step_for<Target>::type backend_step_;
   std::vector<token_t> committed_;
   DecodeStats stats_;
 };

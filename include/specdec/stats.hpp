@@ -19,8 +19,8 @@ struct DecodeStats {
   std::vector<std::vector<std::int64_t>> accepted_by_drafter;
   std::vector<std::string> drafter_names;
   double draft_seconds = 0;   ///< drafters' propose/observe, merge and layout
-  double target_seconds = 0;  ///< target forward and commit
-  double verify_seconds = 0;  ///< verifier
+  double target_seconds = 0;  ///< target forward and commit (a BackendTarget: also verification)
+  double verify_seconds = 0;  ///< verifier (0 for a BackendTarget: it runs behind the forward)
 
   /// τ: tokens committed per target call, bonus token included (Spec-Bench's convention).
   double tau() const { return steps ? static_cast<double>(tokens) / static_cast<double>(steps) : 0.0; }

@@ -43,9 +43,7 @@ class ConditionalVerifier {
   template <LogitsOutput Out>
   void verify(const TreeView& tree, const Out& out, Verdict& verdict) {
     const int vocab = static_cast<int>(out.logits(0).size());
-    if (params_.eos >= vocab)
-      throw error("ConditionalVerifier: eos token " + std::to_string(params_.eos) + " outside the vocabulary [0, " +
-                  std::to_string(vocab) + ")");
+    check_eos(vocab);
     accepted_.resize(static_cast<std::size_t>(tree.size));
     work_.resize(static_cast<std::size_t>(vocab));
     verdict.path.resize(static_cast<std::size_t>(tree.max_depth) + 1);
@@ -63,7 +61,22 @@ class ConditionalVerifier {
     if (status != core::sampling_status::ok) detail::throw_bad_row(status, last, "ConditionalVerifier");
   }
 
+  /// The same verification in a backend's memory (a BackendTarget's step).
+  template <class Backend>
+  backend::status verify_on(const Backend& tag, const backend::VerifyJob& job) const {
+    check_eos(job.stochastic.vocab_size);
+    return backend::conditional_verify(tag, job.stochastic, params_, next_.sampling);
+  }
+  /// The random stream the next token is drawn from.
+  core::RandomKey random_key() const { return {next_.seed, next_.sequence}; }
+
  private:
+  void check_eos(int vocab) const {
+    if (params_.eos >= vocab)
+      throw error("ConditionalVerifier: eos token " + std::to_string(params_.eos) + " outside the vocabulary [0, " +
+                  std::to_string(vocab) + ")");
+  }
+
   ConditionalParams params_{};
   SamplingOptions next_{SamplingParams{0.0f}, 0, 0};
   std::vector<std::uint8_t> accepted_;

@@ -37,6 +37,12 @@ struct ExactVerifier {
                                          verdict.path.data(), &verdict.next_token);
     verdict.path.resize(static_cast<std::size_t>(length));
   }
+
+  /// The same verification in a backend's memory (a BackendTarget's step).
+  template <class Backend>
+  backend::status verify_on(const Backend& tag, const backend::VerifyJob& job) const {
+    return backend::greedy_verify(tag, job.greedy);
+  }
 };
 
 static_assert(Verifier<ExactVerifier>);

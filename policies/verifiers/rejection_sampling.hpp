@@ -68,6 +68,14 @@ class RejectionSampling {
     verdict.path.resize(static_cast<std::size_t>(length));
   }
 
+  /// The same verification in a backend's memory (a BackendTarget's step).
+  template <class Backend>
+  backend::status verify_on(const Backend& tag, const backend::VerifyJob& job) const {
+    return backend::rejection_verify(tag, job.stochastic, options_.sampling);
+  }
+  /// The random stream the verification draws from.
+  core::RandomKey random_key() const { return {options_.seed, options_.sequence}; }
+
   const SamplingOptions& options() const { return options_; }
 
  private:

@@ -36,6 +36,13 @@ struct KvCacheLayout {
   long long sequence_stride = 0;       ///< bytes between sequences of the batch
 };
 
+/// A target's K and V caches and their layout (what compaction moves rows in).
+struct KvCacheView {
+  KvCacheLayout layout;
+  unsigned char* k = nullptr;
+  unsigned char* v = nullptr;  ///< may be null (one tensor, e.g. MLA)
+};
+
 /// The packed [sequence][layer][position][kv_head][head_dim] layout.
 SPECDEC_HD constexpr KvCacheLayout kv_layout(int layers, int max_positions, int kv_heads, int head_dim,
                                              int element_bytes) {

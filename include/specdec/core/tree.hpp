@@ -115,6 +115,7 @@ SPECDEC_HD inline int argmax_row(const float* row, int n) {
 /// the root) and returns its length; *next_token is the argmax after the path (the bonus token).
 /// `argmax_at(node)` gives the target's choice after `node`; a negative value aborts the walk and
 /// is returned through *next_token so the caller can report it.
+SPECDEC_NO_EXEC_CHECK
 template <class ArgmaxAt>
 SPECDEC_HD int greedy_walk(const token_t* token, const node_t* first_child, const node_t* next_sibling,
                            ArgmaxAt&& argmax_at, node_t* path, token_t* next_token) {

@@ -12,6 +12,25 @@
 
 namespace specdec {
 
+/// The hash model's arithmetic, shared by HashTarget and BackendHashTarget (host and device).
+namespace hash_model {
+SPECDEC_HD constexpr std::uint64_t splitmix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+/// The hash of a sequence after appending `token` at `position` to a sequence hashed `h`.
+SPECDEC_HD constexpr std::uint64_t mix(std::uint64_t h, token_t token, int position) {
+  return splitmix(h ^ splitmix(static_cast<std::uint64_t>(token) * 0x100000001b3ull + static_cast<std::uint64_t>(position)));
+}
+/// The logit of token v after a sequence hashed `h` (exact on host and device: no rounding
+/// but the one product).
+SPECDEC_HD constexpr float logit(std::uint64_t h, int v, float sharpness) {
+  return sharpness * static_cast<float>(splitmix(h + static_cast<std::uint64_t>(v)) >> 40) * (1.0f / 16777216.0f);
+}
+}  // namespace hash_model
+
 /// A stand-in model whose logits after a sequence are a hash of the whole sequence — every token
 /// and its position. It keeps a cache of the committed tokens' running hashes (its "KV cache") and
 /// hashes each tree node from its parent at tree.position(node), so a decoder that gets positions,
@@ -98,21 +117,11 @@ class HashTarget {
   int cached() const { return static_cast<int>(cache_.size()) - 1; }
 
  private:
-  static std::uint64_t splitmix(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
   static std::uint64_t mix(std::uint64_t h, token_t token, int position) {
-    return splitmix(h ^ splitmix(static_cast<std::uint64_t>(token) * 0x100000001b3ull +
-                                 static_cast<std::uint64_t>(position)));
+    return hash_model::mix(h, token, position);
   }
   void fill_row(std::uint64_t h, float* row) const {
-    for (int v = 0; v < vocab_; ++v) {
-      const std::uint64_t r = splitmix(h + static_cast<std::uint64_t>(v));
-      row[v] = sharpness_ * static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
-    }
+    for (int v = 0; v < vocab_; ++v) row[v] = hash_model::logit(h, v, sharpness_);
   }
   void check(token_t t) const {
     if (t < 0 || t >= vocab_)
