@@ -30,6 +30,9 @@ struct ConditionalParams {
 /// child in mixed mode. On a bad row, *status says why, *bad_node which, and the root alone is
 /// returned. `accepted` and `path` are written by ex.leader() and synchronised before the return;
 /// the scalar outputs by every thread.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable  // logits_at is a host callable when the host instantiates this
+#endif
 template <class Ex, class LogitsAt>
 SPECDEC_HD int conditional_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&& logits_at,
                                 const ConditionalParams& params, std::uint8_t* accepted, node_t* path,
@@ -79,9 +82,9 @@ SPECDEC_HD int conditional_walk(Ex& ex, const TreeView& tree, int vocab, LogitsA
   return length;
 }
 
-/// conditional_walk on the host (SerialLanes).
+/// conditional_walk on the host (SerialLanes). Host-only: `logits_at` may be a host lambda.
 template <class LogitsAt>
-SPECDEC_HD int conditional_walk(const TreeView& tree, int vocab, LogitsAt&& logits_at, const ConditionalParams& params,
+int conditional_walk(const TreeView& tree, int vocab, LogitsAt&& logits_at, const ConditionalParams& params,
                                 std::uint8_t* accepted, node_t* path, sampling_status* status, node_t* bad_node) {
   SerialLanes ex;
   return conditional_walk(ex, tree, vocab, logits_at, params, accepted, path, status, bad_node);

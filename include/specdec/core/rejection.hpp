@@ -44,6 +44,9 @@ namespace specdec::core {
 /// outputs are written by every thread (pass the thread's own variables). *status != ok aborts
 /// the walk (the path so far is written, *next_token is -1, *bad_node is the node whose row was
 /// bad).
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable  // logits_at is a host callable when the host instantiates this
+#endif
 template <class Ex, class LogitsAt>
 SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&& logits_at,
                               const SamplingParams& params, RandomKey key, float* work, node_t* path,
@@ -150,9 +153,9 @@ SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&
   }
 }
 
-/// rejection_walk on the host (SerialLanes).
+/// rejection_walk on the host (SerialLanes). Host-only: `logits_at` may be a host lambda.
 template <class LogitsAt>
-SPECDEC_HD int rejection_walk(const TreeView& tree, int vocab, LogitsAt&& logits_at, const SamplingParams& params,
+int rejection_walk(const TreeView& tree, int vocab, LogitsAt&& logits_at, const SamplingParams& params,
                               RandomKey key, float* work, node_t* path, token_t* next_token,
                               sampling_status* status, node_t* bad_node) {
   SerialLanes ex;
