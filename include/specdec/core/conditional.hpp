@@ -85,7 +85,7 @@ SPECDEC_HD int conditional_walk(Ex& ex, const TreeView& tree, int vocab, LogitsA
 /// conditional_walk on the host (SerialLanes). Host-only: `logits_at` may be a host lambda.
 template <class LogitsAt>
 int conditional_walk(const TreeView& tree, int vocab, LogitsAt&& logits_at, const ConditionalParams& params,
-                                std::uint8_t* accepted, node_t* path, sampling_status* status, node_t* bad_node) {
+                     std::uint8_t* accepted, node_t* path, sampling_status* status, node_t* bad_node) {
   SerialLanes ex;
   return conditional_walk(ex, tree, vocab, logits_at, params, accepted, path, status, bad_node);
 }

@@ -156,8 +156,8 @@ SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&
 /// rejection_walk on the host (SerialLanes). Host-only: `logits_at` may be a host lambda.
 template <class LogitsAt>
 int rejection_walk(const TreeView& tree, int vocab, LogitsAt&& logits_at, const SamplingParams& params,
-                              RandomKey key, float* work, node_t* path, token_t* next_token,
-                              sampling_status* status, node_t* bad_node) {
+                   RandomKey key, float* work, node_t* path, token_t* next_token, sampling_status* status,
+                   node_t* bad_node) {
   SerialLanes ex;
   return rejection_walk(ex, tree, vocab, logits_at, params, key, work, path, next_token, status, bad_node);
 }
