@@ -271,7 +271,7 @@ class buffer {
   void grow(std::size_t bytes) {
     if (bytes <= size_) return;
     if (data_) release(tag_, kind_, data_);
-    data_ = nullptr;
+    data_ = nullptr;  // empty, not dangling, if allocate throws
     size_ = 0;
     data_ = static_cast<unsigned char*>(allocate(tag_, kind_, bytes));
     size_ = bytes;
