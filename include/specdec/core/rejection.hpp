@@ -152,7 +152,10 @@ SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&
       if (p.greedy) {
         *next_token = p.best;
       } else {
-        *next_token = race(ex, vocab, weight, ChildTokens{&tree, node}, key, position);
+        // `stored` decided outside the race, so that its pass over the row vectorises on the host
+        const ChildTokens children{&tree, node};
+        *next_token = stored ? race(ex, vocab, [&](int v) { return work[v]; }, children, key, position)
+                             : race(ex, vocab, p, children, key, position);
       }
       return length;
     }
