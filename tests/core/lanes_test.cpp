@@ -32,8 +32,9 @@ float lane_order_sum(const std::vector<float>& x) {
 
 // An executor that does the order-free work (max_scan, count, histogram, for_each) in a shuffled
 // order, split over 256 "threads" whose results are combined in another shuffled order, as a
-// GPU may schedule it; sums keep the lane order (SerialLanes). A walk that gives the same bits
-// with it and with SerialLanes depends on the order of its integer work in no way.
+// GPU may schedule it; sums keep the lane order (SerialLanes), and lane_sums computes the lanes
+// one by one in a shuffled order of lanes. A walk that gives the same bits with it and with
+// SerialLanes depends on the order of its integer work in no way.
 class ShuffledLanes {
  public:
   explicit ShuffledLanes(std::uint64_t seed) : rng_(seed) {}
@@ -46,6 +47,15 @@ class ShuffledLanes {
   template <class F>
   float sum(int count, F&& f) {
     return serial_.sum(count, f);
+  }
+  template <class F>
+  float* lane_sums(int count, F&& f) {
+    for (int lane : order(sampling_lanes)) {
+      float s = 0.0f;
+      for (int v = lane; v < count; v += sampling_lanes) s += f(v);
+      lanes_[lane] = s;
+    }
+    return lanes_;
   }
   template <class Pred>
   std::uint64_t count(int count, Pred&& pred) {
@@ -79,6 +89,7 @@ class ShuffledLanes {
   }
   std::mt19937_64 rng_;
   SerialLanes serial_;
+  float lanes_[sampling_lanes];
   std::uint64_t bins_[256];
 };
 
@@ -95,6 +106,12 @@ TEST_CASE("SerialLanes sums in the lane order", "[core][lanes]") {
     const float lanes = ex.sum(n, [&](int v) { return x[static_cast<std::size_t>(v)]; });
     CHECK(lanes == lane_order_sum(x));
     differs_from_sequential += lanes != std::accumulate(x.begin(), x.end(), 0.0f);
+    // lane_sums: the partials before the tree, each lane in increasing v
+    const float* partials = ex.lane_sums(n, [&](int v) { return x[static_cast<std::size_t>(v)]; });
+    std::vector<float> want(sampling_lanes, 0.0f), got(partials, partials + sampling_lanes);
+    for (std::size_t v = 0; v < x.size(); ++v) want[v % sampling_lanes] += x[v];
+    CHECK(got == want);
+    CHECK(combine_lanes(got.data()) == lanes);
   }
   CHECK(differs_from_sequential > 0);  // the order matters for these inputs: the check above has teeth
 }
@@ -139,5 +156,38 @@ TEST_CASE("the walks depend on the order of their integer work in no way", "[cor
       CHECK(serial.path == shuffled.path);
       CHECK(serial.accepted == shuffled.accepted);
     }
+  }
+}
+
+namespace {
+struct TokenList {
+  std::vector<int> tokens;
+  bool contains(int v) const { return std::find(tokens.begin(), tokens.end(), v) != tokens.end(); }
+  bool in_lane(int lane) const {
+    return std::any_of(tokens.begin(), tokens.end(), [&](int v) { return v % sampling_lanes == lane; });
+  }
+};
+}  // namespace
+
+TEST_CASE("the race's winner depends on the order of its work in no way", "[core][lanes][stochastic]") {
+  std::mt19937_64 rng(72);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (int vocab : {100, 1000, 32003}) {
+    std::vector<float> w(static_cast<std::size_t>(vocab));
+    for (float& x : w) x = rng() % 3 == 0 ? 0.0f : std::exp(normal(rng));
+    TokenList excluded;
+    for (int k = 0; k < 6; ++k) excluded.tokens.push_back(static_cast<int>(rng() % static_cast<std::uint64_t>(vocab)));
+    const auto weight = [&](int v) { return w[static_cast<std::size_t>(v)]; };
+    int differs = 0;
+    for (int position = 0; position < 300; ++position) {
+      SerialLanes one;
+      ShuffledLanes other(static_cast<std::uint64_t>(position));
+      const token_t a = race(one, vocab, weight, excluded, RandomKey{9, 4}, position);
+      CHECK(a == race(other, vocab, weight, excluded, RandomKey{9, 4}, position));
+      CHECK(race(one, vocab, weight, NoExclusion{}, RandomKey{9, 4}, position) ==
+            race(other, vocab, weight, NoExclusion{}, RandomKey{9, 4}, position));
+      differs += a != race(one, vocab, weight, excluded, RandomKey{9, 4}, position + 1);
+    }
+    CHECK(differs > 0);  // the positions really draw different tokens
   }
 }

@@ -110,55 +110,96 @@ TEST_CASE("bad rows and parameters are reported, -inf masks a token", "[core][sa
 }
 
 namespace {
-// Draws `n` tokens from w by the race (one position per draw) and tests the counts by chi-square.
-specdec::testing::ChiSquare race_chi_square(const std::vector<float>& w, int n, const char* name) {
+// A list of tokens the race must not draw.
+struct TokenList {
+  std::vector<int> tokens;
+  bool contains(int v) const { return std::find(tokens.begin(), tokens.end(), v) != tokens.end(); }
+  bool in_lane(int lane) const {
+    return std::any_of(tokens.begin(), tokens.end(), [&](int v) { return v % sampling_lanes == lane; });
+  }
+};
+
+// Draws `n` tokens from w without the excluded ones by the race (one position per draw) and
+// tests the counts by chi-square against w / Σ w, excluded tokens counted as 0.
+specdec::testing::ChiSquare race_chi_square(const std::vector<float>& w, int n, const char* name,
+                                            const TokenList& excluded = {}) {
   std::vector<std::int64_t> counts(w.size(), 0);
+  SerialLanes ex;
   for (int position = 0; position < n; ++position) {
-    const int token = sample_from_weights(w.data(), static_cast<int>(w.size()), RandomKey{17, 3}, position);
+    const int token = race(ex, static_cast<int>(w.size()), [&](int v) { return w[static_cast<std::size_t>(v)]; },
+                           excluded, RandomKey{17, 3}, position);
     REQUIRE(token >= 0);
     REQUIRE(w[static_cast<std::size_t>(token)] > 0.0f);  // a weight of 0 never wins
+    REQUIRE(!excluded.contains(token));
     ++counts[static_cast<std::size_t>(token)];
   }
   double total = 0;
-  for (float x : w) total += x;
+  for (std::size_t v = 0; v < w.size(); ++v) total += excluded.contains(static_cast<int>(v)) ? 0.0 : w[v];
   std::vector<double> p;
-  for (float x : w) p.push_back(x / total);
+  for (std::size_t v = 0; v < w.size(); ++v) p.push_back(excluded.contains(static_cast<int>(v)) ? 0.0 : w[v] / total);
   const auto r = specdec::testing::chi_square(counts, p);
   std::printf("chi-square [race: %s] X2 = %.2f, df = %d, p = %.3g\n", name, r.statistic, r.degrees_of_freedom, r.p_value);
   return r;
 }
+
+std::vector<float> random_weights(std::size_t count, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> w(count);
+  for (float& x : w) x = rng() % 4 == 0 ? 0.0f : static_cast<float>(rng() % 1000) / 1000.0f;
+  return w;
+}
 }  // namespace
 
 TEST_CASE("the exponential race draws tokens in proportion to their weights", "[core][sampling][statistical]") {
-  std::mt19937_64 rng(5);
-  std::vector<float> random37(37);  // not a multiple of 4: the last quad is partial
-  for (float& x : random37) x = rng() % 4 == 0 ? 0.0f : static_cast<float>(rng() % 1000) / 1000.0f;
+  const std::vector<float> random37 = random_weights(37, 5);  // not a multiple of 4: the last quad is partial
   std::vector<float> peaked(300, 1e-3f);  // one token holds most of the mass, many share the rest
   peaked[123] = 1.0f;
+  // 1000 tokens: lanes of 4 entries (3 for lanes >= 232), the in-lane race has a partial quad
+  const std::vector<float> random1000 = random_weights(1000, 6);
+  // a softmax-like row over 3000 tokens: lane masses differ, most entries are tiny
+  std::vector<float> decaying(3000);
+  for (std::size_t v = 0; v < decaying.size(); ++v) decaying[v] = std::exp(-static_cast<float>((v * 7919) % 3000) / 300.0f);
   CHECK(race_chi_square({1.0f, 2.0f, 3.0f, 4.0f}, 100000, "1 2 3 4").p_value > 0.001);
   CHECK(race_chi_square({0.0f, 0.0f, 0.5f, 0.5f, 0.0f}, 100000, "zeros around two halves").p_value > 0.001);
   CHECK(race_chi_square(random37, 200000, "37 random weights, a quarter 0").p_value > 0.001);
   CHECK(race_chi_square(peaked, 200000, "one 1 among 299 x 1e-3").p_value > 0.001);
   CHECK(race_chi_square({1e-30f, 3e-30f}, 100000, "tiny weights").p_value > 0.001);
+  CHECK(race_chi_square(random1000, 200000, "1000 random weights, a quarter 0").p_value > 0.001);
+  CHECK(race_chi_square(decaying, 200000, "3000 decaying weights").p_value > 0.001);
 }
 
-TEST_CASE("race edge cases: nothing positive, ties, exclusion, the uniforms' range", "[core][sampling][edge]") {
+TEST_CASE("the race with excluded tokens draws the others in proportion", "[core][sampling][statistical]") {
+  std::vector<float> w = random_weights(1000, 7);
+  for (int v : {5, 261, 517, 773}) w[static_cast<std::size_t>(v)] = 0.0f;  // lane 5 ...
+  w[261] = w[773] = 0.5f;  // ... holds only the excluded positive entries 261 and 773
+  for (int v : {3, 259, 515, 771}) w[static_cast<std::size_t>(v)] = 0.25f;  // lane 3 is all excluded
+  const TokenList children{{773, 3, 259, 515, 771, 261, 42, 999, 600}};
+  CHECK(race_chi_square(w, 200000, "1000 weights, 9 excluded, two lanes emptied", children).p_value > 0.001);
+  CHECK(race_chi_square({1.0f, 1.0f, 1.0f, 1.0f, 1.0f}, 50000, "5 equal weights, 1 and 3 excluded", TokenList{{1, 3}})
+            .p_value > 0.001);
+  // a lane whose positive entries are all excluded has mass 0 exactly: its only other entry,
+  // weighing 1e-30, takes every draw
+  std::vector<float> sparse(600, 0.0f);
+  sparse[7] = 1e-30f;
+  sparse[263] = sparse[519] = 1.0f;
+  SerialLanes ex;
+  for (int position = 0; position < 200; ++position)
+    CHECK(race(ex, 600, [&](int v) { return sparse[static_cast<std::size_t>(v)]; }, TokenList{{263, 519}}, RandomKey{4, 1},
+               position) == 7);
+  CHECK(race(ex, 600, [&](int v) { return sparse[static_cast<std::size_t>(v)]; }, TokenList{{7, 263, 519}}, RandomKey{4, 1},
+             0) == -1);
+}
+
+TEST_CASE("race edge cases: nothing positive, one positive weight, the uniforms' range", "[core][sampling][edge]") {
   const std::vector<float> zeros(9, 0.0f);
   CHECK(sample_from_weights(zeros.data(), 9, RandomKey{1, 0}, 0) == -1);
   const std::vector<float> one = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 2.5f};
   for (int position = 0; position < 100; ++position)
     CHECK(sample_from_weights(one.data(), 6, RandomKey{1, 0}, position) == 5);
-  // excluded tokens never win; the rest keep their proportions
-  SerialLanes ex;
-  const std::vector<float> w = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
-  std::vector<std::int64_t> counts(5, 0);
-  for (int position = 0; position < 50000; ++position) {
-    const int token = race(ex, 5, [&](int v) { return w[v]; }, 1.0f, [](int v) { return v == 1 || v == 3; }, RandomKey{2, 0},
-                           position);
-    REQUIRE((token == 0 || token == 2 || token == 4));
-    ++counts[static_cast<std::size_t>(token)];
-  }
-  CHECK(specdec::testing::chi_square(counts, {1.0 / 3, 0, 1.0 / 3, 0, 1.0 / 3}).p_value > 0.001);
+  std::vector<float> far(70000, 0.0f);  // one positive entry deep in its lane
+  far[69999] = 1e-20f;
+  for (int position = 0; position < 20; ++position)
+    CHECK(sample_from_weights(far.data(), 70000, RandomKey{1, 2}, position) == 69999);
   // the race's uniforms are strictly inside (0, 1), so E = -log2 U is finite and positive
   CHECK(open_uniform_from_bits(0u) > 0.0f);
   CHECK(open_uniform_from_bits(0xffffffffu) < 1.0f);

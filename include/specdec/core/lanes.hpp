@@ -17,6 +17,10 @@
 //   sync()                   block barrier (no-op on the host): after leader/for_each writes
 //   for_each(n, f)           f(i) for i in [0, n), spread over the lanes
 //   sum(n, f)                Σ f(v) over v in [0, n) in lane order (float)
+//   lane_sums(n, f)          the 256 lane partials of that sum, before the tree: part[l] = Σ f(v)
+//                            over v = l, l + 256, ... < n in increasing v; returns them in an array
+//                            every thread sees, valid until the next lane_sums call (a walk may
+//                            rewrite entry l in for_each's item l, then sync)
 //   count(n, pred)           #{v in [0, n) : pred(v)}
 //   max_scan(n, f)           running max: best = f(i, best) from best = 0 over the lane's items,
 //                            then the max over lanes; f must return max(best, key(i)) for some
@@ -68,12 +72,14 @@ class SerialLanes {
 
   template <class F>
   SPECDEC_HD float sum(int count, F&& f) {
-    for (float& p : part_) p = 0.0f;
-    int base = 0;
-    for (; base + sampling_lanes <= count; base += sampling_lanes)
-      for (int lane = 0; lane < sampling_lanes; ++lane) part_[lane] = add_rn(part_[lane], f(base + lane));
-    for (int lane = 0; base + lane < count; ++lane) part_[lane] = add_rn(part_[lane], f(base + lane));
+    accumulate_lanes(count, f, part_);
     return combine_lanes(part_);
+  }
+
+  template <class F>
+  SPECDEC_HD float* lane_sums(int count, F&& f) {
+    accumulate_lanes(count, f, lanes_);
+    return lanes_;
   }
 
   template <class Pred>
@@ -83,11 +89,16 @@ class SerialLanes {
     return n;
   }
 
+  // Eight running maxima rather than one: independent chains, so the loop is not bound by the
+  // latency of one compare-and-select per item.
   template <class F>
   SPECDEC_HD std::uint64_t max_scan(int count, F&& f) const {
-    std::uint64_t best = 0;
-    for (int i = 0; i < count; ++i) best = f(i, best);
-    return best;
+    constexpr int chains = 8;
+    std::uint64_t best[chains] = {};
+    for (int base = 0; base < count; base += chains)
+      for (int c = 0; c < chains && base + c < count; ++c) best[c] = f(base + c, best[c]);
+    for (int c = 1; c < chains; ++c) best[0] = best[c] > best[0] ? best[c] : best[0];
+    return best[0];
   }
 
   template <class F>
@@ -101,7 +112,19 @@ class SerialLanes {
   }
 
  private:
+  // Tiles of 256 entries into 256 accumulators: lane l adds its entries in increasing v, and the
+  // inner loop over lanes vectorises.
+  template <class F>
+  SPECDEC_HD static void accumulate_lanes(int count, F& f, float* part) {
+    for (int lane = 0; lane < sampling_lanes; ++lane) part[lane] = 0.0f;
+    int base = 0;
+    for (; base + sampling_lanes <= count; base += sampling_lanes)
+      for (int lane = 0; lane < sampling_lanes; ++lane) part[lane] = add_rn(part[lane], f(base + lane));
+    for (int lane = 0; base + lane < count; ++lane) part[lane] = add_rn(part[lane], f(base + lane));
+  }
+
   float part_[sampling_lanes];
+  float lanes_[sampling_lanes];
   std::uint64_t bins_[256];
 };
 
@@ -114,6 +137,7 @@ class BlockLanes {
  public:
   struct Storage {
     float part[sampling_lanes];
+    float lanes[sampling_lanes];
     unsigned long long bins[256];
     unsigned long long warp[sampling_lanes / 32];
     float sum;
@@ -147,6 +171,16 @@ class BlockLanes {
     }
     __syncthreads();
     return s_.sum;
+  }
+
+  template <class F>
+  __device__ float* lane_sums(int count, F&& f) {
+    float partial = 0.0f;
+    for (int v = lane_; v < count; v += sampling_lanes) partial = __fadd_rn(partial, f(v));
+    __syncthreads();  // every thread has finished reading the previous lane sums
+    s_.lanes[lane_] = partial;
+    __syncthreads();
+    return s_.lanes;
   }
 
   template <class Pred>

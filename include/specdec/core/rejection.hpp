@@ -15,6 +15,23 @@
 
 namespace specdec::core {
 
+/// The tokens of a node's children: the rejected proposals a walk's final race excludes (see race).
+struct ChildTokens {
+  const TreeView* tree;
+  node_t node;
+
+  SPECDEC_HD bool contains(int v) const {
+    for (node_t c = tree->first_child[node]; c >= 0; c = tree->next_sibling[c])
+      if (tree->token[c] == v) return true;
+    return false;
+  }
+  SPECDEC_HD bool in_lane(int lane) const {
+    for (node_t c = tree->first_child[node]; c >= 0; c = tree->next_sibling[c])
+      if (tree->token[c] % sampling_lanes == lane) return true;
+    return false;
+  }
+};
+
 /// Rejection-sampling walk from the root. At each node, with p the sampling distribution of the
 /// target's row there (SamplingParams), the node's proposals are tested in this order:
 ///  1. the draws of each draft distribution attached below it (TreeView proposals, merge order),
@@ -35,9 +52,10 @@ namespace specdec::core {
 ///
 /// Passes over the vocabulary per visited node: those of analyse_row (2, + 1 + 4 per top-k/top-p
 /// filter; 1 at temperature 0), + 1 per rejected draft distribution's draw (2 after the first
-/// one: the residual is stored in `work`), + 1 at the last node for the race. One-hot proposals
-/// cost no pass: p(x) is one exp, a rejected child is subtracted from the mass and excluded from
-/// the race (every child left untested then has probability 0).
+/// one: the residual is stored in `work`), + 1 at the last node for the race (its lane masses; a
+/// lane holding a child is summed again, vocab / 256 entries). One-hot proposals cost no pass:
+/// p(x) is one exp, a rejected child is subtracted from the mass and excluded from the race
+/// (every child left untested then has probability 0).
 ///
 /// `logits_at(node)` returns the target's row (vocab floats) after `node`. `work` holds vocab
 /// floats. The path is written by ex.leader() (path[0] = 0) and its length returned; the scalar
@@ -134,12 +152,10 @@ SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&
       if (p.greedy) {
         *next_token = p.best;
       } else {
-        const auto is_child = [&](int v) {
-          for (node_t c = tree.first_child[node]; c >= 0; c = tree.next_sibling[c])
-            if (tree.token[c] == v) return true;
-          return false;
-        };
-        *next_token = race(ex, vocab, weight, 1.0f, is_child, key, position);  // residuals stay <= 1 too
+        // `stored` decided outside the race, so that its pass over the row vectorises on the host
+        const ChildTokens children{&tree, node};
+        *next_token = stored ? race(ex, vocab, [&](int v) { return work[v]; }, children, key, position)
+                             : race(ex, vocab, p, children, key, position);
       }
       return length;
     }

@@ -10,7 +10,8 @@
 // Passes over the vocabulary: 1 (argmax, NaN/+inf check) + 1 (the mass); with top-k or top-p,
 // + 1 (store the unfiltered weights) + 4 per filter (radix select, 8 bits per pass, integer
 // histograms). Temperature 0 is greedy: 1 pass. A draw (sample_token, the end of a rejection
-// walk) is 1 more pass: the exponential race.
+// walk) is 1 more pass: the exponential race's lane masses (then about vocab / 1024 + 64 Philox
+// calls).
 #pragma once
 
 #include <cmath>
@@ -188,53 +189,97 @@ SPECDEC_HD inline sampling_status sampling_weights(const float* logits, int voca
   return sampling_status::ok;
 }
 
-/// Draws token v with probability weight(v) / Σ weight, by an exponential race: the winner is
-/// argmax_v weight(v) / E_v with E_v = -log2 U_v, U_v the open uniform of word v % 4 of
-/// random_bits(key, position, sample, v / 4). The E_v are i.i.d. exponential (up to the constant
-/// 1/ln 2, which does not change the argmax), so the winner is distributed exactly as the weights
-/// (up to the 23-bit resolution of U), in one pass, whatever the order of the work. Ties go to the
-/// lowest v; a weight of 0 never wins (a positive ratio that underflows still beats it); tokens
-/// for which excluded(v) holds never win (checked only for a lane's new leader, so a few times
-/// per lane). Returns -1 when no weight is positive.
+/// The tokens a race must not draw: none (see race).
+struct NoExclusion {
+  SPECDEC_HD bool contains(int) const { return false; }
+  SPECDEC_HD bool in_lane(int) const { return false; }
+};
+
+/// Philox indices of the race (purpose `sample`): the lane race takes word l % 4 of index l / 4
+/// for lane l (indices 0..63); the race inside the winning lane word j % 4 of index
+/// in_lane_race_base + j / 4 for its j-th entry, v = lane + 256 j.
+inline constexpr std::uint32_t in_lane_race_base = sampling_lanes / 4;
+
+/// The key of one contestant of an exponential race: weight / E with E = -log2 U (an exponential
+/// variable up to the constant 1/ln 2, which does not change the argmax), U the open uniform of
+/// `bits`; ties to the lowest id, and a positive ratio that underflows still beats a weight of 0
+/// (whose key is 0: never a winner).
+SPECDEC_HD inline std::uint64_t race_key(float weight, std::uint32_t bits, int id) {
+  if (weight <= 0.0f) return 0;
+  std::uint32_t ratio = float_bits(div_rn(weight, -log2_portable(open_uniform_from_bits(bits))));
+  if (ratio == 0) ratio = 1;
+  return (static_cast<std::uint64_t>(ratio) << 32) | (0xffffffffu - static_cast<std::uint32_t>(id));
+}
+
+SPECDEC_HD inline int race_key_id(std::uint64_t key) {
+  return static_cast<int>(0xffffffffu - static_cast<std::uint32_t>(key & 0xffffffffu));
+}
+
+/// Draws token v with probability w(v) / Σ w, w(v) = weight(v) but 0 where excluded.contains(v),
+/// by an exponential race in two levels, exact in distribution and independent of the order of
+/// the work (one pass over the row, then about vocab / 1024 + 64 Philox calls):
+///  1. the lane masses S_l = Σ w(v) over lane l's entries (v % 256 == l) in increasing v, as
+///     ex.lane_sums (bit for bit the same on every executor). A lane holding an excluded token
+///     (excluded.in_lane(l)) is summed again with its excluded entries as 0, so S_l is exactly the
+///     lane-order sum of w, and S_l > 0 if and only if the lane holds a positive w(v);
+///  2. the lane race: lane l wins with probability S_l / Σ S, as the argmax of S_l / E_l over the
+///     lanes with S_l > 0 (ties to the lowest lane);
+///  3. the race inside the winning lane: argmax of w(v) / E_j over its entries v = l + 256 j with
+///     w(v) > 0 (ties to the lowest v), so v wins with probability w(v) / S_l.
+/// So P(v) = S_l / Σ S · w(v) / S_l = w(v) / Σ w, up to the float rounding of the S_l (relative
+/// vocab / 256 · 2^-24) and the 23-bit resolution of the uniforms. The E are independent: the two
+/// races draw disjoint Philox indices (in_lane_race_base), and the in-lane uniforms are the same
+/// for every lane, which is fine because only the winner's are used. Step 3 always finds a token
+/// (S_l > 0 means a positive w(v) in that lane), so no fallback is needed. Returns -1 when no
+/// weight is positive.
 ///
-/// Every weight must be at most max_weight (up to an ulp). Since -ln U >= 1 - U, a token's ratio
-/// is at most max_weight * ln2 / (1 - U): when that bound (with a 1% margin over the rounding of
-/// the computed ratio) is below the lane's leader, the token cannot win and its weight and
-/// logarithm are not computed. Which tokens are skipped depends on the order of the work; the
-/// winner does not.
+/// `excluded` must be cheap for a few tokens: contains(v) is asked for the winning lane's entries
+/// and in_lane(l) for each of the 256 lanes (NoExclusion when nothing is excluded).
 template <class Ex, class Weight, class Excluded>
-SPECDEC_HD token_t race(Ex& ex, int vocab, const Weight& weight, float max_weight, const Excluded& excluded,
-                        RandomKey key, int position) {
-  const float bound = mul_rn(max_weight, 0.7000786f);  // ln 2 * 1.01
-  const int quads = (vocab + 3) / 4;
-  const std::uint64_t top = ex.max_scan(quads, [&](int quad, std::uint64_t best) {
+SPECDEC_HD token_t race(Ex& ex, int vocab, const Weight& weight, const Excluded& excluded, RandomKey key,
+                        int position) {
+  float* lane_mass = ex.lane_sums(vocab, weight);
+  ex.for_each(sampling_lanes, [&](int lane) {
+    if (!excluded.in_lane(lane)) return;
+    float s = 0.0f;
+    for (int v = lane; v < vocab; v += sampling_lanes) s = add_rn(s, excluded.contains(v) ? 0.0f : weight(v));
+    lane_mass[lane] = s;
+  });
+  ex.sync();
+  const std::uint64_t top_lane = ex.max_scan(sampling_lanes / 4, [&](int quad, std::uint64_t best) {
     const u32x4 r = random_bits(key, position, random_purpose::sample, static_cast<std::uint32_t>(quad));
     const std::uint32_t words[4] = {r.x, r.y, r.z, r.w};
     SPECDEC_UNROLL
-    for (int j = 0; j < 4; ++j) {
-      const int v = 4 * quad + j;
-      if (v >= vocab) break;
-      const float u = open_uniform_from_bits(words[j]);
-      if (mul_rn(float_from_bits(static_cast<std::uint32_t>(best >> 32)), sub_rn(1.0f, u)) > bound) continue;
-      const float w = weight(v);
-      if (w <= 0.0f) continue;
-      std::uint32_t bits = float_bits(div_rn(w, -log2_portable(u)));
-      if (bits == 0) bits = 1;
-      const std::uint64_t k = (static_cast<std::uint64_t>(bits) << 32) | (0xffffffffu - static_cast<std::uint32_t>(v));
-      if (k > best && !excluded(v)) best = k;
+    for (int i = 0; i < 4; ++i) {
+      const std::uint64_t k = race_key(lane_mass[4 * quad + i], words[i], 4 * quad + i);
+      best = k > best ? k : best;
     }
     return best;
   });
-  return top == 0 ? -1 : static_cast<token_t>(0xffffffffu - static_cast<std::uint32_t>(top & 0xffffffffu));
+  if (top_lane == 0) return -1;
+  const int lane = race_key_id(top_lane);
+  const int entries = (vocab - lane + sampling_lanes - 1) / sampling_lanes;
+  const std::uint64_t top = ex.max_scan((entries + 3) / 4, [&](int quad, std::uint64_t best) {
+    const u32x4 r = random_bits(key, position, random_purpose::sample, in_lane_race_base + static_cast<std::uint32_t>(quad));
+    const std::uint32_t words[4] = {r.x, r.y, r.z, r.w};
+    SPECDEC_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const int v = lane + sampling_lanes * (4 * quad + i);
+      if (v >= vocab) break;
+      if (excluded.contains(v)) continue;
+      const std::uint64_t k = race_key(weight(v), words[i], v);
+      best = k > best ? k : best;
+    }
+    return best;
+  });
+  return race_key_id(top);
 }
 
 /// race() over a row of weights: v with probability w[v] / Σ w, drawn with the uniforms of
 /// (key, position, sample, ·); -1 when no weight is positive.
 SPECDEC_HD inline token_t sample_from_weights(const float* w, int vocab, RandomKey key, int position) {
-  float max_weight = 0.0f;
-  for (int v = 0; v < vocab; ++v) max_weight = w[v] > max_weight ? w[v] : max_weight;
   SerialLanes ex;
-  return race(ex, vocab, [&](int v) { return w[v]; }, max_weight, [](int) { return false; }, key, position);
+  return race(ex, vocab, [&](int v) { return w[v]; }, NoExclusion{}, key, position);
 }
 
 /// Samples the token at sequence `position` from a row of logits: the draw that plain
@@ -248,7 +293,7 @@ SPECDEC_HD token_t sample_token(Ex& ex, const float* logits, int vocab, const Sa
   *status = analyse_row(ex, logits, vocab, params, &row, nullptr, work);
   if (*status != sampling_status::ok) return -1;
   if (row.greedy) return row.best;
-  return race(ex, vocab, row, 1.0f, [](int) { return false; }, key, position);
+  return race(ex, vocab, row, NoExclusion{}, key, position);
 }
 
 /// sample_token on the host (SerialLanes).
