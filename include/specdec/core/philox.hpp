@@ -36,7 +36,10 @@ SPECDEC_HD inline u32x4 philox4x32_10(u32x4 counter, std::uint32_t key0, std::ui
 /// What a random number is used for; part of the counter so different uses never share a draw.
 enum class random_purpose : std::uint32_t {
   accept = 1,  ///< the uniform of an accept/reject test (index = the test's rank at that position)
-  sample = 2,  ///< a draw from a distribution (the next/bonus token): index v / 4, word v % 4 is token v's
+  /// a draw from a distribution (the next/bonus token, core::race): indices 0..63 hold the lane
+  /// race's uniforms (lane l: word l % 4 of index l / 4), index 64 + j / 4 word j % 4 the in-lane
+  /// race's for the lane's j-th token
+  sample = 2,
 };
 
 /// Identifies one stream of randomness: a run's seed and the sequence (request) it decodes.
