@@ -10,6 +10,7 @@
 #include <specdec/core/sampling.hpp>
 
 #include "kernels/random_stochastic.hpp"
+#include "support/token_list.hpp"
 
 using namespace specdec;
 using namespace specdec::core;
@@ -159,15 +160,7 @@ TEST_CASE("the walks depend on the order of their integer work in no way", "[cor
   }
 }
 
-namespace {
-struct TokenList {
-  std::vector<int> tokens;
-  bool contains(int v) const { return std::find(tokens.begin(), tokens.end(), v) != tokens.end(); }
-  bool in_lane(int lane) const {
-    return std::any_of(tokens.begin(), tokens.end(), [&](int v) { return v % sampling_lanes == lane; });
-  }
-};
-}  // namespace
+using testing::TokenList;
 
 TEST_CASE("the race's winner depends on the order of its work in no way", "[core][lanes][stochastic]") {
   std::mt19937_64 rng(72);

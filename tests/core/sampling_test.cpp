@@ -10,6 +10,7 @@
 #include <specdec/core/sampling.hpp>
 
 #include "support/chi_square.hpp"
+#include "support/token_list.hpp"
 
 using namespace specdec::core;
 
@@ -109,16 +110,9 @@ TEST_CASE("bad rows and parameters are reported, -inf masks a token", "[core][sa
   CHECK(weights_of(logits, {1.0f, 0, 1.0f, 1.5f}).status == sampling_status::bad_parameters);
 }
 
-namespace {
-// A list of tokens the race must not draw.
-struct TokenList {
-  std::vector<int> tokens;
-  bool contains(int v) const { return std::find(tokens.begin(), tokens.end(), v) != tokens.end(); }
-  bool in_lane(int lane) const {
-    return std::any_of(tokens.begin(), tokens.end(), [&](int v) { return v % sampling_lanes == lane; });
-  }
-};
+using specdec::testing::TokenList;
 
+namespace {
 // Draws `n` tokens from w without the excluded ones by the race (one position per draw) and
 // tests the counts by chi-square against w / Σ w, excluded tokens counted as 0.
 specdec::testing::ChiSquare race_chi_square(const std::vector<float>& w, int n, const char* name,
