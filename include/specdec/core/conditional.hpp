@@ -3,13 +3,11 @@
 // (written over a lane executor, core/lanes.hpp, like the rejection walk).
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
 #include <specdec/config.hpp>
 #include <specdec/core/lanes.hpp>
 #include <specdec/core/portable_math.hpp>
-#include <specdec/core/reduction_keys.hpp>
 #include <specdec/core/sampling.hpp>
 #include <specdec/tree_view.hpp>
 
@@ -26,7 +24,7 @@ struct ConditionalParams {
 /// p(token[i]) > max(delta, p(eos)) and (top_k > 0) at most top_k - 1 tokens have a strictly
 /// larger logit. Returns the deepest accepted node, ties to the lowest index, and writes the path
 /// to it (path[0] = 0); its length is depth + 1. Passes per accepted parent with children: 2
-/// (argmax with the NaN/+inf check, then the softmax's sum in the lane order), + 1 count per
+/// (core::analyse_row: argmax with the NaN/+inf check, then the softmax's sum in the lane order), + 1 count per
 /// child in mixed mode. On a bad row, *status says why, *bad_node which, and the root alone is
 /// returned. `accepted` and `path` are written by ex.leader() and synchronised before the return;
 /// the scalar outputs by every thread.
@@ -45,22 +43,17 @@ SPECDEC_HD int conditional_walk(Ex& ex, const TreeView& tree, int vocab, LogitsA
   for (int node = 0; node < tree.size; ++node) {
     if (!accepted[node] || tree.first_child[node] < 0) continue;
     const float* row = logits_at(node);
-    const std::uint64_t top = ex.max_scan(vocab, [&](int v, std::uint64_t top_so_far) {
-      const std::uint64_t k = argmax_key(row[v], v);
-      return k > top_so_far ? k : top_so_far;
-    });
-    const float max_logit = top == nan_argmax_key ? 0.0f : row[argmax_key_token(top)];
-    if (top == nan_argmax_key || max_logit == INFINITY || max_logit == -INFINITY) {
-      *status = top == nan_argmax_key    ? sampling_status::nan_logit
-                : max_logit == INFINITY ? sampling_status::infinite_logit
-                                        : sampling_status::no_finite_logit;
+    // The softmax at temperature 1, unfiltered: no scratch row is needed.
+    RowWeights softmax;
+    float total = 0.0f;
+    *status = analyse_row(ex, row, vocab, SamplingParams{1.0f}, &softmax, &total, nullptr);
+    if (*status != sampling_status::ok) {
       *bad_node = node;
       if (ex.leader()) path[0] = 0;
       ex.sync();
       return 1;
     }
-    const float total = ex.sum(vocab, [&](int v) { return exp_portable(sub_rn(row[v], max_logit)); });
-    const auto probability = [&](token_t x) { return div_rn(exp_portable(sub_rn(row[x], max_logit)), total); };
+    const auto probability = [&](token_t x) { return div_rn(softmax(x), total); };
     const float p_eos = params.eos >= 0 ? probability(params.eos) : 0.0f;
     const float bar = params.delta > p_eos ? params.delta : p_eos;
     for (node_t child = tree.first_child[node]; child >= 0; child = tree.next_sibling[child]) {
