@@ -76,7 +76,6 @@ class BackendStep {
       workspace_bytes = backend::workspace_bytes(tag_, shape);
     }
     workspace_at_ = scratch.add<unsigned char>(workspace_bytes);
-    if (scratch_.size() < scratch.size()) scratch_ = backend::buffer<Backend>(tag_, backend::memory::backend);
     scratch_.grow(scratch.size());
     if constexpr (requires { tag_.workspace; }) {
       tag_.workspace = scratch_.data() + workspace_at_;
@@ -180,7 +179,8 @@ class BackendStep {
       at.proposal_q = p.add<float>(proposals * static_cast<std::size_t>(vocab_));
     }
     at.total = p.size();
-    grow(at.total);
+    staging_.grow(at.total);
+    packed_.grow(at.total);
 
     *staged<int>(at.length) = 0;
     *staged<token_t>(at.next_token) = -1;
@@ -212,17 +212,6 @@ class BackendStep {
     const TreeView view = device_view(tree, at);
     stage(at.view, &view, 1);
     return at;
-  }
-
-  void grow(std::size_t bytes) {
-    if (staging_.size() < bytes) {
-      staging_ = backend::buffer<Backend>(tag_, backend::memory::staging);
-      staging_.grow(bytes);
-    }
-    if (packed_.size() < bytes) {
-      packed_ = backend::buffer<Backend>(tag_, backend::memory::backend);
-      packed_.grow(bytes);
-    }
   }
 
   // The tree as the backend sees it: the same sizes, its arrays in the packed buffer.
@@ -310,7 +299,10 @@ class BackendStep {
   int max_nodes_ = 0;
   int vocab_ = 0;
   std::size_t argmax_at_ = 0, accepted_at_ = 0, work_at_ = 0, workspace_at_ = 0;
-  backend::buffer<Backend> staging_, packed_, scratch_;
+  // Allocation and release need only the kind (a stream plays no part in them).
+  backend::buffer<Backend> staging_{Backend{}, backend::memory::staging};
+  backend::buffer<Backend> packed_{Backend{}, backend::memory::backend};
+  backend::buffer<Backend> scratch_{Backend{}, backend::memory::backend};
 };
 
 /// The decoder's per-target step state: a BackendStep for a BackendTarget, nothing otherwise.
