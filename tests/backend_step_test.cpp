@@ -33,12 +33,6 @@ testing::DecodeResult on_host_path(const DecodeCase& c) {
   return testing::decode(target, c);
 }
 
-std::vector<token_t> greedy_context(const DecodeCase& c) {
-  std::vector<token_t> r = c.prompt;
-  const auto g = HashTarget(c.vocab, c.seed).greedy(c.prompt, c.new_tokens + 16);
-  r.insert(r.end(), g.begin(), g.end());
-  return r;
-}
 
 /// A backend target whose logits rows are all NaN (its cache is never read).
 class NanTarget {
@@ -70,7 +64,7 @@ TEST_CASE("backend step: exact verification equals plain greedy decoding for eve
       const auto result = on_backend(c);
       INFO("drafter set " << static_cast<int>(d) << ", seed " << seed);
       REQUIRE(result.error.empty());
-      const auto reference = greedy_context(c);
+      const auto reference = testing::greedy_reference(c);
       REQUIRE(result.context.size() >= c.prompt.size() + c.new_tokens);
       CHECK(std::equal(result.context.begin(), result.context.end(), reference.begin()));
       if (d == drafts::none) CHECK(result.tau == 1.0);
@@ -96,7 +90,7 @@ TEST_CASE("backend step: sampling verifiers commit the same tokens as on the hos
         CHECK(device.context == host.context);
         CHECK(device.tau == host.tau);
         if (v == verifier::rejection && temperature == 0.0f) {
-          const auto reference = greedy_context(c);
+          const auto reference = testing::greedy_reference(c);
           CHECK(std::equal(device.context.begin(), device.context.end(), reference.begin()));
         }
       }
@@ -105,25 +99,14 @@ TEST_CASE("backend step: sampling verifiers commit the same tokens as on the hos
 }
 
 TEST_CASE("backend step: the KV cache holds exactly the committed tokens after every step", "[backend_step][kv]") {
-  const std::vector<token_t> prompt = {4, 5, 6};
-  BackendHashTarget<> target(64, 1024, 9);
-  std::vector<token_t> reference = prompt;
-  const auto g = HashTarget(64, 9).greedy(prompt, 200);
-  reference.insert(reference.end(), g.begin(), g.end());
-  SpeculativeDecoder<BackendHashTarget<>, OracleDrafter, ExactVerifier> dec(target, DecoderOptions{16},
-                                                                             OracleDrafter(reference, 5, 0.3, 3), ExactVerifier{});
-  dec.prefill(prompt);
-  int long_steps = 0;
-  for (int s = 0; s < 40; ++s) {
-    const auto committed = dec.step();
-    long_steps += committed.size() > 2;
-    const std::vector<token_t> context(dec.context().begin(), dec.context().end());
-    // The cache holds every committed token but the last (the next tree's root).
-    const int cached = static_cast<int>(context.size()) - 1;
-    const auto expected = testing::running_hashes({context.begin(), context.end() - 1}, 9);
-    REQUIRE(target.cached_hashes(cached) == expected);
-  }
-  CHECK(long_steps > 5);  // compaction moved rows in many steps
+  DecodeCase c;
+  c.seed = 9;
+  c.prompt = {4, 5, 6};
+  c.budget = 16;
+  BackendHashTarget<> target(c.vocab, 1024, c.seed);
+  const auto check = testing::check_cache_after_each_step(target, c, 40);
+  CHECK(check.steps_matching == 40);
+  CHECK(check.long_steps > 5);  // compaction moved rows in many steps
 }
 
 TEST_CASE("backend step: the tree shrinks to fit the cache, and a full cache is an error", "[backend_step]") {
@@ -134,7 +117,7 @@ TEST_CASE("backend step: the tree shrinks to fit the cache, and a full cache is 
   CHECK(result.error.find("the target is full (40 positions)") != std::string::npos);
   // Every position was used: 40 cached plus the root that found no room.
   REQUIRE(result.context.size() == 41);
-  const auto reference = greedy_context(c);
+  const auto reference = testing::greedy_reference(c);
   CHECK(std::equal(result.context.begin(), result.context.end(), reference.begin()));
 }
 

@@ -13,17 +13,6 @@ using testing::DecodeCase;
 using testing::drafts;
 using testing::verifier;
 
-namespace {
-
-std::vector<token_t> greedy_context(const DecodeCase& c) {
-  std::vector<token_t> r = c.prompt;
-  const auto g = HashTarget(c.vocab, c.seed).greedy(c.prompt, c.new_tokens + 16);
-  r.insert(r.end(), g.begin(), g.end());
-  return r;
-}
-
-}  // namespace
-
 TEST_CASE("GPU backend step: exact verification equals plain greedy decoding", "[gpu][backend_step][lossless]") {
   for (int vocab : {64, 32000}) {
     for (drafts d : {drafts::none, drafts::oracle_chain, drafts::oracle_wide, drafts::casd_and_oracle, drafts::sampled}) {
@@ -35,7 +24,7 @@ TEST_CASE("GPU backend step: exact verification equals plain greedy decoding", "
       const auto result = testing::decode_on_device(c);
       INFO("vocab " << vocab << ", drafter set " << static_cast<int>(d) << ": " << result.error);
       REQUIRE(result.error.empty());
-      const auto reference = greedy_context(c);
+      const auto reference = testing::greedy_reference(c);
       CHECK(std::equal(result.context.begin(), result.context.end(), reference.begin()));
       if (d == drafts::oracle_chain) CHECK(result.tau > 6.0);
     }
@@ -62,8 +51,9 @@ TEST_CASE("GPU backend step: sampling verifiers commit what the host path commit
 TEST_CASE("GPU backend step: the device KV cache holds exactly the committed tokens", "[gpu][backend_step][kv]") {
   DecodeCase c;
   c.budget = 16;
-  const auto matches = testing::device_cache_matches_after_each_step(c, 30);
-  CHECK(std::count(matches.begin(), matches.end(), true) == 30);
+  const auto check = testing::check_cache_after_each_step_on_device(c, 30);
+  CHECK(check.steps_matching == 30);
+  CHECK(check.long_steps > 5);
 }
 
 TEST_CASE("GPU backend step: a full device cache is an error after the last position", "[gpu][backend_step]") {
@@ -73,6 +63,6 @@ TEST_CASE("GPU backend step: a full device cache is an error after the last posi
   const auto result = testing::decode_on_device(c);
   CHECK(result.error.find("the target is full (40 positions)") != std::string::npos);
   REQUIRE(result.context.size() == 41);
-  const auto reference = greedy_context(c);
+  const auto reference = testing::greedy_reference(c);
   CHECK(std::equal(result.context.begin(), result.context.end(), reference.begin()));
 }

@@ -34,23 +34,10 @@ DecodeResult decode_on_device(const DecodeCase& c) {
   return decode(target, c);
 }
 
-std::vector<bool> device_cache_matches_after_each_step(const DecodeCase& c, int steps) {
+CacheCheck check_cache_after_each_step_on_device(const DecodeCase& c, int steps) {
   Stream stream;
-  using Target = BackendHashTarget<backend::cuda>;
-  Target target(c.vocab, c.max_positions, c.seed, 4.0f, stream.tag());
-  std::vector<token_t> reference = c.prompt;
-  const auto greedy = HashTarget(c.vocab, c.seed).greedy(c.prompt, steps * 8 + 8);
-  reference.insert(reference.end(), greedy.begin(), greedy.end());
-  SpeculativeDecoder<Target, OracleDrafter, ExactVerifier> dec(target, DecoderOptions{c.budget},
-                                                                 OracleDrafter(reference, 5, 0.3, 3), ExactVerifier{});
-  dec.prefill(c.prompt);
-  std::vector<bool> matches;
-  for (int s = 0; s < steps; ++s) {
-    dec.step();
-    const std::vector<token_t> committed(dec.context().begin(), dec.context().end() - 1);
-    matches.push_back(target.cached_hashes(static_cast<int>(committed.size())) == running_hashes(committed, c.seed));
-  }
-  return matches;
+  BackendHashTarget<backend::cuda> target(c.vocab, c.max_positions, c.seed, 4.0f, stream.tag());
+  return check_cache_after_each_step(target, c, steps);
 }
 
 }  // namespace specdec::testing

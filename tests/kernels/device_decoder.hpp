@@ -2,9 +2,6 @@
 // (defined in device_decoder.cu, the CUDA translation unit), callable from host-compiled tests.
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "support/backend_decode.hpp"
 
 namespace specdec::testing {
@@ -12,8 +9,7 @@ namespace specdec::testing {
 /// Case `c` decoded by a BackendHashTarget<backend::cuda> on its own stream.
 DecodeResult decode_on_device(const DecodeCase& c);
 
-/// Decodes `steps` steps of an oracle-drafted case on the device and returns, after each step,
-/// whether the device cache equals the running hashes of the committed tokens.
-std::vector<bool> device_cache_matches_after_each_step(const DecodeCase& c, int steps);
+/// check_cache_after_each_step on a BackendHashTarget<backend::cuda>.
+CacheCheck check_cache_after_each_step_on_device(const DecodeCase& c, int steps);
 
 }  // namespace specdec::testing

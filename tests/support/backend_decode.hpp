@@ -71,6 +71,15 @@ class SampledChainDrafter {
   std::mt19937_64 rng_{5};
 };
 
+/// The case's prompt followed by the hash model's greedy continuation (new_tokens + 64 tokens):
+/// what exact decoding must produce, and what the oracle drafters draft from.
+inline std::vector<token_t> greedy_reference(const DecodeCase& c) {
+  std::vector<token_t> r = c.prompt;
+  const auto g = HashTarget(c.vocab, c.seed).greedy(c.prompt, c.new_tokens + 64);
+  r.insert(r.end(), g.begin(), g.end());
+  return r;
+}
+
 namespace detail {
 template <class Decoder>
 DecodeResult run_decoder(Decoder& dec, const DecodeCase& c) {
@@ -89,9 +98,7 @@ DecodeResult run_decoder(Decoder& dec, const DecodeCase& c) {
 template <class Target, class Verifier>
 DecodeResult with_drafters(Target& target, const DecodeCase& c, Verifier verifier) {
   const DecoderOptions options{c.budget};
-  std::vector<token_t> reference = c.prompt;
-  const auto greedy = HashTarget(c.vocab, c.seed).greedy(c.prompt, c.new_tokens + 64);
-  reference.insert(reference.end(), greedy.begin(), greedy.end());
+  const std::vector<token_t> reference = greedy_reference(c);
   switch (c.drafter) {
     case drafts::none: {
       SpeculativeDecoder<Target, Verifier> dec(target, options, verifier);
@@ -134,12 +141,28 @@ DecodeResult decode(Target& target, const DecodeCase& c) {
   throw specdec::error("unknown verifier");
 }
 
-/// The running hashes of a context's tokens: what a BackendHashTarget's cache must hold.
-inline std::vector<std::uint64_t> running_hashes(const std::vector<token_t>& tokens, std::uint64_t seed) {
-  std::vector<std::uint64_t> out;
-  std::uint64_t h = seed;
-  for (std::size_t i = 0; i < tokens.size(); ++i) out.push_back(h = hash_model::mix(h, tokens[i], static_cast<int>(i)));
-  return out;
+struct CacheCheck {
+  int steps_matching = 0;  ///< steps after which the cache held exactly the committed tokens
+  int long_steps = 0;      ///< steps that committed more than 2 tokens (compaction moved rows)
+};
+
+/// Steps an exact decoder with an oracle drafter (5 deep, 30% wrong, 3 siblings) `steps` times on
+/// `target` (a BackendHashTarget of the case's vocab and seed) and checks after each step that the
+/// cache holds the running hashes of every committed token but the last (the next root).
+template <class Target>
+CacheCheck check_cache_after_each_step(Target& target, const DecodeCase& c, int steps) {
+  SpeculativeDecoder<Target, OracleDrafter, ExactVerifier> dec(target, DecoderOptions{c.budget},
+                                                               OracleDrafter(greedy_reference(c), 5, 0.3, 3),
+                                                               ExactVerifier{});
+  dec.prefill(c.prompt);
+  CacheCheck check;
+  for (int s = 0; s < steps; ++s) {
+    check.long_steps += dec.step().size() > 2;
+    const auto cached = dec.context().first(dec.context().size() - 1);
+    check.steps_matching +=
+        target.cached_hashes(static_cast<int>(cached.size())) == hash_model::running_hashes(cached, c.seed);
+  }
+  return check;
 }
 
 }  // namespace specdec::testing

@@ -82,15 +82,11 @@ class BackendHashTarget {
     if (static_cast<int>(tokens.size()) > layout_.max_positions)
       throw error("BackendHashTarget::prefill: " + std::to_string(tokens.size()) + " tokens do not fit " +
                   std::to_string(layout_.max_positions) + " positions");
-    std::vector<std::uint64_t> hashes;
-    std::uint64_t h = seed_;
-    for (token_t t : tokens) {
+    for (token_t t : tokens)
       if (t < 0 || t >= vocab_)
         throw error("BackendHashTarget: token " + std::to_string(t) + " outside the vocabulary [0, " +
                     std::to_string(vocab_) + ")");
-      h = hash_model::mix(h, t, static_cast<int>(hashes.size()));
-      hashes.push_back(h);
-    }
+    const std::vector<std::uint64_t> hashes = hash_model::running_hashes(tokens, seed_);
     copy_or_throw(cache_.data(), hashes.data(), sizeof(std::uint64_t) * hashes.size());
     check(backend::synchronize(tag_), "prefill");
   }

@@ -24,6 +24,14 @@ SPECDEC_HD constexpr std::uint64_t splitmix(std::uint64_t x) {
 SPECDEC_HD constexpr std::uint64_t mix(std::uint64_t h, token_t token, int position) {
   return splitmix(h ^ splitmix(static_cast<std::uint64_t>(token) * 0x100000001b3ull + static_cast<std::uint64_t>(position)));
 }
+/// The hashes of every prefix of `tokens` (entry i: the first i + 1 tokens) after `seed`.
+inline std::vector<std::uint64_t> running_hashes(std::span<const token_t> tokens, std::uint64_t seed) {
+  std::vector<std::uint64_t> out;
+  out.reserve(tokens.size());
+  std::uint64_t h = seed;
+  for (std::size_t i = 0; i < tokens.size(); ++i) out.push_back(h = mix(h, tokens[i], static_cast<int>(i)));
+  return out;
+}
 /// The logit of token v after a sequence hashed `h` (exact on host and device: no rounding
 /// but the one product).
 SPECDEC_HD constexpr float logit(std::uint64_t h, int v, float sharpness) {
