@@ -397,7 +397,7 @@ __global__ void spike_children(float* logits, const node_t* parent, const token_
   }
 }
 
-// Rejection sampling and conditional verification (one block of 256 threads per tree) on the
+// Rejection sampling and conditional verification (both launch shapes, per tree and row-parallel) on the
 // random trees of DeviceTrees (one-hot drafts), with logits in [0, 1) except each draft token's
 // entry in its parent's row (12), so that walks go deep. bytes = what the kernel reads: per tree,
 // 2 passes over each visited row (argmax, mass) and 1 more for the final draw (the race), from
@@ -453,18 +453,39 @@ void bench_stochastic_verify(const Device& dev) {
         const core::ConditionalParams conditional{0.1f, 0, -1};
         const std::string shape = "batch " + std::to_string(batch) + " x " + std::to_string(nodes) + " nodes, vocab " +
                                   std::to_string(vocab);
+        const std::size_t workspace_bytes =
+            kernels::stochastic_verify_workspace_bytes(b, kernels::StochasticLaunch::row_parallel);
+        void* workspace = device_alloc<unsigned char>(workspace_bytes);
+        const bool automatic_row_parallel =
+            kernels::stochastic_launch(b, kernels::StochasticLaunch::automatic) == kernels::StochasticLaunch::row_parallel;
         for (int which = 0; which < 2; ++which) {
-          const auto run = [&] {
-            if (which == 0) check(backend::rejection_verify(backend::cuda{}, b, sampling), "rejection_verify");
-            else check(backend::conditional_verify(backend::cuda{}, b, conditional, sampling), "conditional_verify");
-          };
-          const double us = time_us(run);
-          const std::vector<int> length = download(b.length, static_cast<std::size_t>(batch));
-          double passes = 0;
-          for (int l : length) passes += 2.0 * l + 1;  // conditional: argmax + sum per accepted parent, then the draw
-          report(dev, which == 0 ? "rejection" : "conditional", shape + ", T 0.8", us,
-                 passes * vocab * sizeof(float));
+          for (const kernels::StochasticLaunch launch :
+               {kernels::StochasticLaunch::per_tree, kernels::StochasticLaunch::row_parallel}) {
+            const auto run = [&] {
+              if (which == 0)
+                check(kernels::rejection_verify(b, sampling, workspace, workspace_bytes, nullptr, launch),
+                      "rejection_verify");
+              else
+                check(kernels::conditional_verify(b, conditional, sampling, workspace, workspace_bytes, nullptr, launch),
+                      "conditional_verify");
+            };
+            const double us = time_us(run);
+            const std::vector<int> length = download(b.length, static_cast<std::size_t>(batch));
+            // Bytes of logits read. Per tree: argmax and mass passes per visited row (conditional: per
+            // accepted parent), then the draw's. Row-parallel: every row twice (argmax keys, lane masses).
+            double passes = 0;
+            if (launch == kernels::StochasticLaunch::per_tree)
+              for (int l : length) passes += 2.0 * l + 1;
+            else
+              passes = 2.0 * static_cast<double>(rows);
+            const bool chosen = automatic_row_parallel == (launch == kernels::StochasticLaunch::row_parallel);
+            report(dev, which == 0 ? "rejection" : "conditional",
+                   shape + ", T 0.8, " + (launch == kernels::StochasticLaunch::per_tree ? "per tree" : "row-parallel") +
+                       (chosen ? " (auto)" : ""),
+                   us, passes * vocab * sizeof(float));
+          }
         }
+        check(cudaFree(workspace), "cudaFree");
         for (const void* p : {static_cast<const void*>(logits), static_cast<const void*>(b.trees),
                               static_cast<const void*>(b.row_offset), static_cast<const void*>(b.keys),
                               static_cast<const void*>(b.work), static_cast<const void*>(b.accepted),

@@ -31,20 +31,13 @@ inline constexpr int walk_threads = 128;
 
 }  // namespace detail
 
-/// Pass 1. `chunk` vocabulary entries per split (a multiple of 4 when Vec4: then every slice
-/// starts 16-byte aligned, given an aligned row).
+/// The largest core::argmax_key of row[lo, hi), reduced over the block (valid in thread 0). With
+/// Vec4, lo must be a multiple of 4 and the row 16-byte aligned. Shared by the greedy argmax and
+/// the stochastic kernels' pre-pass.
 template <bool Vec4>
-__global__ void __launch_bounds__(detail::argmax_threads)
-    row_argmax_kernel(GreedyVerifyBatch b, int splits, int chunk, std::uint64_t* partial) {
+__device__ std::uint64_t block_top_key(const float* row, int lo, int hi) {
   using BlockReduce = cub::BlockReduce<std::uint64_t, detail::argmax_threads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
-  const int tree = blockIdx.z, node = blockIdx.y, split = blockIdx.x;
-  const int begin = b.offsets[tree];
-  const int n = b.offsets[tree + 1] - begin;
-  if (node >= n || n > b.max_nodes) return;  // uniform over the block
-  const float* row = b.logits + static_cast<long long>(begin + node) * b.row_stride;
-  const int lo = split * chunk;
-  const int hi = lo + chunk < b.vocab_size ? lo + chunk : b.vocab_size;
   std::uint64_t best = 0u;
   int v = lo;
   if constexpr (Vec4) {
@@ -61,7 +54,22 @@ __global__ void __launch_bounds__(detail::argmax_threads)
 #pragma unroll 4
   for (int i = v + static_cast<int>(threadIdx.x); i < hi; i += detail::argmax_threads)
     best = core::max_key(best, core::argmax_key(row[i], i));
-  best = BlockReduce(reduce_storage).Reduce(best, ::cuda::maximum<>{});
+  return BlockReduce(reduce_storage).Reduce(best, ::cuda::maximum<>{});
+}
+
+/// Pass 1. `chunk` vocabulary entries per split (a multiple of 4 when Vec4: then every slice
+/// starts 16-byte aligned, given an aligned row).
+template <bool Vec4>
+__global__ void __launch_bounds__(detail::argmax_threads)
+    row_argmax_kernel(GreedyVerifyBatch b, int splits, int chunk, std::uint64_t* partial) {
+  const int tree = blockIdx.z, node = blockIdx.y, split = blockIdx.x;
+  const int begin = b.offsets[tree];
+  const int n = b.offsets[tree + 1] - begin;
+  if (node >= n || n > b.max_nodes) return;  // uniform over the block
+  const float* row = b.logits + static_cast<long long>(begin + node) * b.row_stride;
+  const int lo = split * chunk;
+  const int hi = lo + chunk < b.vocab_size ? lo + chunk : b.vocab_size;
+  const std::uint64_t best = block_top_key<Vec4>(row, lo, hi);
   if (threadIdx.x == 0) partial[(static_cast<long long>(tree) * b.max_nodes + node) * splits + split] = best;
 }
 
@@ -87,17 +95,26 @@ __global__ void __launch_bounds__(detail::walk_threads)
   if (threadIdx.x == 0) core::greedy_walk_in_batch(b, tree, s_argmax);
 }
 
-/// How many blocks share one logits row: enough blocks for ~4 per multiprocessor, but at least
-/// 4096 vocabulary entries per block.
-inline int greedy_splits(const GreedyVerifyBatch& b) {
+/// How many blocks share one logits row when `rows` rows of `vocab` entries are reduced: enough
+/// blocks for ~4 per multiprocessor, but at least 4096 vocabulary entries per block.
+inline int vocab_splits(long long rows, int vocab) {
   int device = 0, sms = 132;
   if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const long long rows = static_cast<long long>(b.batch) * b.max_nodes;
   if (rows <= 0) return 1;
   long long splits = (4LL * sms + rows - 1) / rows;
-  const long long most = b.vocab_size / 4096 > 1 ? b.vocab_size / 4096 : 1;
+  const long long most = vocab / 4096 > 1 ? vocab / 4096 : 1;
   if (splits > most) splits = most;
   return splits < 1 ? 1 : static_cast<int>(splits);
+}
+
+/// Entries per split of a row (a multiple of 4 with Vec4), as block_top_key takes them.
+inline int split_chunk(int vocab, int splits, bool vec4) {
+  const int chunk = (vocab + splits - 1) / splits;
+  return vec4 ? (chunk + 3) / 4 * 4 : chunk;
+}
+
+inline int greedy_splits(const GreedyVerifyBatch& b) {
+  return vocab_splits(static_cast<long long>(b.batch) * b.max_nodes, b.vocab_size);
 }
 
 /// Device workspace of greedy_verify (the per-split keys).
@@ -120,13 +137,9 @@ inline cudaError_t greedy_verify(const GreedyVerifyBatch& b, void* workspace, st
   auto* partial = static_cast<std::uint64_t*>(workspace);
   const bool vec4 = b.row_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(b.logits) % 16 == 0;
   const dim3 grid(splits, b.max_nodes, b.batch);
-  if (vec4) {
-    const int chunk = ((b.vocab_size + splits - 1) / splits + 3) / 4 * 4;
-    row_argmax_kernel<true><<<grid, detail::argmax_threads, 0, stream>>>(b, splits, chunk, partial);
-  } else {
-    const int chunk = (b.vocab_size + splits - 1) / splits;
-    row_argmax_kernel<false><<<grid, detail::argmax_threads, 0, stream>>>(b, splits, chunk, partial);
-  }
+  const int chunk = split_chunk(b.vocab_size, splits, vec4);
+  if (vec4) row_argmax_kernel<true><<<grid, detail::argmax_threads, 0, stream>>>(b, splits, chunk, partial);
+  else row_argmax_kernel<false><<<grid, detail::argmax_threads, 0, stream>>>(b, splits, chunk, partial);
   greedy_walk_kernel<<<b.batch, detail::walk_threads, sizeof(token_t) * b.max_nodes, stream>>>(b, splits, partial);
   return cudaGetLastError();
 }

@@ -10,18 +10,73 @@
 // Random numbers are Philox keyed by (seed, sequence, position, purpose), so the draws do not
 // depend on the launch shape.
 //
-// One block reads a row at one multiprocessor's bandwidth; for small batches a row could be split
-// over several blocks (docs/cuda.md describes that next step).
+// Two launch shapes, chosen by batch size (StochasticLaunch):
+//  - per tree: the walk kernel alone. Each block reads the rows its walk visits, two or three
+//    passes each, at one multiprocessor's bandwidth: right when there are trees for every
+//    multiprocessor, and the rows nobody visits are never read.
+//  - row-parallel (small batches): a pre-pass computes every node's core::RowStats first, with
+//    the whole GPU: (1) the largest argmax key of each row, the vocabulary split over blocks as in
+//    greedy verification; (2) the 256 lane masses of each row, a warp per 32 lanes of a row (each
+//    lane's sum must stay one thread's sequential sum to keep the lane order's bits). Then the
+//    walks read a few hundred entries per visited row (the race's winning lane and the lanes of
+//    rejected children) instead of whole rows; with top-k/top-p only the argmax pass is spared.
+//    The bits are the same as per tree (tests/core/stochastic_batch_test.cpp checks the walks
+//    with and without RowStats on the host).
 #pragma once
+
+#include <cstdint>
 
 #include <cuda_runtime.h>
 
 #include <specdec/core/lanes.hpp>
 #include <specdec/core/stochastic_batch.hpp>
+#include <specdec/kernels/greedy_verify.cuh>
 
 namespace specdec::kernels {
 
 using core::StochasticVerifyBatch;
+
+enum class StochasticLaunch {
+  automatic,     ///< row_parallel for small batches (stochastic_launch), else per_tree
+  per_tree,      ///< the walk kernel alone (no workspace)
+  row_parallel,  ///< the RowStats pre-pass, then the walks (workspace: stochastic_verify_workspace_bytes)
+};
+
+namespace detail {
+inline constexpr int stats_threads = 128;  // 4 warps; each sums 32 lanes of one row
+inline constexpr int warps_per_row = core::sampling_lanes / 32;
+}  // namespace detail
+
+/// Pre-pass 1: the largest argmax key of each (node row, split), grid (splits, max_nodes, batch).
+template <bool Vec4, class Batch>
+__global__ void __launch_bounds__(detail::argmax_threads)
+    row_top_key_kernel(Batch b, int splits, int chunk, std::uint64_t* partial) {
+  const int tree = blockIdx.z, node = blockIdx.y, split = blockIdx.x;
+  const int n = b.trees[tree].size;
+  if (node >= n || n > b.max_nodes) return;  // uniform over the block
+  const int lo = split * chunk;
+  const int hi = lo + chunk < b.vocab_size ? lo + chunk : b.vocab_size;
+  const std::uint64_t best = block_top_key<Vec4>(core::detail::logits_row(b, tree, node), lo, hi);
+  if (threadIdx.x == 0) partial[(static_cast<long long>(tree) * b.max_nodes + node) * splits + split] = best;
+}
+
+/// Pre-pass 2: RowStats of each node row (core::fill_row_stats_lane), warp w of the grid summing
+/// lanes 32 (w % 8) .. + 31 of row w / 8 (row = tree * max_nodes + node).
+template <class Batch>
+__global__ void __launch_bounds__(detail::stats_threads)
+    row_stats_kernel(Batch b, core::SamplingParams params, int splits, const std::uint64_t* partial,
+                     core::RowStats* stats) {
+  const long long warp = (static_cast<long long>(blockIdx.x) * detail::stats_threads + threadIdx.x) / 32;
+  const long long row = warp / detail::warps_per_row;
+  if (row >= static_cast<long long>(b.batch) * b.max_nodes) return;
+  const int tree = static_cast<int>(row / b.max_nodes), node = static_cast<int>(row % b.max_nodes);
+  const int n = b.trees[tree].size;
+  if (node >= n || n > b.max_nodes) return;  // uniform over the warp
+  std::uint64_t top = 0;
+  for (int s = 0; s < splits; ++s) top = core::max_key(top, partial[row * splits + s]);
+  const int lane = static_cast<int>(warp % detail::warps_per_row) * 32 + static_cast<int>(threadIdx.x % 32);
+  core::fill_row_stats_lane(b, tree, node, top, params, lane, stats + row);
+}
 
 // Templates (on the descriptor type) so that several CUDA translation units can include this
 // header without defining the kernels twice.
@@ -44,25 +99,96 @@ namespace detail {
 inline bool stochastic_shape_ok(const StochasticVerifyBatch& b) {
   return b.max_nodes >= 1 && b.vocab_size >= 1 && b.row_stride >= b.vocab_size && b.work != nullptr;
 }
-}  // namespace detail
 
-/// One block of 256 threads per tree (trees spread over the multiprocessors). Asynchronous.
-inline cudaError_t rejection_verify(const StochasticVerifyBatch& b, const core::SamplingParams& params,
-                                    cudaStream_t stream = nullptr) {
-  if (b.batch <= 0) return cudaSuccess;
-  if (!detail::stochastic_shape_ok(b) || !core::valid(params)) return cudaErrorInvalidValue;
-  rejection_verify_kernel<<<b.batch, core::sampling_lanes, 0, stream>>>(b, params);
-  return cudaGetLastError();
+inline int multiprocessors() {
+  int device = 0, sms = 132;
+  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  return sms;
 }
 
+/// Byte offset of the partial keys in the row-parallel workspace (after the RowStats).
+inline std::size_t partial_keys_at(const StochasticVerifyBatch& b) {
+  return sizeof(core::RowStats) * static_cast<std::size_t>(b.batch) * b.max_nodes;
+}
+}  // namespace detail
+
+/// The launch shape `automatic` stands for: row-parallel while the batch's rows are few enough
+/// for the whole GPU to read them all sooner than one block per tree reads the visited ones
+/// (batch * max_nodes <= 4 rows per multiprocessor; a first estimate, to be tuned on a GPU with
+/// bench/kernels_bench, which times both shapes).
+inline StochasticLaunch stochastic_launch(const StochasticVerifyBatch& b, StochasticLaunch requested) {
+  if (requested != StochasticLaunch::automatic) return requested;
+  return static_cast<long long>(b.batch) * b.max_nodes <= 4LL * detail::multiprocessors() ? StochasticLaunch::row_parallel
+                                                                                          : StochasticLaunch::per_tree;
+}
+
+/// Device workspace of rejection_verify / conditional_verify with this launch shape: RowStats
+/// (1040 bytes) per node slot plus the split argmax keys when row-parallel, 0 per tree.
+inline std::size_t stochastic_verify_workspace_bytes(const StochasticVerifyBatch& b,
+                                                     StochasticLaunch launch = StochasticLaunch::automatic) {
+  if (b.batch <= 0 || b.max_nodes <= 0 || stochastic_launch(b, launch) != StochasticLaunch::row_parallel) return 0;
+  const long long rows = static_cast<long long>(b.batch) * b.max_nodes;
+  return detail::partial_keys_at(b) + sizeof(std::uint64_t) * rows * vocab_splits(rows, b.vocab_size);
+}
+
+namespace detail {
+/// Enqueues the walk kernel `launch_walk(batch)` with the given shape; row-parallel first runs
+/// the pre-pass for `params` into the workspace and hands the walks a batch that points to it.
+template <class LaunchWalk>
+cudaError_t launch_stochastic(StochasticVerifyBatch b, const core::SamplingParams& params, StochasticLaunch launch,
+                              void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
+                              LaunchWalk&& launch_walk) {
+  if (stochastic_launch(b, launch) == StochasticLaunch::row_parallel) {
+    if (b.max_nodes > 65535 || b.batch > 65535) return cudaErrorInvalidValue;
+    if (workspace == nullptr || workspace_bytes < stochastic_verify_workspace_bytes(b, launch))
+      return cudaErrorInvalidValue;
+    const long long rows = static_cast<long long>(b.batch) * b.max_nodes;
+    const int splits = vocab_splits(rows, b.vocab_size);
+    auto* stats = static_cast<core::RowStats*>(workspace);
+    auto* partial = reinterpret_cast<std::uint64_t*>(static_cast<unsigned char*>(workspace) + partial_keys_at(b));
+    const bool vec4 = b.row_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(b.logits) % 16 == 0;
+    const int chunk = split_chunk(b.vocab_size, splits, vec4);
+    const dim3 grid(splits, b.max_nodes, b.batch);
+    if (vec4) row_top_key_kernel<true><<<grid, argmax_threads, 0, stream>>>(b, splits, chunk, partial);
+    else row_top_key_kernel<false><<<grid, argmax_threads, 0, stream>>>(b, splits, chunk, partial);
+    const long long warps = rows * warps_per_row;
+    const long long blocks = (warps * 32 + stats_threads - 1) / stats_threads;
+    if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
+    row_stats_kernel<<<static_cast<unsigned>(blocks), stats_threads, 0, stream>>>(b, params, splits, partial, stats);
+    b.row_stats = stats;
+  }
+  launch_walk(b);
+  return cudaGetLastError();
+}
+}  // namespace detail
+
+/// RejectionSampling's verification of every tree, asynchronous on `stream`. The workspace (device
+/// memory, stochastic_verify_workspace_bytes) is needed by the row-parallel shape only.
+inline cudaError_t rejection_verify(const StochasticVerifyBatch& b, const core::SamplingParams& params,
+                                    void* workspace, std::size_t workspace_bytes, cudaStream_t stream = nullptr,
+                                    StochasticLaunch launch = StochasticLaunch::automatic) {
+  if (b.batch <= 0) return cudaSuccess;
+  if (!detail::stochastic_shape_ok(b) || !core::valid(params)) return cudaErrorInvalidValue;
+  return detail::launch_stochastic(b, params, launch, workspace, workspace_bytes, stream,
+                                   [&](const StochasticVerifyBatch& walk) {
+                                     rejection_verify_kernel<<<b.batch, core::sampling_lanes, 0, stream>>>(walk, params);
+                                   });
+}
+
+/// ConditionalVerifier's verification of every tree (RowStats at temperature 1 when row-parallel).
 inline cudaError_t conditional_verify(const StochasticVerifyBatch& b, const core::ConditionalParams& params,
-                                      const core::SamplingParams& next, cudaStream_t stream = nullptr) {
+                                      const core::SamplingParams& next, void* workspace, std::size_t workspace_bytes,
+                                      cudaStream_t stream = nullptr,
+                                      StochasticLaunch launch = StochasticLaunch::automatic) {
   if (b.batch <= 0) return cudaSuccess;
   if (!detail::stochastic_shape_ok(b) || b.accepted == nullptr || !core::valid_conditional(params, b.vocab_size) ||
       !core::valid(next))
     return cudaErrorInvalidValue;
-  conditional_verify_kernel<<<b.batch, core::sampling_lanes, 0, stream>>>(b, params, next);
-  return cudaGetLastError();
+  return detail::launch_stochastic(b, core::conditional_softmax(), launch, workspace, workspace_bytes, stream,
+                                   [&](const StochasticVerifyBatch& walk) {
+                                     conditional_verify_kernel<<<b.batch, core::sampling_lanes, 0, stream>>>(walk, params,
+                                                                                                          next);
+                                   });
 }
 
 }  // namespace specdec::kernels

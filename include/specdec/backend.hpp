@@ -39,8 +39,8 @@ namespace specdec::backend {
 struct host {};
 
 /// Run on the current CUDA device, on device memory, asynchronously on `stream`. Operations that
-/// need scratch memory (greedy_verify, suffix_match) use `workspace`, at least
-/// workspace_bytes(cuda{}, batch) bytes of device memory.
+/// need scratch memory (greedy_verify, suffix_match, and rejection_verify / conditional_verify for
+/// small batches) use `workspace`, at least workspace_bytes(cuda{}, batch) bytes of device memory.
 struct cuda {
   CUstream_st* stream = nullptr;
   void* workspace = nullptr;
@@ -202,13 +202,13 @@ inline status greedy_verify(const cuda& c, const core::GreedyVerifyBatch& b) {
 
 inline status rejection_verify(const cuda& c, const core::StochasticVerifyBatch& b, const core::SamplingParams& params) {
   if (!detail::valid(b, params)) return status::invalid_argument;
-  return detail::from(kernels::rejection_verify(b, params, c.stream));
+  return detail::from(kernels::rejection_verify(b, params, c.workspace, c.workspace_bytes, c.stream));
 }
 
 inline status conditional_verify(const cuda& c, const core::StochasticVerifyBatch& b,
                                  const core::ConditionalParams& params, const core::SamplingParams& next) {
   if (!detail::valid(b, params, next)) return status::invalid_argument;
-  return detail::from(kernels::conditional_verify(b, params, next, c.stream));
+  return detail::from(kernels::conditional_verify(b, params, next, c.workspace, c.workspace_bytes, c.stream));
 }
 
 inline status suffix_match(const cuda& c, const core::SuffixMatchBatch& b) {
@@ -229,7 +229,9 @@ inline std::size_t workspace_bytes(const cuda&, const core::SuffixMatchBatch& b)
 }
 inline std::size_t workspace_bytes(const cuda&, const core::TreeBatch&) { return 0; }
 inline std::size_t workspace_bytes(const cuda&, const core::KvCompactionBatch&) { return 0; }
-inline std::size_t workspace_bytes(const cuda&, const core::StochasticVerifyBatch&) { return 0; }
+inline std::size_t workspace_bytes(const cuda&, const core::StochasticVerifyBatch& b) {
+  return kernels::stochastic_verify_workspace_bytes(b);
+}
 
 inline void* allocate(const cuda&, memory kind, std::size_t bytes) {
   void* p = nullptr;

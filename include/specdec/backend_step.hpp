@@ -12,6 +12,7 @@
 // so each direction is a single copy from or to staging memory (pinned on CUDA).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -67,13 +68,18 @@ class BackendStep {
     accepted_at_ = scratch.add<std::uint8_t>(max_nodes);
     work_at_ = scratch.add<float>(vocab);
     std::size_t workspace_bytes = 0;
-    if constexpr (requires { tag_.workspace; }) {
-      core::GreedyVerifyBatch shape;
-      shape.batch = 1;
-      shape.max_nodes = max_nodes;
-      shape.vocab_size = vocab;
-      shape.row_stride = vocab;
-      workspace_bytes = backend::workspace_bytes(tag_, shape);
+    if constexpr (requires { tag_.workspace; }) {  // what the verifier's operation needs, greedy or stochastic
+      core::GreedyVerifyBatch greedy;
+      greedy.batch = 1;
+      greedy.max_nodes = max_nodes;
+      greedy.vocab_size = vocab;
+      greedy.row_stride = vocab;
+      core::StochasticVerifyBatch stochastic;
+      stochastic.batch = 1;
+      stochastic.max_nodes = max_nodes;
+      stochastic.vocab_size = vocab;
+      stochastic.row_stride = vocab;
+      workspace_bytes = std::max(backend::workspace_bytes(tag_, greedy), backend::workspace_bytes(tag_, stochastic));
     }
     workspace_at_ = scratch.add<unsigned char>(workspace_bytes);
     scratch_.grow(scratch.size());

@@ -58,6 +58,10 @@ class ShuffledLanes {
     }
     return lanes_;
   }
+  float* load_lanes(const float* from) {
+    for (int lane : order(sampling_lanes)) lanes_[lane] = from[lane];
+    return lanes_;
+  }
   template <class Pred>
   std::uint64_t count(int count, Pred&& pred) {
     std::uint64_t n = 0;
@@ -180,6 +184,12 @@ TEST_CASE("the race's winner depends on the order of its work in no way", "[core
       CHECK(race(one, vocab, weight, NoExclusion{}, RandomKey{9, 4}, position) ==
             race(other, vocab, weight, NoExclusion{}, RandomKey{9, 4}, position));
       differs += a != race(one, vocab, weight, excluded, RandomKey{9, 4}, position + 1);
+      // Lane masses known beforehand (RowStats) give the same winner, in any order of the lanes.
+      std::vector<float> known(sampling_lanes);
+      for (int lane = 0; lane < sampling_lanes; ++lane) {
+        for (int v = lane; v < vocab; v += sampling_lanes) known[lane] += w[v];
+      }
+      CHECK(race(other, vocab, weight, excluded, RandomKey{9, 4}, position, known.data()) == a);
     }
     CHECK(differs > 0);  // the positions really draw different tokens
   }

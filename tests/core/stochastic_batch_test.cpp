@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 #include <span>
 #include <vector>
@@ -105,4 +106,105 @@ TEST_CASE("stochastic verification refuses bad parameters and oversized trees", 
   REQUIRE(backend::rejection_verify(backend::host{}, d.batch(), core::SamplingParams{}) == backend::status::ok);
   for (int t = 0; t < d.size(); ++t)
     CHECK(d.status[t] == (d.views[t].size > 1 ? core::stochastic_status::over_capacity : core::stochastic_status::ok));
+}
+
+namespace {
+
+// Outputs of two runs over the same batch: trees whose status, path, next token or flags differ.
+int differing_trees(const testing::StochasticData& a, const testing::StochasticData& b) {
+  int count = 0;
+  for (int t = 0; t < a.size(); ++t) {
+    const std::size_t at = static_cast<std::size_t>(t) * a.max_nodes;
+    const bool same = a.status[t] == b.status[t] && a.row_status[t] == b.row_status[t] &&
+                      a.bad_node[t] == b.bad_node[t] && a.length[t] == b.length[t] &&
+                      a.next_token[t] == b.next_token[t] &&
+                      std::equal(a.path.begin() + at, a.path.begin() + at + std::max(a.length[t], 0), b.path.begin() + at) &&
+                      std::equal(a.accepted.begin() + at, a.accepted.begin() + at + a.views[t].size,
+                                 b.accepted.begin() + at);
+    count += !same;
+  }
+  return count;
+}
+
+// The pre-pass of the CUDA row-parallel launch, on the host: RowStats of every node for `params`.
+std::vector<core::RowStats> row_stats(testing::StochasticData& d, const core::SamplingParams& params) {
+  std::vector<core::RowStats> stats(static_cast<std::size_t>(d.size()) * d.max_nodes);
+  const core::StochasticVerifyBatch b = d.batch();
+  for (int t = 0; t < d.size(); ++t) core::fill_row_stats_in_batch(b, t, params, stats.data());
+  return stats;
+}
+
+const core::SamplingParams stats_cases[] = {
+    {0.0f}, {1.0f}, {0.8f, 0, 1.0f, 0.05f}, {0.7f, 0, 0.9f}, {1.0f, 10}, {1.3f, 40, 0.8f, 0.02f},
+};
+
+}  // namespace
+
+TEST_CASE("RowStats computed beforehand change no bit of rejection sampling", "[core][stochastic]") {
+  std::mt19937_64 rng(65);
+  for (int vocab : {20, 300, 1000}) {
+    for (bool sampled : {false, true}) {
+      for (const core::SamplingParams& params : stats_cases) {
+        testing::StochasticData lazy = testing::random_stochastic_batch(rng, 30, 24, vocab, sampled, true, true);
+        testing::StochasticData known = lazy;
+        REQUIRE(backend::rejection_verify(backend::host{}, lazy.batch(), params) == backend::status::ok);
+        const std::vector<core::RowStats> stats = row_stats(known, params);
+        core::StochasticVerifyBatch b = known.batch();
+        b.row_stats = stats.data();
+        REQUIRE(backend::rejection_verify(backend::host{}, b, params) == backend::status::ok);
+        INFO("vocab " << vocab << ", sampled " << sampled << ", T " << params.temperature << ", top-k "
+                      << params.top_k << ", top-p " << params.top_p << ", min-p " << params.min_p);
+        CHECK(differing_trees(lazy, known) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("RowStats computed beforehand change no bit of conditional verification", "[core][stochastic]") {
+  std::mt19937_64 rng(66);
+  for (int vocab : {20, 300}) {
+    for (int top_k : {0, 4}) {
+      for (const core::SamplingParams& next : stats_cases) {
+        testing::StochasticData lazy = testing::random_stochastic_batch(rng, 30, 24, vocab, false, true, true);
+        testing::StochasticData known = lazy;
+        const core::ConditionalParams params{0.02f, top_k, 3};
+        REQUIRE(backend::conditional_verify(backend::host{}, lazy.batch(), params, next) == backend::status::ok);
+        const std::vector<core::RowStats> stats = row_stats(known, core::conditional_softmax());
+        core::StochasticVerifyBatch b = known.batch();
+        b.row_stats = stats.data();
+        REQUIRE(backend::conditional_verify(backend::host{}, b, params, next) == backend::status::ok);
+        INFO("vocab " << vocab << ", top_k " << top_k << ", next T " << next.temperature);
+        CHECK(differing_trees(lazy, known) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("RowStats for other parameters give only their argmax, and the walks read them", "[core][stochastic]") {
+  std::mt19937_64 rng(67);
+  testing::StochasticData lazy = testing::random_stochastic_batch(rng, 60, 24, 300, false, true, true);
+  testing::StochasticData other = lazy, tampered = lazy;
+  const core::SamplingParams params{1.0f};
+  REQUIRE(backend::rejection_verify(backend::host{}, lazy.batch(), params) == backend::status::ok);
+
+  // Lane masses summed at another temperature are ignored: the same bits.
+  const std::vector<core::RowStats> at_half = row_stats(other, core::SamplingParams{0.5f});
+  core::StochasticVerifyBatch b = other.batch();
+  b.row_stats = at_half.data();
+  REQUIRE(backend::rejection_verify(backend::host{}, b, params) == backend::status::ok);
+  CHECK(differing_trees(lazy, other) == 0);
+
+  // Lane masses for these parameters are used: wrong ones (lanes 128.. emptied) change the draws.
+  std::vector<core::RowStats> wrong = row_stats(tampered, params);
+  int with_masses = 0;
+  for (core::RowStats& s : wrong) {
+    if (s.temperature != params.temperature) continue;
+    ++with_masses;
+    for (int lane = 128; lane < core::sampling_lanes; ++lane) s.lane_mass[lane] = 0.0f;
+  }
+  CHECK(with_masses > 100);
+  core::StochasticVerifyBatch t = tampered.batch();
+  t.row_stats = wrong.data();
+  REQUIRE(backend::rejection_verify(backend::host{}, t, params) == backend::status::ok);
+  CHECK(differing_trees(lazy, tampered) > 5);
 }

@@ -211,15 +211,32 @@ static core::StochasticVerifyBatch mirror_stochastic(Mirror& m, const core::Stoc
   return d;
 }
 
-backend::status run_rejection_on_device(const core::StochasticVerifyBatch& host, const core::SamplingParams& params) {
+static kernels::StochasticLaunch launch_of(stochastic_shape shape) {
+  return shape == stochastic_shape::per_tree ? kernels::StochasticLaunch::per_tree
+                                             : kernels::StochasticLaunch::row_parallel;
+}
+
+backend::status run_rejection_on_device(const core::StochasticVerifyBatch& host, const core::SamplingParams& params,
+                                        stochastic_shape shape) {
   Mirror m;
-  return finish(m, backend::rejection_verify(backend::cuda{}, mirror_stochastic(m, host), params));
+  const core::StochasticVerifyBatch d = mirror_stochastic(m, host);
+  const backend::cuda tag = tag_with_workspace(m, d);
+  if (shape == stochastic_shape::automatic) return finish(m, backend::rejection_verify(tag, d, params));
+  const kernels::StochasticLaunch launch = launch_of(shape);
+  const std::size_t bytes = kernels::stochastic_verify_workspace_bytes(d, launch);
+  return finish(m, backend::detail::from(kernels::rejection_verify(d, params, m.scratch(bytes), bytes, nullptr, launch)));
 }
 
 backend::status run_conditional_on_device(const core::StochasticVerifyBatch& host, const core::ConditionalParams& params,
-                                          const core::SamplingParams& next) {
+                                          const core::SamplingParams& next, stochastic_shape shape) {
   Mirror m;
-  return finish(m, backend::conditional_verify(backend::cuda{}, mirror_stochastic(m, host), params, next));
+  const core::StochasticVerifyBatch d = mirror_stochastic(m, host);
+  const backend::cuda tag = tag_with_workspace(m, d);
+  if (shape == stochastic_shape::automatic) return finish(m, backend::conditional_verify(tag, d, params, next));
+  const kernels::StochasticLaunch launch = launch_of(shape);
+  const std::size_t bytes = kernels::stochastic_verify_workspace_bytes(d, launch);
+  return finish(m, backend::detail::from(
+                       kernels::conditional_verify(d, params, next, m.scratch(bytes), bytes, nullptr, launch)));
 }
 
 backend::status run_step_on_device(const core::TreeBatch& trees, const core::GreedyVerifyBatch& verify,

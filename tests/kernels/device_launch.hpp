@@ -13,10 +13,16 @@ backend::status run_on_device(const core::GreedyVerifyBatch& host);
 backend::status run_on_device(const core::SuffixMatchBatch& host);
 backend::status run_on_device(const core::KvCompactionBatch& host);
 
+/// The launch shape of stochastic verification (kernels::StochasticLaunch, which host translation
+/// units cannot name): automatic goes through backend::cuda, the others call the kernels directly.
+enum class stochastic_shape { automatic, per_tree, row_parallel };
+
 /// Stochastic verification: every TreeView is deep-copied (all its arrays) to the device.
-backend::status run_rejection_on_device(const core::StochasticVerifyBatch& host, const core::SamplingParams& params);
+backend::status run_rejection_on_device(const core::StochasticVerifyBatch& host, const core::SamplingParams& params,
+                                        stochastic_shape shape = stochastic_shape::automatic);
 backend::status run_conditional_on_device(const core::StochasticVerifyBatch& host, const core::ConditionalParams& params,
-                                          const core::SamplingParams& next);
+                                          const core::SamplingParams& next,
+                                          stochastic_shape shape = stochastic_shape::automatic);
 
 /// One decoding step's GPU part as a single launch sequence with one synchronisation at its end:
 /// tree build, then greedy verification reading the build's outputs in device memory (the

@@ -48,42 +48,57 @@ const core::SamplingParams sampling_cases[] = {
     {1.0f},                    // plain softmax
     {0.7f, 0, 0.9f},           // top-p (fixed-point masses)
     {1.0f, 10},                // top-k (ties in edge rows)
+    {0.8f, 0, 1.0f, 0.05f},    // min-p alone (the row-parallel lane masses apply)
     {1.3f, 40, 0.8f, 0.02f},   // all filters
 };
+
+// Both launch shapes (and the automatic choice) must give the host's bits.
+const testing::stochastic_shape shapes[] = {testing::stochastic_shape::per_tree,
+                                            testing::stochastic_shape::row_parallel,
+                                            testing::stochastic_shape::automatic};
+const char* const shape_names[] = {"per tree", "row-parallel", "automatic"};
 
 void check_rejection(std::mt19937_64& rng, int batch, int nodes, int vocab, bool edge_rows) {
   for (const core::SamplingParams& params : sampling_cases) {
     testing::StochasticData host = testing::random_stochastic_batch(rng, batch, nodes, vocab, true, true, edge_rows);
-    testing::StochasticData device = host;
+    const testing::StochasticData input = host;
     REQUIRE(backend::rejection_verify(backend::host{}, host.batch(), params) == backend::status::ok);
-    REQUIRE(testing::run_rejection_on_device(device.batch(), params) == backend::status::ok);
-    const int differ = mismatches(host, device);
     int depth = 0, bad = 0;
     for (int t = 0; t < host.size(); ++t) {
       depth += std::max(host.length[t], 0);
       bad += host.status[t] != core::stochastic_status::ok;
     }
-    std::printf("rejection T=%.1f top-k %d top-p %.1f min-p %.2f, vocab %d%s: %d of %d trees differ (%d bad rows, "
-                "mean path %.2f)\n",
-                params.temperature, params.top_k, params.top_p, params.min_p, vocab, edge_rows ? ", edge rows" : "",
-                differ, host.size(), bad, static_cast<double>(depth) / host.size());
-    CHECK(differ == 0);
+    for (int s = 0; s < 3; ++s) {
+      testing::StochasticData device = input;
+      REQUIRE(testing::run_rejection_on_device(device.batch(), params, shapes[s]) == backend::status::ok);
+      const int differ = mismatches(host, device);
+      std::printf("rejection (%s) T=%.1f top-k %d top-p %.1f min-p %.2f, vocab %d%s: %d of %d trees differ (%d bad "
+                  "rows, mean path %.2f)\n",
+                  shape_names[s], params.temperature, params.top_k, params.top_p, params.min_p, vocab,
+                  edge_rows ? ", edge rows" : "", differ, host.size(), bad, static_cast<double>(depth) / host.size());
+      CHECK(differ == 0);
+    }
   }
 }
 
 void check_conditional(std::mt19937_64& rng, int batch, int nodes, int vocab, bool edge_rows) {
   for (int top_k : {0, 5}) {
-    for (const core::SamplingParams& next : {core::SamplingParams{0.0f}, core::SamplingParams{1.0f, 0, 0.9f}}) {
+    for (const core::SamplingParams& next : {core::SamplingParams{0.0f}, core::SamplingParams{1.0f}, core::SamplingParams{1.0f, 0, 0.9f}}) {
       testing::StochasticData host = testing::random_stochastic_batch(rng, batch, nodes, vocab, false, true, edge_rows);
-      testing::StochasticData device = host;
+      const testing::StochasticData input = host;
       const core::ConditionalParams params{0.02f, top_k, 3};
       REQUIRE(backend::conditional_verify(backend::host{}, host.batch(), params, next) == backend::status::ok);
-      REQUIRE(testing::run_conditional_on_device(device.batch(), params, next) == backend::status::ok);
-      const int differ = mismatches(host, device), flags = accepted_mismatches(host, device);
-      std::printf("conditional top_k %d, next T=%.1f, vocab %d%s: %d of %d trees differ, %d in their flags\n", top_k,
-                  next.temperature, vocab, edge_rows ? ", edge rows" : "", differ, host.size(), flags);
-      CHECK(differ == 0);
-      CHECK(flags == 0);
+      for (int s = 0; s < 3; ++s) {
+        testing::StochasticData device = input;
+        REQUIRE(testing::run_conditional_on_device(device.batch(), params, next, shapes[s]) == backend::status::ok);
+        const int differ = mismatches(host, device), flags = accepted_mismatches(host, device);
+        std::printf("conditional (%s) top_k %d, next T=%.1f top-p %.1f, vocab %d%s: %d of %d trees differ, %d in their "
+                    "flags\n",
+                    shape_names[s], top_k, next.temperature, next.top_p, vocab, edge_rows ? ", edge rows" : "", differ,
+                    host.size(), flags);
+        CHECK(differ == 0);
+        CHECK(flags == 0);
+      }
     }
   }
 }

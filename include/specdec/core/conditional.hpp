@@ -13,6 +13,9 @@
 
 namespace specdec::core {
 
+/// The distribution conditional verification compares draft tokens against: the plain softmax.
+SPECDEC_HD constexpr SamplingParams conditional_softmax() { return SamplingParams{1.0f}; }
+
 struct ConditionalParams {
   float delta = 0.1f;  ///< accept x when p(x) > max(delta, p(eos))
   int top_k = 0;       ///< mixed mode when > 0: x must also be among the target's top_k tokens
@@ -27,14 +30,15 @@ struct ConditionalParams {
 /// (core::analyse_row: argmax with the NaN/+inf check, then the softmax's sum in the lane order), + 1 count per
 /// child in mixed mode. On a bad row, *status says why, *bad_node which, and the root alone is
 /// returned. `accepted` and `path` are written by ex.leader() and synchronised before the return;
-/// the scalar outputs by every thread.
+/// the scalar outputs by every thread. `stats_at(node)`: as in rejection_walk (RowStats at
+/// temperature 1 spare both passes of analyse_row).
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable  // logits_at is a host callable when the host instantiates this
 #endif
-template <class Ex, class LogitsAt>
+template <class Ex, class LogitsAt, class StatsAt = NoRowStats>
 SPECDEC_HD int conditional_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&& logits_at,
                                 const ConditionalParams& params, std::uint8_t* accepted, node_t* path,
-                                sampling_status* status, node_t* bad_node) {
+                                sampling_status* status, node_t* bad_node, const StatsAt& stats_at = {}) {
   *status = sampling_status::ok;
   *bad_node = -1;
   ex.for_each(tree.size, [&](int i) { accepted[i] = i == 0; });
@@ -46,7 +50,7 @@ SPECDEC_HD int conditional_walk(Ex& ex, const TreeView& tree, int vocab, LogitsA
     // The softmax at temperature 1, unfiltered: no scratch row is needed.
     RowWeights softmax;
     float total = 0.0f;
-    *status = analyse_row(ex, row, vocab, SamplingParams{1.0f}, &softmax, &total, nullptr);
+    *status = analyse_row(ex, row, vocab, conditional_softmax(), &softmax, &total, nullptr, stats_at(node));
     if (*status != sampling_status::ok) {
       *bad_node = node;
       if (ex.leader()) path[0] = 0;

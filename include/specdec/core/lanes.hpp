@@ -21,6 +21,7 @@
 //                            over v = l, l + 256, ... < n in increasing v; returns them in an array
 //                            every thread sees, valid until the next lane_sums call (a walk may
 //                            rewrite entry l in for_each's item l, then sync)
+//   load_lanes(from)         the same array, filled with from[0..256) (lane sums known beforehand)
 //   count(n, pred)           #{v in [0, n) : pred(v)}
 //   max_scan(n, f)           running max: best = f(i, best) from best = 0 over the lane's items,
 //                            then the max over lanes; f must return max(best, key(i)) for some
@@ -79,6 +80,11 @@ class SerialLanes {
   template <class F>
   SPECDEC_HD float* lane_sums(int count, F&& f) {
     accumulate_lanes(count, f, lanes_);
+    return lanes_;
+  }
+
+  SPECDEC_HD float* load_lanes(const float* from) {
+    for (int lane = 0; lane < sampling_lanes; ++lane) lanes_[lane] = from[lane];
     return lanes_;
   }
 
@@ -179,6 +185,14 @@ class BlockLanes {
     for (int v = lane_; v < count; v += sampling_lanes) partial = __fadd_rn(partial, f(v));
     __syncthreads();  // every thread has finished reading the previous lane sums
     s_.lanes[lane_] = partial;
+    __syncthreads();
+    return s_.lanes;
+  }
+
+  __device__ float* load_lanes(const float* from) {
+    const float mine = from[lane_];
+    __syncthreads();  // as in lane_sums
+    s_.lanes[lane_] = mine;
     __syncthreads();
     return s_.lanes;
   }

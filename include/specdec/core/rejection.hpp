@@ -57,18 +57,20 @@ struct ChildTokens {
 /// p(x) is one exp, a rejected child is subtracted from the mass and excluded from the race
 /// (every child left untested then has probability 0).
 ///
-/// `logits_at(node)` returns the target's row (vocab floats) after `node`. `work` holds vocab
-/// floats. The path is written by ex.leader() (path[0] = 0) and its length returned; the scalar
+/// `logits_at(node)` returns the target's row (vocab floats) after `node`; `stats_at(node)` its
+/// RowStats when known beforehand, else null (they save passes, never change a bit). `work` holds
+/// vocab floats. The path is written by ex.leader() (path[0] = 0) and its length returned; the scalar
 /// outputs are written by every thread (pass the thread's own variables). *status != ok aborts
 /// the walk (the path so far is written, *next_token is -1, *bad_node is the node whose row was
 /// bad).
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable  // logits_at is a host callable when the host instantiates this
 #endif
-template <class Ex, class LogitsAt>
+template <class Ex, class LogitsAt, class StatsAt = NoRowStats>
 SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&& logits_at,
                               const SamplingParams& params, RandomKey key, float* work, node_t* path,
-                              token_t* next_token, sampling_status* status, node_t* bad_node) {
+                              token_t* next_token, sampling_status* status, node_t* bad_node,
+                              const StatsAt& stats_at = {}) {
   int length = 1;
   node_t node = 0;
   if (ex.leader()) path[0] = 0;
@@ -77,7 +79,7 @@ SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&
   for (;;) {
     RowWeights p;
     float mass = 0.0f;
-    *status = analyse_row(ex, logits_at(node), vocab, params, &p, &mass, work);  // work is free here
+    *status = analyse_row(ex, logits_at(node), vocab, params, &p, &mass, work, stats_at(node));  // work is free here
     if (*status != sampling_status::ok) {
       *bad_node = node;
       return length;
@@ -155,7 +157,7 @@ SPECDEC_HD int rejection_walk(Ex& ex, const TreeView& tree, int vocab, LogitsAt&
         // `stored` decided outside the race, so that its pass over the row vectorises on the host
         const ChildTokens children{&tree, node};
         *next_token = stored ? race(ex, vocab, [&](int v) { return work[v]; }, children, key, position)
-                             : race(ex, vocab, p, children, key, position);
+                             : race(ex, vocab, p, children, key, position, p.lane_mass);
       }
       return length;
     }

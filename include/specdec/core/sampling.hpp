@@ -11,7 +11,8 @@
 // + 1 (store the unfiltered weights) + 4 per filter (radix select, 8 bits per pass, integer
 // histograms). Temperature 0 is greedy: 1 pass. A draw (sample_token, the end of a rejection
 // walk) is 1 more pass: the exponential race's lane masses (then about vocab / 1024 + 64 Philox
-// calls).
+// calls). With a row's RowStats known beforehand (the CUDA kernels' row-parallel pre-pass), the
+// argmax pass is skipped, and without top-k/top-p the mass and race passes too.
 #pragma once
 
 #include <cmath>
@@ -72,6 +73,9 @@ struct RowWeights {
   std::uint32_t keep_from = 0;  ///< top-k/top-p: weights whose bit patterns are below become 0
   token_t best = -1;            ///< the argmax (ties to the lowest id)
   bool greedy = false;          ///< temperature 0: p is one-hot at `best`
+  /// The 256 lane masses of these weights (ex.lane_sums of *this) when a RowStats gave them, else
+  /// null: the race then needs no pass over the row.
+  const float* lane_mass = nullptr;
 
   /// exp((x - max) / T), 0 below min_p (the best weight is 1, so this is min-p): the weight
   /// before top-k/top-p. The largest is exactly 1 (also when 1/T overflows). Selections are
@@ -136,19 +140,12 @@ SPECDEC_HD std::uint32_t select_threshold(Ex& ex, const float* unfiltered, int v
   return prefix;
 }
 
-/// Turns a row of logits into its sampling distribution (see SamplingParams) and, when `mass` is
-/// not null, the sum of its weights (in the lane order). With top-k or top-p, the unfiltered
-/// weights are stored in `scratch` (vocab floats; one pass) for the radix selects, so that their
-/// passes read a row rather than recompute an exp per entry. On failure *w is unspecified.
-template <class Ex>
-SPECDEC_HD sampling_status analyse_row(Ex& ex, const float* logits, int vocab, const SamplingParams& params,
-                                       RowWeights* w, float* mass, float* scratch) {
-  if (!valid(params)) return sampling_status::bad_parameters;
+/// The sampling distribution of a row from its largest argmax_key (the argmax pass's result),
+/// before top-k/top-p (keep_from 0); greedy at temperature 0. The first part of analyse_row, and
+/// what the row-parallel pre-pass sums its lane masses of.
+SPECDEC_HD inline sampling_status weights_from_top_key(std::uint64_t top, const float* logits,
+                                                       const SamplingParams& params, RowWeights* w) {
   // NaN has the largest key: a row holding NaN reports it, even where it also holds +inf.
-  const std::uint64_t top = ex.max_scan(vocab, [&](int v, std::uint64_t best) {
-    const std::uint64_t k = argmax_key(logits[v], v);
-    return k > best ? k : best;
-  });
   if (top == nan_argmax_key) return sampling_status::nan_logit;
   RowWeights row;
   row.logits = logits;
@@ -158,12 +155,89 @@ SPECDEC_HD sampling_status analyse_row(Ex& ex, const float* logits, int vocab, c
   if (row.max_logit == -INFINITY) return sampling_status::no_finite_logit;
   if (params.temperature == 0.0f) {
     row.greedy = true;
+  } else {
+    row.inverse_temperature = div_rn(1.0f, params.temperature);
+    row.min_p = params.min_p;
+  }
+  *w = row;
+  return sampling_status::ok;
+}
+
+/// Whether top-k or top-p removes tokens from a row of `vocab` (a threshold must be selected).
+SPECDEC_HD inline bool filters_on(const SamplingParams& params, int vocab) {
+  return (params.top_k > 0 && params.top_k < vocab) || params.top_p < 1.0f;
+}
+
+/// What a walk needs of one logits row before it reaches it, computed for all rows at once by the
+/// CUDA kernels' row-parallel pre-pass (so that the one block walking a tree reads a few hundred
+/// entries of a row instead of the whole row, two or three times): the row's largest argmax_key
+/// and, for one (temperature, min_p) without top-k/top-p, the lane masses of its weights, each
+/// summed exactly as ex.lane_sums sums them. analyse_row and race use them when they apply, and
+/// the bits stay those of the walk without them.
+struct RowStats {
+  std::uint64_t top_key = 0;        ///< max over the row of argmax_key (nan_argmax_key with NaN)
+  float temperature = -1.0f;        ///< of lane_mass; -1: lane_mass not computed
+  float min_p = 0.0f;               ///< of lane_mass
+  float lane_mass[sampling_lanes];  ///< lane l: Σ w(v) over v = l, l + 256, ... in increasing v
+
+  /// Whether lane_mass holds the weights a walk with `params` samples from.
+  SPECDEC_HD bool has_lane_mass_for(const SamplingParams& params, int vocab) const {
+    return temperature > 0.0f && temperature == params.temperature && min_p == params.min_p &&
+           !filters_on(params, vocab);
+  }
+};
+
+/// A walk's RowStats source when none are known: every row is analysed from its logits.
+struct NoRowStats {
+  SPECDEC_HD const RowStats* operator()(node_t) const { return nullptr; }
+};
+
+/// Lane `lane`'s mass of the weights `w` (no top-k/top-p): the sum ex.lane_sums computes for it.
+SPECDEC_HD inline float lane_mass(const RowWeights& w, int vocab, int lane) {
+  float s = 0.0f;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 8  // the loads and exps of several entries in flight; the adds stay in order
+#endif
+  for (int v = lane; v < vocab; v += sampling_lanes) s = add_rn(s, w(v));
+  return s;
+}
+
+/// The largest argmax_key of row[begin, end) (0 when empty): a split of the argmax pass.
+SPECDEC_HD inline std::uint64_t top_key_of(const float* row, int begin, int end) {
+  std::uint64_t best = 0;
+  for (int v = begin; v < end; ++v) best = max_key(best, argmax_key(row[v], v));
+  return best;
+}
+
+/// Turns a row of logits into its sampling distribution (see SamplingParams) and, when `mass` is
+/// not null, the sum of its weights (in the lane order). With top-k or top-p, the unfiltered
+/// weights are stored in `scratch` (vocab floats; one pass) for the radix selects, so that their
+/// passes read a row rather than recompute an exp per entry. `known` (optional): the row's
+/// RowStats, which replace the argmax pass and, where they apply, the mass pass (and give
+/// w->lane_mass); the results are the same bits. On failure *w is unspecified.
+template <class Ex>
+SPECDEC_HD sampling_status analyse_row(Ex& ex, const float* logits, int vocab, const SamplingParams& params,
+                                       RowWeights* w, float* mass, float* scratch, const RowStats* known = nullptr) {
+  if (!valid(params)) return sampling_status::bad_parameters;
+  const std::uint64_t top = known ? known->top_key : ex.max_scan(vocab, [&](int v, std::uint64_t best) {
+    const std::uint64_t k = argmax_key(logits[v], v);
+    return k > best ? k : best;
+  });
+  RowWeights row;
+  const sampling_status status = weights_from_top_key(top, logits, params, &row);
+  if (status != sampling_status::ok) return status;
+  if (row.greedy) {
     *w = row;
     if (mass) *mass = 1.0f;
     return sampling_status::ok;
   }
-  row.inverse_temperature = div_rn(1.0f, params.temperature);
-  row.min_p = params.min_p;
+  if (known && known->has_lane_mass_for(params, vocab)) {
+    row.lane_mass = known->lane_mass;
+    *w = row;
+    // Lane l of this sum adds 0 + lane_mass[l], then the lane tree: the mass, bit for bit.
+    if (mass) *mass = ex.sum(sampling_lanes, [&](int l) { return row.lane_mass[l]; });
+    return sampling_status::ok;
+  }
   // Every filter keeps an upper set of weights, so all of them together are one threshold.
   const bool top_k_on = params.top_k > 0 && params.top_k < vocab, top_p_on = params.top_p < 1.0f;
   if (top_k_on || top_p_on) {
@@ -235,10 +309,12 @@ SPECDEC_HD inline int race_key_id(std::uint64_t key) {
 ///
 /// `excluded` must be cheap for a few tokens: contains(v) is asked for the winning lane's entries
 /// and in_lane(l) for each of the 256 lanes (NoExclusion when nothing is excluded).
+/// `known_lane_mass` (optional): step 1's lane masses of `weight`, already summed (RowWeights::
+/// lane_mass); the race then reads only the lanes holding excluded tokens and the winning lane.
 template <class Ex, class Weight, class Excluded>
 SPECDEC_HD token_t race(Ex& ex, int vocab, const Weight& weight, const Excluded& excluded, RandomKey key,
-                        int position) {
-  float* lane_mass = ex.lane_sums(vocab, weight);
+                        int position, const float* known_lane_mass = nullptr) {
+  float* lane_mass = known_lane_mass ? ex.load_lanes(known_lane_mass) : ex.lane_sums(vocab, weight);
   ex.for_each(sampling_lanes, [&](int lane) {
     if (!excluded.in_lane(lane)) return;
     float s = 0.0f;
@@ -288,12 +364,12 @@ SPECDEC_HD inline token_t sample_from_weights(const float* w, int vocab, RandomK
 /// parameters are bad.
 template <class Ex>
 SPECDEC_HD token_t sample_token(Ex& ex, const float* logits, int vocab, const SamplingParams& params, RandomKey key,
-                                int position, float* work, sampling_status* status) {
+                                int position, float* work, sampling_status* status, const RowStats* known = nullptr) {
   RowWeights row;
-  *status = analyse_row(ex, logits, vocab, params, &row, nullptr, work);
+  *status = analyse_row(ex, logits, vocab, params, &row, nullptr, work, known);
   if (*status != sampling_status::ok) return -1;
   if (row.greedy) return row.best;
-  return race(ex, vocab, row, NoExclusion{}, key, position);
+  return race(ex, vocab, row, NoExclusion{}, key, position, row.lane_mass);
 }
 
 /// sample_token on the host (SerialLanes).

@@ -50,6 +50,10 @@ struct StochasticVerifyBatch {
   stochastic_status* status = nullptr;
   sampling_status* row_status = nullptr;  ///< why a row was bad (ok otherwise)
   node_t* bad_node = nullptr;             ///< the node whose row was bad (-1 otherwise)
+  /// Optional: node i of tree b's RowStats at row_stats[b * max_nodes + i], computed beforehand
+  /// for the walk's parameters (fill_row_stats_in_batch; the CUDA row-parallel launch fills its
+  /// own). They spare the walk passes over rows; the results are the same bits without them.
+  const RowStats* row_stats = nullptr;
 };
 
 /// The parameters ConditionalVerifier accepts: 0 <= delta <= 1, top_k >= 0, -1 <= eos < vocab.
@@ -76,6 +80,15 @@ SPECDEC_HD bool start_tree(Ex& ex, const StochasticVerifyBatch& b, int tree) {
   }
   return fits;
 }
+
+/// The RowStats of tree's nodes, or none.
+struct BatchRowStats {
+  const StochasticVerifyBatch* b;
+  int tree;
+  SPECDEC_HD const RowStats* operator()(node_t node) const {
+    return b->row_stats ? b->row_stats + static_cast<long long>(tree) * b->max_nodes + node : nullptr;
+  }
+};
 
 /// Writes tree's results (leader) and returns its status.
 template <class Ex>
@@ -104,7 +117,7 @@ SPECDEC_HD stochastic_status rejection_verify_in_batch(Ex& ex, const StochasticV
   const int length = rejection_walk(
       ex, b.trees[tree], b.vocab_size, [&](node_t node) { return detail::logits_row(b, tree, node); }, params,
       b.keys[tree], b.work + static_cast<long long>(tree) * b.vocab_size,
-      b.path + static_cast<long long>(tree) * b.max_nodes, &next, &row, &bad);
+      b.path + static_cast<long long>(tree) * b.max_nodes, &next, &row, &bad, detail::BatchRowStats{&b, tree});
   return detail::finish_tree(ex, b, tree, length, next, row, bad);
 }
 
@@ -121,15 +134,47 @@ SPECDEC_HD stochastic_status conditional_verify_in_batch(Ex& ex, const Stochasti
   node_t bad = -1;
   token_t token = -1;
   const auto rows = [&](node_t node) { return detail::logits_row(b, tree, node); };
+  const detail::BatchRowStats stats{&b, tree};
   const int length = conditional_walk(ex, view, b.vocab_size, rows, params,
-                                      b.accepted + static_cast<long long>(tree) * b.max_nodes, path, &row, &bad);
+                                      b.accepted + static_cast<long long>(tree) * b.max_nodes, path, &row, &bad, stats);
   if (row == sampling_status::ok) {
     const node_t last = path[length - 1];  // written by the leader; the walk synchronised
     token = sample_token(ex, rows(last), b.vocab_size, next, b.keys[tree], view.position(last) + 1,
-                         b.work + static_cast<long long>(tree) * b.vocab_size, &row);
+                         b.work + static_cast<long long>(tree) * b.vocab_size, &row, stats(last));
     if (row != sampling_status::ok) bad = last;
   }
   return detail::finish_tree(ex, b, tree, length, token, row, bad);
+}
+
+// ---- the row-parallel pre-pass ---------------------------------------------------------------
+
+/// Lane `lane`'s share of node `node`'s RowStats (tree `tree`), given the row's largest argmax_key
+/// `top`: lane 0 writes the header, every lane its lane mass when `params` allow one (temperature
+/// > 0, no top-k/top-p, a usable row). What each thread of the CUDA pre-pass runs.
+SPECDEC_HD inline void fill_row_stats_lane(const StochasticVerifyBatch& b, int tree, node_t node, std::uint64_t top,
+                                           const SamplingParams& params, int lane, RowStats* stats) {
+  RowWeights w;
+  const bool masses = weights_from_top_key(top, detail::logits_row(b, tree, node), params, &w) == sampling_status::ok &&
+                      !w.greedy && !filters_on(params, b.vocab_size);
+  if (lane == 0) {
+    stats->top_key = top;
+    stats->temperature = masses ? params.temperature : -1.0f;
+    stats->min_p = params.min_p;
+  }
+  if (masses) stats->lane_mass[lane] = lane_mass(w, b.vocab_size, lane);
+}
+
+/// The pre-pass for tree `tree` on one thread: RowStats of its nodes at out[tree * max_nodes + i]
+/// (nothing for a tree that does not fit). `params`: the walk's (conditional: conditional_softmax()).
+SPECDEC_HD inline void fill_row_stats_in_batch(const StochasticVerifyBatch& b, int tree, const SamplingParams& params,
+                                               RowStats* out) {
+  const int n = b.trees[tree].size;
+  if (n < 1 || n > b.max_nodes) return;
+  for (node_t i = 0; i < n; ++i) {
+    RowStats* stats = out + static_cast<long long>(tree) * b.max_nodes + i;
+    const std::uint64_t top = top_key_of(detail::logits_row(b, tree, i), 0, b.vocab_size);
+    for (int lane = 0; lane < sampling_lanes; ++lane) fill_row_stats_lane(b, tree, i, top, params, lane, stats);
+  }
 }
 
 /// rejection_verify_in_batch on the host (SerialLanes).
