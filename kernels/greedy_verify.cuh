@@ -8,6 +8,12 @@
 //  2. walk: one block per tree combines each node's split keys, then one thread runs
 //     core::greedy_walk (through core::greedy_walk_in_batch, what the host backend runs).
 // The argmaxes equal core::argmax_row (ties to the lowest id, -1 for a NaN row; -0.0 == +0.0).
+// Why not one launch (the last block of a tree walking): finding the last block needs a counter
+// per tree that is zero when the launch starts, a hidden contract on a workspace the caller owns
+// and may share with other operations, and a stale counter would silently skip or corrupt a walk.
+// Pass 2 is queued behind pass 1 on the stream; and since no launch here synchronises or
+// allocates, a step can be captured in a CUDA graph, which replays both without CPU launch
+// overhead (not yet tried on a device).
 #pragma once
 
 #include <cstdint>

@@ -114,12 +114,13 @@ inline std::size_t partial_keys_at(const StochasticVerifyBatch& b) {
 
 /// The launch shape `automatic` stands for: row-parallel while the batch's rows are few enough
 /// for the whole GPU to read them all sooner than one block per tree reads the visited ones
-/// (batch * max_nodes <= 4 rows per multiprocessor; a first estimate, to be tuned on a GPU with
-/// bench/kernels_bench, which times both shapes).
+/// (batch * max_nodes <= 4 rows per multiprocessor), and rows long enough for that to outweigh
+/// the pre-pass's two extra launches (vocab >= 8192). First estimates, to be tuned on a GPU with
+/// bench/kernels_bench, which times both shapes.
 inline StochasticLaunch stochastic_launch(const StochasticVerifyBatch& b, StochasticLaunch requested) {
   if (requested != StochasticLaunch::automatic) return requested;
-  return static_cast<long long>(b.batch) * b.max_nodes <= 4LL * detail::multiprocessors() ? StochasticLaunch::row_parallel
-                                                                                          : StochasticLaunch::per_tree;
+  const bool few_rows = static_cast<long long>(b.batch) * b.max_nodes <= 4LL * detail::multiprocessors();
+  return few_rows && b.vocab_size >= 8192 ? StochasticLaunch::row_parallel : StochasticLaunch::per_tree;
 }
 
 /// Device workspace of rejection_verify / conditional_verify with this launch shape: RowStats

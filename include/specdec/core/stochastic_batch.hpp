@@ -2,8 +2,9 @@
 // walks (core/rejection.hpp, core/conditional.hpp, core/sampling.hpp): the descriptor both
 // backends take and the per-tree function both run, over a lane executor (core/lanes.hpp): the
 // host backend with SerialLanes, the CUDA kernels with one block of 256 threads per tree
-// (BlockLanes), bit for bit the same. Each tree is a full TreeView (its arrays in the backend's
-// memory), so draft distributions (add_sampled proposals) come along.
+// (BlockLanes), bit for bit the same; and the row-parallel pre-pass (RowStats of every node)
+// that the kernels run first for small batches. Each tree is a full TreeView (its arrays in the
+// backend's memory), so draft distributions (add_sampled proposals) come along.
 #pragma once
 
 #include <cstdint>
