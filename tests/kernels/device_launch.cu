@@ -240,7 +240,7 @@ backend::status run_conditional_on_device(const core::StochasticVerifyBatch& hos
 }
 
 backend::status run_step_on_device(const core::TreeBatch& trees, const core::GreedyVerifyBatch& verify,
-                                   const core::KvCompactionBatch& kv) {
+                                   const core::KvCompactionBatch& kv, bool in_graph) {
   Mirror m;
   const core::TreeBatch t = mirror_trees(m, trees);
   const long long nodes = trees.batch > 0 ? trees.offsets[trees.batch] : 0;
@@ -253,12 +253,29 @@ backend::status run_step_on_device(const core::TreeBatch& trees, const core::Gre
   core::KvCompactionBatch c = mirror_caches(m, kv);
   c.path = v.path;
   c.length = v.length;
-  const backend::cuda stream_only{};
-  const backend::cuda with_workspace = tag_with_workspace(m, v);
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  backend::cuda stream_only{};
+  stream_only.stream = stream;
+  backend::cuda with_workspace = tag_with_workspace(m, v);
+  with_workspace.stream = stream;
+  // Global capture mode refuses any call that would synchronise or allocate inside the step.
+  if (in_graph) check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
   // Three enqueues on one stream, no synchronisation in between.
   backend::status s = backend::build_trees(stream_only, t);
   if (s == backend::status::ok) s = backend::greedy_verify(with_workspace, v);
   if (s == backend::status::ok) s = backend::compact_kv(stream_only, c);
+  if (in_graph) {
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    if (s == backend::status::ok) check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+    check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+  }
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
   return finish(m, s);
 }
 

@@ -27,8 +27,10 @@ backend::status run_conditional_on_device(const core::StochasticVerifyBatch& hos
 /// One decoding step's GPU part as a single launch sequence with one synchronisation at its end:
 /// tree build, then greedy verification reading the build's outputs in device memory (the
 /// descriptor's offsets, token, child lists and build_status are taken from the build, not from
-/// `verify`), then KV compaction reading the verifier's path and length in device memory.
+/// `verify`), then KV compaction reading the verifier's path and length in device memory. With
+/// `in_graph`, the three launches are captured into a CUDA graph (global capture mode: a call that
+/// synchronises or allocates would fail the capture), which is then launched once.
 backend::status run_step_on_device(const core::TreeBatch& trees, const core::GreedyVerifyBatch& verify,
-                                   const core::KvCompactionBatch& kv);
+                                   const core::KvCompactionBatch& kv, bool in_graph = false);
 
 }  // namespace specdec::testing

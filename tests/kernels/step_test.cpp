@@ -58,31 +58,35 @@ void run_on_host(Step& s) {
 
 TEST_CASE("a whole step chained on the device (no host sync between kernels) equals the host chain", "[gpu][step]") {
   std::mt19937_64 rng(12);
-  for (int batch : {1, 8, 64}) {
-    for (int vocab : {50, 32000}) {
-      Step host = random_step(rng, batch, 64, vocab);
-      Step device = host;
-      run_on_host(host);
-      // The device's verifier and compaction read the build's and the verifier's device outputs;
-      // give the descriptors the host offsets only for sizing the copies.
-      device.verify.offsets = device.trees.offsets;
-      device.verify.token = device.trees.token;
-      device.verify.first_child.assign(device.trees.token.size(), -7);
-      device.verify.next_sibling.assign(device.trees.token.size(), -7);
-      device.verify.build_status.assign(device.trees.size(), core::tree_status::ok);
-      device.kv.path.assign(static_cast<std::size_t>(batch) * device.kv.max_nodes, 0);
-      device.kv.length.assign(batch, 0);
-      REQUIRE(testing::run_step_on_device(device.trees.batch(), device.verify.batch(), device.kv.batch()) ==
-              backend::status::ok);
-      CHECK(device.trees.status == host.trees.status);
-      CHECK(device.trees.mask == host.trees.mask);
-      CHECK(device.verify.status == host.verify.status);
-      CHECK(device.verify.path == host.verify.path);
-      CHECK(device.verify.length == host.verify.length);
-      CHECK(device.verify.next_token == host.verify.next_token);
-      CHECK(device.kv.status == host.kv.status);
-      CHECK(device.kv.k_cache == host.kv.k_cache);
-      CHECK(device.kv.v_cache == host.kv.v_cache);
+  // in_graph: the same step captured into a CUDA graph (global capture mode) and launched.
+  for (bool in_graph : {false, true}) {
+    for (int batch : {1, 8, 64}) {
+      for (int vocab : {50, 32000}) {
+        INFO("batch " << batch << ", vocab " << vocab << (in_graph ? ", in a CUDA graph" : ""));
+        Step host = random_step(rng, batch, 64, vocab);
+        Step device = host;
+        run_on_host(host);
+        // The device's verifier and compaction read the build's and the verifier's device outputs;
+        // give the descriptors the host offsets only for sizing the copies.
+        device.verify.offsets = device.trees.offsets;
+        device.verify.token = device.trees.token;
+        device.verify.first_child.assign(device.trees.token.size(), -7);
+        device.verify.next_sibling.assign(device.trees.token.size(), -7);
+        device.verify.build_status.assign(device.trees.size(), core::tree_status::ok);
+        device.kv.path.assign(static_cast<std::size_t>(batch) * device.kv.max_nodes, 0);
+        device.kv.length.assign(batch, 0);
+        REQUIRE(testing::run_step_on_device(device.trees.batch(), device.verify.batch(), device.kv.batch(), in_graph) ==
+                backend::status::ok);
+        CHECK(device.trees.status == host.trees.status);
+        CHECK(device.trees.mask == host.trees.mask);
+        CHECK(device.verify.status == host.verify.status);
+        CHECK(device.verify.path == host.verify.path);
+        CHECK(device.verify.length == host.verify.length);
+        CHECK(device.verify.next_token == host.verify.next_token);
+        CHECK(device.kv.status == host.kv.status);
+        CHECK(device.kv.k_cache == host.kv.k_cache);
+        CHECK(device.kv.v_cache == host.kv.v_cache);
+      }
     }
   }
 }
