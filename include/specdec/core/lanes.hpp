@@ -31,10 +31,11 @@
 //                            (amount 0 adds nothing); returns the bins, valid until the next
 //                            histogram call
 //
-// Why no host emulation of BlockLanes: its code paths are a few lines each, written to mirror
-// SerialLanes step by step (same accumulation per lane, same pairs in the tree); the host tests
-// check SerialLanes' sums against an independent implementation of the lane order, and the GPU
-// parity tests (tests/kernels/stochastic_verify_test.cpp) compare whole walks bit for bit.
+// The device executor's code is BlockLanesOn<Block>, written over the block primitives it needs
+// (barrier, warp shuffle, shared atomic add): the kernels run it on a CUDA block (CudaBlock), and
+// tests/core/block_lanes_test.cpp runs the very same code on 256 host threads with emulated
+// primitives, walks included, against SerialLanes; the GPU parity tests
+// (tests/kernels/stochastic_verify_test.cpp) compare whole walks bit for bit on a device.
 #pragma once
 
 #include <cstdint>
@@ -134,12 +135,15 @@ class SerialLanes {
   std::uint64_t bins_[256];
 };
 
-#if defined(__CUDACC__)
-/// The device executor: thread threadIdx.x of a block of exactly sampling_lanes threads is lane
-/// threadIdx.x. Every primitive is reached by all threads of the block (the walks are uniform),
-/// writes its shared scratch only after a barrier that follows the previous reads of it, and
-/// broadcasts its result through shared memory.
-class BlockLanes {
+/// The device executor, over the thread block it runs on (`Block`: thread(), barrier(),
+/// shfl_down(x, s) within a warp of 32, atomic_add on shared memory): BlockLanes (CudaBlock) in
+/// the kernels; tests run the same code on host threads (tests/core/block_lanes_test.cpp). Thread
+/// `block.thread()` of a block of exactly sampling_lanes threads is lane block.thread(). Every
+/// primitive is reached by all threads of the block (the walks are uniform), writes its shared
+/// scratch only after a barrier that follows the previous reads of it, and broadcasts its result
+/// through shared memory.
+template <class Block>
+class BlockLanesOn {
  public:
   struct Storage {
     float part[sampling_lanes];
@@ -150,98 +154,126 @@ class BlockLanes {
     unsigned long long total;
   };
 
-  __device__ explicit BlockLanes(Storage& storage) : s_(storage), lane_(static_cast<int>(threadIdx.x)) {}
+  SPECDEC_HD BlockLanesOn(Storage& storage, Block block) : s_(storage), block_(block), lane_(block.thread()) {}
 
-  __device__ bool leader() const { return lane_ == 0; }
-  __device__ void sync() const { __syncthreads(); }
+  SPECDEC_HD bool leader() const { return lane_ == 0; }
+  SPECDEC_NO_EXEC_CHECK
+  SPECDEC_HD void sync() const { block_.barrier(); }
 
+  SPECDEC_NO_EXEC_CHECK
   template <class F>
-  __device__ void for_each(int count, F&& f) const {
+  SPECDEC_HD void for_each(int count, F&& f) const {
     for (int i = lane_; i < count; i += sampling_lanes) f(i);
   }
 
+  SPECDEC_NO_EXEC_CHECK
   template <class F>
-  __device__ float sum(int count, F&& f) {
+  SPECDEC_HD float sum(int count, F&& f) {
     float partial = 0.0f;
-    for (int v = lane_; v < count; v += sampling_lanes) partial = __fadd_rn(partial, f(v));
+    for (int v = lane_; v < count; v += sampling_lanes) partial = add_rn(partial, f(v));
     s_.part[lane_] = partial;
-    __syncthreads();
+    block_.barrier();
     for (int s = sampling_lanes / 2; s >= 32; s /= 2) {
-      if (lane_ < s) s_.part[lane_] = __fadd_rn(s_.part[lane_], s_.part[lane_ + s]);
-      __syncthreads();
+      if (lane_ < s) s_.part[lane_] = add_rn(s_.part[lane_], s_.part[lane_ + s]);
+      block_.barrier();
     }
     if (lane_ < 32) {  // the tree's steps s = 16 .. 1: lane i adds lane i + s, as part[i] += part[i + s]
       float x = s_.part[lane_];
-      for (int s = 16; s >= 1; s /= 2) x = __fadd_rn(x, __shfl_down_sync(0xffffffffu, x, s));
+      for (int s = 16; s >= 1; s /= 2) x = add_rn(x, block_.shfl_down(x, s));
       if (lane_ == 0) s_.sum = x;
     }
-    __syncthreads();
+    block_.barrier();
     return s_.sum;
   }
 
+  SPECDEC_NO_EXEC_CHECK
   template <class F>
-  __device__ float* lane_sums(int count, F&& f) {
+  SPECDEC_HD float* lane_sums(int count, F&& f) {
     float partial = 0.0f;
-    for (int v = lane_; v < count; v += sampling_lanes) partial = __fadd_rn(partial, f(v));
-    __syncthreads();  // every thread has finished reading the previous lane sums
+    for (int v = lane_; v < count; v += sampling_lanes) partial = add_rn(partial, f(v));
+    block_.barrier();  // every thread has finished reading the previous lane sums
     s_.lanes[lane_] = partial;
-    __syncthreads();
+    block_.barrier();
     return s_.lanes;
   }
 
-  __device__ float* load_lanes(const float* from) {
+  SPECDEC_NO_EXEC_CHECK
+  SPECDEC_HD float* load_lanes(const float* from) {
     const float mine = from[lane_];
-    __syncthreads();  // as in lane_sums
+    block_.barrier();  // as in lane_sums
     s_.lanes[lane_] = mine;
-    __syncthreads();
+    block_.barrier();
     return s_.lanes;
   }
 
+  SPECDEC_NO_EXEC_CHECK
   template <class Pred>
-  __device__ std::uint64_t count(int count, Pred&& pred) {
+  SPECDEC_HD std::uint64_t count(int count, Pred&& pred) {
     unsigned long long n = 0;
     for (int v = lane_; v < count; v += sampling_lanes) n += pred(v) ? 1u : 0u;
     return reduce(n, [](unsigned long long a, unsigned long long b) { return a + b; });
   }
 
+  SPECDEC_NO_EXEC_CHECK
   template <class F>
-  __device__ std::uint64_t max_scan(int count, F&& f) {
+  SPECDEC_HD std::uint64_t max_scan(int count, F&& f) {
     unsigned long long best = 0;
     for (int i = lane_; i < count; i += sampling_lanes) best = f(i, best);
     return reduce(best, [](unsigned long long a, unsigned long long b) { return a > b ? a : b; });
   }
 
+  SPECDEC_NO_EXEC_CHECK
   template <class F>
-  __device__ const unsigned long long* histogram(int count, F&& f) {
-    __syncthreads();  // every thread has finished reading the previous histogram's bins
+  SPECDEC_HD const unsigned long long* histogram(int count, F&& f) {
+    block_.barrier();  // every thread has finished reading the previous histogram's bins
     s_.bins[lane_] = 0;
-    __syncthreads();
+    block_.barrier();
     for (int v = lane_; v < count; v += sampling_lanes) {
       const Bin b = f(v);
-      if (b.amount != 0) atomicAdd(&s_.bins[b.bin], static_cast<unsigned long long>(b.amount));
+      if (b.amount != 0) block_.atomic_add(&s_.bins[b.bin], static_cast<unsigned long long>(b.amount));
     }
-    __syncthreads();
+    block_.barrier();
     return s_.bins;
   }
 
  private:
   // An associative, commutative integer reduction over the block (exact in any order); identity 0.
+  SPECDEC_NO_EXEC_CHECK
   template <class Op>
-  __device__ std::uint64_t reduce(unsigned long long x, Op op) {
-    for (int s = 16; s >= 1; s /= 2) x = op(x, __shfl_down_sync(0xffffffffu, x, s));
+  SPECDEC_HD std::uint64_t reduce(unsigned long long x, Op op) {
+    for (int s = 16; s >= 1; s /= 2) x = op(x, block_.shfl_down(x, s));
     if ((lane_ & 31) == 0) s_.warp[lane_ >> 5] = x;
-    __syncthreads();
+    block_.barrier();
     if (lane_ < 32) {
       unsigned long long y = lane_ < sampling_lanes / 32 ? s_.warp[lane_] : 0ull;
-      for (int s = 16; s >= 1; s /= 2) y = op(y, __shfl_down_sync(0xffffffffu, y, s));
+      for (int s = 16; s >= 1; s /= 2) y = op(y, block_.shfl_down(y, s));
       if (lane_ == 0) s_.total = y;
     }
-    __syncthreads();
+    block_.barrier();
     return s_.total;
   }
 
   Storage& s_;
+  Block block_;
   int lane_;
+};
+
+#if defined(__CUDACC__)
+/// The CUDA thread block, as BlockLanesOn uses it.
+struct CudaBlock {
+  __device__ int thread() const { return static_cast<int>(threadIdx.x); }
+  __device__ void barrier() const { __syncthreads(); }
+  template <class T>
+  __device__ T shfl_down(T x, int s) const {
+    return __shfl_down_sync(0xffffffffu, x, s);
+  }
+  __device__ void atomic_add(unsigned long long* p, unsigned long long v) const { atomicAdd(p, v); }
+};
+
+/// The executor of the stochastic verification kernels.
+class BlockLanes : public BlockLanesOn<CudaBlock> {
+ public:
+  __device__ explicit BlockLanes(Storage& storage) : BlockLanesOn<CudaBlock>(storage, CudaBlock{}) {}
 };
 #endif
 

@@ -241,6 +241,9 @@ SPECDEC_HD sampling_status analyse_row(Ex& ex, const float* logits, int vocab, c
   // Every filter keeps an upper set of weights, so all of them together are one threshold.
   const bool top_k_on = params.top_k > 0 && params.top_k < vocab, top_p_on = params.top_p < 1.0f;
   if (top_k_on || top_p_on) {
+    // Other threads may still be reading scratch (a walk's residual at the previous node): with
+    // RowStats no reduction has passed a barrier since then.
+    ex.sync();
     ex.for_each(vocab, [&](int v) { scratch[v] = row.unfiltered(v); });
     ex.sync();
   }

@@ -1,0 +1,230 @@
+// BlockLanesOn, the CUDA kernels' executor, run on 256 host threads: std::barrier for
+// __syncthreads, a per-warp exchange for __shfl_down_sync, std::atomic_ref for shared atomicAdd.
+// The code under test is the kernels' own (core/lanes.hpp), so CI checks the device executor's
+// primitives and whole walks against SerialLanes bit for bit, with no GPU.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <specdec/backend.hpp>
+#include <specdec/core/lanes.hpp>
+
+#include "kernels/random_stochastic.hpp"
+
+using namespace specdec;
+using namespace specdec::core;
+
+namespace {
+
+constexpr int warps = sampling_lanes / 32;
+
+// What a thread stuck at a barrier throws: the block's threads took different paths, which on a
+// GPU is a hang or undefined behaviour (a __syncthreads not reached by every thread).
+struct Diverged {};
+
+// A barrier whose waiters give up (throw Diverged) when the other threads do not arrive in time.
+class Barrier {
+ public:
+  explicit Barrier(int threads) : threads_(threads) {}
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const std::uint64_t phase = phase_;
+    if (++arrived_ == threads_) {
+      arrived_ = 0;
+      ++phase_;
+      done_.notify_all();
+      return;
+    }
+    if (!done_.wait_for(lock, std::chrono::seconds(20), [&] { return phase_ != phase; })) throw Diverged{};
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  int threads_, arrived_ = 0;
+  std::uint64_t phase_ = 0;
+};
+
+// A CUDA block of sampling_lanes threads, emulated: every thread holds one EmulatedBlock.
+class EmulatedBlock {
+ public:
+  struct Shared {
+    Barrier block{sampling_lanes};
+    std::array<std::unique_ptr<Barrier>, warps> warp;
+    std::uint64_t exchange[sampling_lanes] = {};
+    Shared() {
+      for (auto& w : warp) w = std::make_unique<Barrier>(32);
+    }
+  };
+
+  EmulatedBlock(Shared& shared, int thread) : shared_(&shared), thread_(thread) {}
+
+  int thread() const { return thread_; }
+  void barrier() const { shared_->block.arrive_and_wait(); }
+
+  // __shfl_down_sync over a full warp: lane i gets lane i + s's value, its own past lane 31.
+  template <class T>
+  T shfl_down(T x, int s) const {
+    static_assert(sizeof(T) <= sizeof(std::uint64_t));
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &x, sizeof x);
+    shared_->exchange[thread_] = bits;
+    warp().arrive_and_wait();
+    T y = x;
+    if (thread_ % 32 + s < 32) std::memcpy(&y, &shared_->exchange[thread_ + s], sizeof y);
+    warp().arrive_and_wait();  // nobody overwrites a slot before every lane has read it
+    return y;
+  }
+
+  void atomic_add(unsigned long long* p, unsigned long long v) const {
+    std::atomic_ref<unsigned long long>(*p).fetch_add(v);
+  }
+
+ private:
+  Barrier& warp() const { return *shared_->warp[thread_ / 32]; }
+  Shared* shared_;
+  int thread_;
+};
+
+using EmulatedLanes = BlockLanesOn<EmulatedBlock>;
+
+// Runs body(ex, thread) on every thread of one emulated block; false when its threads diverged.
+template <class Body>
+bool run_block(Body body) {
+  EmulatedBlock::Shared shared;
+  EmulatedLanes::Storage storage;
+  std::atomic<bool> diverged{false};
+  std::vector<std::thread> threads;
+  threads.reserve(sampling_lanes);
+  for (int t = 0; t < sampling_lanes; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        EmulatedLanes ex(storage, EmulatedBlock(shared, t));
+        body(ex, t);
+      } catch (const Diverged&) {
+        diverged = true;
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  return !diverged;
+}
+
+// Every thread's result of a primitive, which must be the same in all of them.
+template <class T>
+struct PerThread {
+  std::vector<T> values = std::vector<T>(sampling_lanes);
+  bool uniform() const { return std::all_of(values.begin(), values.end(), [&](const T& v) { return v == values[0]; }); }
+};
+
+int differing(const testing::StochasticData& a, const testing::StochasticData& b) {
+  int count = 0;
+  for (int t = 0; t < a.size(); ++t) {
+    const std::size_t at = static_cast<std::size_t>(t) * a.max_nodes;
+    count += !(a.status[t] == b.status[t] && a.row_status[t] == b.row_status[t] && a.bad_node[t] == b.bad_node[t] &&
+               a.length[t] == b.length[t] && a.next_token[t] == b.next_token[t] &&
+               std::equal(a.path.begin() + at, a.path.begin() + at + std::max(a.length[t], 0), b.path.begin() + at) &&
+               std::equal(a.accepted.begin() + at, a.accepted.begin() + at + a.views[t].size, b.accepted.begin() + at));
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("the device executor's primitives equal SerialLanes' on host threads", "[core][lanes]") {
+  std::mt19937_64 rng(81);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int n : {1, 31, 256, 1000, 4099}) {
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (float& v : x) v = std::exp(normal(rng));
+    std::vector<float> known(sampling_lanes);
+    for (float& v : known) v = normal(rng);
+    const auto value = [&](int v) { return x[static_cast<std::size_t>(v)]; };
+    SerialLanes serial;
+    const float sum = serial.sum(n, value);
+    const std::vector<float> lanes(serial.lane_sums(n, value), serial.lane_sums(n, value) + sampling_lanes);
+    const std::uint64_t count = serial.count(n, [&](int v) { return value(v) > 1.0f; });
+    const std::uint64_t top = serial.max_scan(n, [&](int v, std::uint64_t best) { return max_key(best, argmax_key(value(v), v)); });
+    const auto bin_of = [&](int v) { return Bin{static_cast<int>(float_bits(value(v)) >> 24), static_cast<std::uint64_t>(v % 7)}; };
+    const std::vector<std::uint64_t> bins(serial.histogram(n, bin_of), serial.histogram(n, bin_of) + 256);
+
+    PerThread<float> sums;
+    PerThread<std::uint64_t> counts, tops;
+    PerThread<bool> lanes_ok, loaded_ok, bins_ok;
+    const bool together = run_block([&](EmulatedLanes& ex, int t) {
+      sums.values[t] = ex.sum(n, value);
+      const float* l = ex.lane_sums(n, value);
+      lanes_ok.values[t] = std::equal(lanes.begin(), lanes.end(), l);
+      counts.values[t] = ex.count(n, [&](int v) { return value(v) > 1.0f; });
+      tops.values[t] = ex.max_scan(n, [&](int v, std::uint64_t best) { return max_key(best, argmax_key(value(v), v)); });
+      const unsigned long long* b = ex.histogram(n, bin_of);
+      bins_ok.values[t] = std::equal(bins.begin(), bins.end(), b);
+      const float* loaded = ex.load_lanes(known.data());
+      loaded_ok.values[t] = std::equal(known.begin(), known.end(), loaded);
+      ex.sync();
+    });
+    INFO("n = " << n);
+    REQUIRE(together);
+    CHECK(sums.uniform());
+    CHECK(sums.values[0] == sum);
+    CHECK(lanes_ok.uniform());
+    CHECK(lanes_ok.values[0]);
+    CHECK(counts.uniform());
+    CHECK(counts.values[0] == count);
+    CHECK(tops.uniform());
+    CHECK(tops.values[0] == top);
+    CHECK(bins_ok.uniform());
+    CHECK(bins_ok.values[0]);
+    CHECK(loaded_ok.uniform());
+    CHECK(loaded_ok.values[0]);
+  }
+}
+
+TEST_CASE("the device executor's walks equal the host's, bit for bit, on host threads", "[core][lanes][stochastic]") {
+  std::mt19937_64 rng(82);
+  const SamplingParams cases[] = {{0.0f}, {1.0f}, {0.8f, 0, 1.0f, 0.05f}, {0.7f, 5, 0.8f, 0.0f}};
+  for (int vocab : {20, 700}) {
+    for (const SamplingParams& params : cases) {
+      for (bool with_stats : {false, true}) {
+        testing::StochasticData serial = testing::random_stochastic_batch(rng, 6, 16, vocab, true, true, true);
+        testing::StochasticData block = serial;
+        REQUIRE(backend::rejection_verify(backend::host{}, serial.batch(), params) == backend::status::ok);
+        std::vector<RowStats> stats(static_cast<std::size_t>(block.size()) * block.max_nodes);
+        StochasticVerifyBatch b = block.batch();
+        if (with_stats) {
+          for (int t = 0; t < block.size(); ++t) fill_row_stats_in_batch(b, t, params, stats.data());
+          b.row_stats = stats.data();
+        }
+        INFO("rejection, vocab " << vocab << ", T " << params.temperature << ", top-k " << params.top_k
+                                 << (with_stats ? ", with RowStats" : ""));
+        for (int t = 0; t < block.size(); ++t)
+          REQUIRE(run_block([&](EmulatedLanes& ex, int) { rejection_verify_in_batch(ex, b, t, params); }));
+        CHECK(differing(serial, block) == 0);
+
+        testing::StochasticData serial_c = testing::random_stochastic_batch(rng, 6, 16, vocab, false, true, true);
+        testing::StochasticData block_c = serial_c;
+        const ConditionalParams conditional{0.02f, params.top_k, 3};
+        REQUIRE(backend::conditional_verify(backend::host{}, serial_c.batch(), conditional, params) == backend::status::ok);
+        StochasticVerifyBatch c = block_c.batch();
+        if (with_stats) {
+          for (int t = 0; t < block_c.size(); ++t) fill_row_stats_in_batch(c, t, conditional_softmax(), stats.data());
+          c.row_stats = stats.data();
+        }
+        INFO("conditional");
+        for (int t = 0; t < block_c.size(); ++t)
+          REQUIRE(run_block([&](EmulatedLanes& ex, int) { conditional_verify_in_batch(ex, c, t, conditional, params); }));
+        CHECK(differing(serial_c, block_c) == 0);
+      }
+    }
+  }
+}
