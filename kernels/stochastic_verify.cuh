@@ -44,7 +44,6 @@ enum class StochasticLaunch {
 
 namespace detail {
 inline constexpr int stats_threads = 128;  // 4 warps; each sums 32 lanes of one row
-inline constexpr int warps_per_row = core::sampling_lanes / 32;
 }  // namespace detail
 
 /// Pre-pass 1: the largest argmax key of each (node row, split), grid (splits, max_nodes, batch).
@@ -60,22 +59,13 @@ __global__ void __launch_bounds__(detail::argmax_threads)
   if (threadIdx.x == 0) partial[(static_cast<long long>(tree) * b.max_nodes + node) * splits + split] = best;
 }
 
-/// Pre-pass 2: RowStats of each node row (core::fill_row_stats_lane), warp w of the grid summing
-/// lanes 32 (w % 8) .. + 31 of row w / 8 (row = tree * max_nodes + node).
+/// Pre-pass 2: RowStats of each node row, a warp per 32 lanes (core::row_stats_thread).
 template <class Batch>
 __global__ void __launch_bounds__(detail::stats_threads)
     row_stats_kernel(Batch b, core::SamplingParams params, int splits, const std::uint64_t* partial,
                      core::RowStats* stats) {
-  const long long warp = (static_cast<long long>(blockIdx.x) * detail::stats_threads + threadIdx.x) / 32;
-  const long long row = warp / detail::warps_per_row;
-  if (row >= static_cast<long long>(b.batch) * b.max_nodes) return;
-  const int tree = static_cast<int>(row / b.max_nodes), node = static_cast<int>(row % b.max_nodes);
-  const int n = b.trees[tree].size;
-  if (node >= n || n > b.max_nodes) return;  // uniform over the warp
-  std::uint64_t top = 0;
-  for (int s = 0; s < splits; ++s) top = core::max_key(top, partial[row * splits + s]);
-  const int lane = static_cast<int>(warp % detail::warps_per_row) * 32 + static_cast<int>(threadIdx.x % 32);
-  core::fill_row_stats_lane(b, tree, node, top, params, lane, stats + row);
+  core::row_stats_thread(b, params, splits, partial, stats,
+                         static_cast<long long>(blockIdx.x) * detail::stats_threads + threadIdx.x);
 }
 
 // Templates (on the descriptor type) so that several CUDA translation units can include this
@@ -152,7 +142,7 @@ cudaError_t launch_stochastic(StochasticVerifyBatch b, const core::SamplingParam
     const dim3 grid(splits, b.max_nodes, b.batch);
     if (vec4) row_top_key_kernel<true><<<grid, argmax_threads, 0, stream>>>(b, splits, chunk, partial);
     else row_top_key_kernel<false><<<grid, argmax_threads, 0, stream>>>(b, splits, chunk, partial);
-    const long long warps = rows * warps_per_row;
+    const long long warps = rows * core::row_stats_warps_per_row;
     const long long blocks = (warps * 32 + stats_threads - 1) / stats_threads;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
     row_stats_kernel<<<static_cast<unsigned>(blocks), stats_threads, 0, stream>>>(b, params, splits, partial, stats);

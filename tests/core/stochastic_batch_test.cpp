@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <numeric>
 #include <random>
 #include <span>
 #include <vector>
@@ -207,4 +208,50 @@ TEST_CASE("RowStats for other parameters give only their argmax, and the walks r
   t.row_stats = wrong.data();
   REQUIRE(backend::rejection_verify(backend::host{}, t, params) == backend::status::ok);
   CHECK(differing_trees(lazy, tampered) > 5);
+}
+
+TEST_CASE("the pre-pass's threads (row_stats_thread over split argmax keys) give fill_row_stats_in_batch's RowStats",
+          "[core][stochastic]") {
+  std::mt19937_64 rng(68);
+  for (int vocab : {20, 1000}) {
+    for (const core::SamplingParams& params : {core::SamplingParams{0.8f, 0, 1.0f, 0.05f}, core::SamplingParams{0.0f},
+                                               core::SamplingParams{1.0f, 5}}) {
+      testing::StochasticData d = testing::random_stochastic_batch(rng, 7, 20, vocab, false, true, true);
+      const core::StochasticVerifyBatch b = d.batch();
+      const std::vector<core::RowStats> want = row_stats(d, params);
+      // The first kernel: each row's argmax keys over 3 slices (as the grid splits the vocabulary).
+      const int splits = 3, chunk = (vocab + splits - 1) / splits;
+      const long long rows = static_cast<long long>(b.batch) * b.max_nodes;
+      std::vector<std::uint64_t> partial(static_cast<std::size_t>(rows * splits), 0);
+      for (int t = 0; t < b.batch; ++t)
+        for (int i = 0; i < b.trees[t].size; ++i)
+          for (int s = 0; s < splits; ++s)
+            partial[static_cast<std::size_t>((t * b.max_nodes + i) * splits + s)] = core::top_key_of(
+                b.logits + (static_cast<long long>(b.row_offset[t]) + i) * b.row_stride, s * chunk,
+                std::min(vocab, (s + 1) * chunk));
+      // The second kernel: every thread of its grid, in a scrambled order.
+      std::vector<core::RowStats> got(want.size());
+      std::vector<long long> threads(static_cast<std::size_t>(rows * core::row_stats_warps_per_row * 32 + 100));
+      std::iota(threads.begin(), threads.end(), 0);
+      std::shuffle(threads.begin(), threads.end(), rng);
+      for (long long thread : threads) core::row_stats_thread(b, params, splits, partial.data(), got.data(), thread);
+      int compared = 0, with_masses = 0;
+      for (int t = 0; t < b.batch; ++t) {
+        for (int i = 0; i < b.trees[t].size; ++i) {
+          const core::RowStats& w = want[static_cast<std::size_t>(t * b.max_nodes + i)];
+          const core::RowStats& g = got[static_cast<std::size_t>(t * b.max_nodes + i)];
+          CHECK(g.top_key == w.top_key);
+          CHECK(g.temperature == w.temperature);
+          CHECK(g.min_p == w.min_p);
+          if (w.temperature > 0.0f) {
+            ++with_masses;
+            CHECK(std::equal(w.lane_mass, w.lane_mass + core::sampling_lanes, g.lane_mass));
+          }
+          ++compared;
+        }
+      }
+      CHECK(compared > 20);
+      if (params.temperature > 0.0f && params.top_k == 0) CHECK(with_masses > 20);
+    }
+  }
 }

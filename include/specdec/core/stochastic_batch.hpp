@@ -165,6 +165,27 @@ SPECDEC_HD inline void fill_row_stats_lane(const StochasticVerifyBatch& b, int t
   if (masses) stats->lane_mass[lane] = lane_mass(w, b.vocab_size, lane);
 }
 
+/// Warps of 32 threads per row in the row-parallel pre-pass (one per 32 lanes).
+inline constexpr int row_stats_warps_per_row = sampling_lanes / 32;
+
+/// Thread `thread` (a global index; threads 32 w .. 32 w + 31 are warp w) of the pre-pass's
+/// second kernel: warp w sums lanes 32 (w % 8) .. + 31 of node row w / 8 (tree * max_nodes +
+/// node), after combining that row's `splits` partial argmax keys (partial[row * splits + s]).
+/// Threads past the batch's rows or trees do nothing (uniformly per warp).
+SPECDEC_HD inline void row_stats_thread(const StochasticVerifyBatch& b, const SamplingParams& params, int splits,
+                                        const std::uint64_t* partial, RowStats* stats, long long thread) {
+  const long long warp = thread / 32;
+  const long long row = warp / row_stats_warps_per_row;
+  if (row >= static_cast<long long>(b.batch) * b.max_nodes) return;
+  const int tree = static_cast<int>(row / b.max_nodes), node = static_cast<int>(row % b.max_nodes);
+  const int n = b.trees[tree].size;
+  if (node >= n || n > b.max_nodes) return;
+  std::uint64_t top = 0;
+  for (int s = 0; s < splits; ++s) top = max_key(top, partial[row * splits + s]);
+  const int lane = static_cast<int>(warp % row_stats_warps_per_row) * 32 + static_cast<int>(thread % 32);
+  fill_row_stats_lane(b, tree, node, top, params, lane, stats + row);
+}
+
 /// The pre-pass for tree `tree` on one thread: RowStats of its nodes at out[tree * max_nodes + i]
 /// (nothing for a tree that does not fit). `params`: the walk's (conditional: conditional_softmax()).
 SPECDEC_HD inline void fill_row_stats_in_batch(const StochasticVerifyBatch& b, int tree, const SamplingParams& params,
