@@ -31,19 +31,24 @@ TEST_CASE("GPU backend step: exact verification equals plain greedy decoding", "
   }
 }
 
+// Vocab 32000 takes the row-parallel launch shape (kernels::stochastic_launch), vocab 64 per tree.
 TEST_CASE("GPU backend step: sampling verifiers commit what the host path commits", "[gpu][backend_step][rejection]") {
-  for (verifier v : {verifier::rejection, verifier::conditional}) {
-    for (float temperature : {0.0f, 0.8f}) {
-      DecodeCase c;
-      c.check = v;
-      c.drafter = drafts::sampled;
-      c.temperature = temperature;
-      HashTarget host_target(c.vocab, c.seed);
-      const auto host = testing::decode(host_target, c);
-      const auto device = testing::decode_on_device(c);
-      INFO("verifier " << static_cast<int>(v) << ", T " << temperature << ": " << device.error);
-      REQUIRE(device.error.empty());
-      CHECK(device.context == host.context);
+  for (int vocab : {64, 32000}) {
+    for (verifier v : {verifier::rejection, verifier::conditional}) {
+      for (float temperature : {0.0f, 0.8f}) {
+        DecodeCase c;
+        c.vocab = vocab;
+        c.new_tokens = vocab > 1000 ? 60 : 200;
+        c.check = v;
+        c.drafter = drafts::sampled;
+        c.temperature = temperature;
+        HashTarget host_target(c.vocab, c.seed);
+        const auto host = testing::decode(host_target, c);
+        const auto device = testing::decode_on_device(c);
+        INFO("vocab " << vocab << ", verifier " << static_cast<int>(v) << ", T " << temperature << ": " << device.error);
+        REQUIRE(device.error.empty());
+        CHECK(device.context == host.context);
+      }
     }
   }
 }
