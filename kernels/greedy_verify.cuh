@@ -35,6 +35,13 @@ namespace detail {
 inline constexpr int argmax_threads = 256;
 inline constexpr int walk_threads = 128;
 
+/// The current device's multiprocessors (132 when it cannot be asked).
+inline int multiprocessors() {
+  int device = 0, sms = 132;
+  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  return sms;
+}
+
 }  // namespace detail
 
 /// The largest core::argmax_key of row[lo, hi), reduced over the block (valid in thread 0). With
@@ -104,10 +111,8 @@ __global__ void __launch_bounds__(detail::walk_threads)
 /// How many blocks share one logits row when `rows` rows of `vocab` entries are reduced: enough
 /// blocks for ~4 per multiprocessor, but at least 4096 vocabulary entries per block.
 inline int vocab_splits(long long rows, int vocab) {
-  int device = 0, sms = 132;
-  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (rows <= 0) return 1;
-  long long splits = (4LL * sms + rows - 1) / rows;
+  long long splits = (4LL * detail::multiprocessors() + rows - 1) / rows;
   const long long most = vocab / 4096 > 1 ? vocab / 4096 : 1;
   if (splits > most) splits = most;
   return splits < 1 ? 1 : static_cast<int>(splits);

@@ -90,12 +90,6 @@ inline bool stochastic_shape_ok(const StochasticVerifyBatch& b) {
   return b.max_nodes >= 1 && b.vocab_size >= 1 && b.row_stride >= b.vocab_size && b.work != nullptr;
 }
 
-inline int multiprocessors() {
-  int device = 0, sms = 132;
-  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  return sms;
-}
-
 /// Byte offset of the partial keys in the row-parallel workspace (after the RowStats).
 inline std::size_t partial_keys_at(const StochasticVerifyBatch& b) {
   return sizeof(core::RowStats) * static_cast<std::size_t>(b.batch) * b.max_nodes;
