@@ -3,6 +3,8 @@
 # runtime they link, into build/gpu-bundle: a folder that runs on a GPU machine that has a driver
 # but none of the build dependencies (Catch2 and the rest are compiled in). On that machine:
 #   build/gpu-bundle/run.sh [LOG_DIR]    # every gpu test, then kernels_bench and decoder_step_bench
+#   SANITIZE=1 build/gpu-bundle/run.sh [LOG_DIR]   # the gpu tests under compute-sanitizer instead
+#                                                  # (memcheck, racecheck, synccheck; slow)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -19,6 +21,7 @@ cp -L "$(ldd build/cuda/bench/kernels_bench | awk '/libcudart/ {print $3}')" "$b
 cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs every GPU test (exit 77 = skipped: no device), then the benchmarks; logs go to $1 (default .).
+# With SANITIZE=1: only the tests, each under compute-sanitizer's memcheck, racecheck and synccheck.
 here="$(cd "$(dirname "$0")" && pwd)"
 logs="${1:-.}"
 mkdir -p "$logs"
@@ -27,13 +30,24 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 failed=0
 for t in "$here"/*_gpu_test; do
   name="$(basename "$t")"
-  "$t" >"$logs/$name.log" 2>&1
-  rc=$?
-  echo "$name: exit $rc" | tee -a "$logs/summary.txt"
-  [ "$rc" -eq 0 ] || failed=1
+  if [ "${SANITIZE:-0}" = 1 ]; then
+    for tool in memcheck racecheck synccheck; do
+      compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >"$logs/$name.$tool.log" 2>&1
+      rc=$?
+      echo "$name ($tool): exit $rc" | tee -a "$logs/summary.txt"
+      [ "$rc" -eq 0 ] || failed=1
+    done
+  else
+    "$t" >"$logs/$name.log" 2>&1
+    rc=$?
+    echo "$name: exit $rc" | tee -a "$logs/summary.txt"
+    [ "$rc" -eq 0 ] || failed=1
+  fi
 done
-"$here/kernels_bench" >"$logs/kernels_bench.txt" 2>&1 || failed=1
-"$here/decoder_step_bench" --tokens 128 >"$logs/decoder_step_bench.txt" 2>&1 || failed=1
+if [ "${SANITIZE:-0}" != 1 ]; then
+  "$here/kernels_bench" >"$logs/kernels_bench.txt" 2>&1 || failed=1
+  "$here/decoder_step_bench" --tokens 128 >"$logs/decoder_step_bench.txt" 2>&1 || failed=1
+fi
 echo "failed: $failed" | tee -a "$logs/summary.txt"
 exit "$failed"
 RUN
