@@ -154,8 +154,11 @@ TEST_CASE("the device executor's primitives equal SerialLanes' on host threads",
     const float sum = serial.sum(n, value);
     const std::vector<float> lanes(serial.lane_sums(n, value), serial.lane_sums(n, value) + sampling_lanes);
     const std::uint64_t count = serial.count(n, [&](int v) { return value(v) > 1.0f; });
-    const std::uint64_t top = serial.max_scan(n, [&](int v, std::uint64_t best) { return max_key(best, argmax_key(value(v), v)); });
-    const auto bin_of = [&](int v) { return Bin{static_cast<int>(float_bits(value(v)) >> 24), static_cast<std::uint64_t>(v % 7)}; };
+    const auto top_of = [&](int v, std::uint64_t best) { return max_key(best, argmax_key(value(v), v)); };
+    const std::uint64_t top = serial.max_scan(n, top_of);
+    const auto bin_of = [&](int v) {
+      return Bin{static_cast<int>(float_bits(value(v)) >> 24), static_cast<std::uint64_t>(v % 7)};
+    };
     const std::vector<std::uint64_t> bins(serial.histogram(n, bin_of), serial.histogram(n, bin_of) + 256);
 
     PerThread<float> sums;
@@ -166,7 +169,7 @@ TEST_CASE("the device executor's primitives equal SerialLanes' on host threads",
       const float* l = ex.lane_sums(n, value);
       lanes_ok.values[t] = std::equal(lanes.begin(), lanes.end(), l);
       counts.values[t] = ex.count(n, [&](int v) { return value(v) > 1.0f; });
-      tops.values[t] = ex.max_scan(n, [&](int v, std::uint64_t best) { return max_key(best, argmax_key(value(v), v)); });
+      tops.values[t] = ex.max_scan(n, top_of);
       const unsigned long long* b = ex.histogram(n, bin_of);
       bins_ok.values[t] = std::equal(bins.begin(), bins.end(), b);
       const float* loaded = ex.load_lanes(known.data());

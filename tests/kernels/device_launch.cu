@@ -220,8 +220,8 @@ backend::status run_rejection_on_device(const core::StochasticVerifyBatch& host,
                                         stochastic_shape shape) {
   Mirror m;
   const core::StochasticVerifyBatch d = mirror_stochastic(m, host);
-  const backend::cuda tag = tag_with_workspace(m, d);
-  if (shape == stochastic_shape::automatic) return finish(m, backend::rejection_verify(tag, d, params));
+  if (shape == stochastic_shape::automatic)
+    return finish(m, backend::rejection_verify(tag_with_workspace(m, d), d, params));
   const kernels::StochasticLaunch launch = launch_of(shape);
   const std::size_t bytes = kernels::stochastic_verify_workspace_bytes(d, launch);
   return finish(m, backend::detail::from(kernels::rejection_verify(d, params, m.scratch(bytes), bytes, nullptr, launch)));
@@ -231,8 +231,8 @@ backend::status run_conditional_on_device(const core::StochasticVerifyBatch& hos
                                           const core::SamplingParams& next, stochastic_shape shape) {
   Mirror m;
   const core::StochasticVerifyBatch d = mirror_stochastic(m, host);
-  const backend::cuda tag = tag_with_workspace(m, d);
-  if (shape == stochastic_shape::automatic) return finish(m, backend::conditional_verify(tag, d, params, next));
+  if (shape == stochastic_shape::automatic)
+    return finish(m, backend::conditional_verify(tag_with_workspace(m, d), d, params, next));
   const kernels::StochasticLaunch launch = launch_of(shape);
   const std::size_t bytes = kernels::stochastic_verify_workspace_bytes(d, launch);
   return finish(m, backend::detail::from(
@@ -255,6 +255,9 @@ backend::status run_step_on_device(const core::TreeBatch& trees, const core::Gre
   c.length = v.length;
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  // The mirror's pageable copies may still be in flight, and a non-blocking stream does not wait
+  // for the legacy stream they ran on.
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   backend::cuda stream_only{};
   stream_only.stream = stream;
   backend::cuda with_workspace = tag_with_workspace(m, v);

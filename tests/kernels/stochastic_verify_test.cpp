@@ -83,7 +83,8 @@ void check_rejection(std::mt19937_64& rng, int batch, int nodes, int vocab, bool
 
 void check_conditional(std::mt19937_64& rng, int batch, int nodes, int vocab, bool edge_rows) {
   for (int top_k : {0, 5}) {
-    for (const core::SamplingParams& next : {core::SamplingParams{0.0f}, core::SamplingParams{1.0f}, core::SamplingParams{1.0f, 0, 0.9f}}) {
+    for (const core::SamplingParams& next :
+         {core::SamplingParams{0.0f}, core::SamplingParams{1.0f}, core::SamplingParams{1.0f, 0, 0.9f}}) {
       testing::StochasticData host = testing::random_stochastic_batch(rng, batch, nodes, vocab, false, true, edge_rows);
       const testing::StochasticData input = host;
       const core::ConditionalParams params{0.02f, top_k, 3};
