@@ -127,18 +127,6 @@ struct PerThread {
   bool uniform() const { return std::all_of(values.begin(), values.end(), [&](const T& v) { return v == values[0]; }); }
 };
 
-int differing(const testing::StochasticData& a, const testing::StochasticData& b) {
-  int count = 0;
-  for (int t = 0; t < a.size(); ++t) {
-    const std::size_t at = static_cast<std::size_t>(t) * a.max_nodes;
-    count += !(a.status[t] == b.status[t] && a.row_status[t] == b.row_status[t] && a.bad_node[t] == b.bad_node[t] &&
-               a.length[t] == b.length[t] && a.next_token[t] == b.next_token[t] &&
-               std::equal(a.path.begin() + at, a.path.begin() + at + std::max(a.length[t], 0), b.path.begin() + at) &&
-               std::equal(a.accepted.begin() + at, a.accepted.begin() + at + a.views[t].size, b.accepted.begin() + at));
-  }
-  return count;
-}
-
 }  // namespace
 
 TEST_CASE("the device executor's primitives equal SerialLanes' on host threads", "[core][lanes]") {
@@ -202,31 +190,27 @@ TEST_CASE("the device executor's walks equal the host's, bit for bit, on host th
         testing::StochasticData serial = testing::random_stochastic_batch(rng, 6, 16, vocab, true, true, true);
         testing::StochasticData block = serial;
         REQUIRE(backend::rejection_verify(backend::host{}, serial.batch(), params) == backend::status::ok);
-        std::vector<RowStats> stats(static_cast<std::size_t>(block.size()) * block.max_nodes);
+        const std::vector<RowStats> stats = with_stats ? testing::row_stats(block, params) : std::vector<RowStats>{};
         StochasticVerifyBatch b = block.batch();
-        if (with_stats) {
-          for (int t = 0; t < block.size(); ++t) fill_row_stats_in_batch(b, t, params, stats.data());
-          b.row_stats = stats.data();
-        }
+        if (with_stats) b.row_stats = stats.data();
         INFO("rejection, vocab " << vocab << ", T " << params.temperature << ", top-k " << params.top_k
                                  << (with_stats ? ", with RowStats" : ""));
         for (int t = 0; t < block.size(); ++t)
           REQUIRE(run_block([&](EmulatedLanes& ex, int) { rejection_verify_in_batch(ex, b, t, params); }));
-        CHECK(differing(serial, block) == 0);
+        CHECK(testing::differing_trees(serial, block) == 0);
 
         testing::StochasticData serial_c = testing::random_stochastic_batch(rng, 6, 16, vocab, false, true, true);
         testing::StochasticData block_c = serial_c;
         const ConditionalParams conditional{0.02f, params.top_k, 3};
         REQUIRE(backend::conditional_verify(backend::host{}, serial_c.batch(), conditional, params) == backend::status::ok);
+        const std::vector<RowStats> softmax_stats =
+            with_stats ? testing::row_stats(block_c, conditional_softmax()) : std::vector<RowStats>{};
         StochasticVerifyBatch c = block_c.batch();
-        if (with_stats) {
-          for (int t = 0; t < block_c.size(); ++t) fill_row_stats_in_batch(c, t, conditional_softmax(), stats.data());
-          c.row_stats = stats.data();
-        }
+        if (with_stats) c.row_stats = softmax_stats.data();
         INFO("conditional");
         for (int t = 0; t < block_c.size(); ++t)
           REQUIRE(run_block([&](EmulatedLanes& ex, int) { conditional_verify_in_batch(ex, c, t, conditional, params); }));
-        CHECK(differing(serial_c, block_c) == 0);
+        CHECK(testing::differing_trees(serial_c, block_c) == 0);
       }
     }
   }

@@ -111,30 +111,6 @@ TEST_CASE("stochastic verification refuses bad parameters and oversized trees", 
 
 namespace {
 
-// Outputs of two runs over the same batch: trees whose status, path, next token or flags differ.
-int differing_trees(const testing::StochasticData& a, const testing::StochasticData& b) {
-  int count = 0;
-  for (int t = 0; t < a.size(); ++t) {
-    const std::size_t at = static_cast<std::size_t>(t) * a.max_nodes;
-    const bool same = a.status[t] == b.status[t] && a.row_status[t] == b.row_status[t] &&
-                      a.bad_node[t] == b.bad_node[t] && a.length[t] == b.length[t] &&
-                      a.next_token[t] == b.next_token[t] &&
-                      std::equal(a.path.begin() + at, a.path.begin() + at + std::max(a.length[t], 0), b.path.begin() + at) &&
-                      std::equal(a.accepted.begin() + at, a.accepted.begin() + at + a.views[t].size,
-                                 b.accepted.begin() + at);
-    count += !same;
-  }
-  return count;
-}
-
-// The pre-pass of the CUDA row-parallel launch, on the host: RowStats of every node for `params`.
-std::vector<core::RowStats> row_stats(testing::StochasticData& d, const core::SamplingParams& params) {
-  std::vector<core::RowStats> stats(static_cast<std::size_t>(d.size()) * d.max_nodes);
-  const core::StochasticVerifyBatch b = d.batch();
-  for (int t = 0; t < d.size(); ++t) core::fill_row_stats_in_batch(b, t, params, stats.data());
-  return stats;
-}
-
 const core::SamplingParams stats_cases[] = {
     {0.0f}, {1.0f}, {0.8f, 0, 1.0f, 0.05f}, {0.7f, 0, 0.9f}, {1.0f, 10}, {1.3f, 40, 0.8f, 0.02f},
 };
@@ -149,13 +125,13 @@ TEST_CASE("RowStats computed beforehand change no bit of rejection sampling", "[
         testing::StochasticData lazy = testing::random_stochastic_batch(rng, 30, 24, vocab, sampled, true, true);
         testing::StochasticData known = lazy;
         REQUIRE(backend::rejection_verify(backend::host{}, lazy.batch(), params) == backend::status::ok);
-        const std::vector<core::RowStats> stats = row_stats(known, params);
+        const std::vector<core::RowStats> stats = testing::row_stats(known, params);
         core::StochasticVerifyBatch b = known.batch();
         b.row_stats = stats.data();
         REQUIRE(backend::rejection_verify(backend::host{}, b, params) == backend::status::ok);
         INFO("vocab " << vocab << ", sampled " << sampled << ", T " << params.temperature << ", top-k "
                       << params.top_k << ", top-p " << params.top_p << ", min-p " << params.min_p);
-        CHECK(differing_trees(lazy, known) == 0);
+        CHECK(testing::differing_trees(lazy, known) == 0);
       }
     }
   }
@@ -170,12 +146,12 @@ TEST_CASE("RowStats computed beforehand change no bit of conditional verificatio
         testing::StochasticData known = lazy;
         const core::ConditionalParams params{0.02f, top_k, 3};
         REQUIRE(backend::conditional_verify(backend::host{}, lazy.batch(), params, next) == backend::status::ok);
-        const std::vector<core::RowStats> stats = row_stats(known, core::conditional_softmax());
+        const std::vector<core::RowStats> stats = testing::row_stats(known, core::conditional_softmax());
         core::StochasticVerifyBatch b = known.batch();
         b.row_stats = stats.data();
         REQUIRE(backend::conditional_verify(backend::host{}, b, params, next) == backend::status::ok);
         INFO("vocab " << vocab << ", top_k " << top_k << ", next T " << next.temperature);
-        CHECK(differing_trees(lazy, known) == 0);
+        CHECK(testing::differing_trees(lazy, known) == 0);
       }
     }
   }
@@ -189,14 +165,14 @@ TEST_CASE("RowStats for other parameters give only their argmax, and the walks r
   REQUIRE(backend::rejection_verify(backend::host{}, lazy.batch(), params) == backend::status::ok);
 
   // Lane masses summed at another temperature are ignored: the same bits.
-  const std::vector<core::RowStats> at_half = row_stats(other, core::SamplingParams{0.5f});
+  const std::vector<core::RowStats> at_half = testing::row_stats(other, core::SamplingParams{0.5f});
   core::StochasticVerifyBatch b = other.batch();
   b.row_stats = at_half.data();
   REQUIRE(backend::rejection_verify(backend::host{}, b, params) == backend::status::ok);
-  CHECK(differing_trees(lazy, other) == 0);
+  CHECK(testing::differing_trees(lazy, other) == 0);
 
   // Lane masses for these parameters are used: wrong ones (lanes 128.. emptied) change the draws.
-  std::vector<core::RowStats> wrong = row_stats(tampered, params);
+  std::vector<core::RowStats> wrong = testing::row_stats(tampered, params);
   int with_masses = 0;
   for (core::RowStats& s : wrong) {
     if (s.temperature != params.temperature) continue;
@@ -207,7 +183,7 @@ TEST_CASE("RowStats for other parameters give only their argmax, and the walks r
   core::StochasticVerifyBatch t = tampered.batch();
   t.row_stats = wrong.data();
   REQUIRE(backend::rejection_verify(backend::host{}, t, params) == backend::status::ok);
-  CHECK(differing_trees(lazy, tampered) > 5);
+  CHECK(testing::differing_trees(lazy, tampered) > 5);
 }
 
 TEST_CASE("the pre-pass's threads (row_stats_thread over split argmax keys) give fill_row_stats_in_batch's RowStats",
@@ -218,7 +194,7 @@ TEST_CASE("the pre-pass's threads (row_stats_thread over split argmax keys) give
                                                core::SamplingParams{1.0f, 5}}) {
       testing::StochasticData d = testing::random_stochastic_batch(rng, 7, 20, vocab, false, true, true);
       const core::StochasticVerifyBatch b = d.batch();
-      const std::vector<core::RowStats> want = row_stats(d, params);
+      const std::vector<core::RowStats> want = testing::row_stats(d, params);
       // The first kernel: each row's argmax keys over 3 slices (as the grid splits the vocabulary).
       const int splits = 3, chunk = (vocab + splits - 1) / splits;
       const long long rows = static_cast<long long>(b.batch) * b.max_nodes;

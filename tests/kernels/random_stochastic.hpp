@@ -3,6 +3,7 @@
 // random stream per tree. Host-only (DraftTree/TreeMerger): not for CUDA translation units.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -144,6 +145,32 @@ inline StochasticData random_stochastic_batch(std::mt19937_64& rng, int batch, i
     }
   }
   return d;
+}
+
+/// Trees whose outputs differ between two runs over the same batch: status, row status, bad
+/// node, path, next token, or (conditional verification) the accepted flags of its nodes.
+inline int differing_trees(const StochasticData& a, const StochasticData& b) {
+  int count = 0;
+  for (int t = 0; t < a.size(); ++t) {
+    const std::size_t at = static_cast<std::size_t>(t) * a.max_nodes;
+    const bool same = a.status[t] == b.status[t] && a.row_status[t] == b.row_status[t] &&
+                      a.bad_node[t] == b.bad_node[t] && a.length[t] == b.length[t] &&
+                      a.next_token[t] == b.next_token[t] &&
+                      std::equal(a.path.begin() + at, a.path.begin() + at + std::max(a.length[t], 0), b.path.begin() + at) &&
+                      std::equal(a.accepted.begin() + at, a.accepted.begin() + at + a.views[t].size,
+                                 b.accepted.begin() + at);
+    count += !same;
+  }
+  return count;
+}
+
+/// The CUDA row-parallel pre-pass on the host: RowStats of every node of `d` for `params`
+/// (core::fill_row_stats_in_batch), to hand to a batch as row_stats.
+inline std::vector<core::RowStats> row_stats(StochasticData& d, const core::SamplingParams& params) {
+  std::vector<core::RowStats> stats(static_cast<std::size_t>(d.size()) * d.max_nodes);
+  const core::StochasticVerifyBatch b = d.batch();
+  for (int t = 0; t < d.size(); ++t) core::fill_row_stats_in_batch(b, t, params, stats.data());
+  return stats;
 }
 
 }  // namespace specdec::testing
