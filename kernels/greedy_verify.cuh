@@ -128,10 +128,17 @@ inline int greedy_splits(const GreedyVerifyBatch& b) {
   return vocab_splits(static_cast<long long>(b.batch) * b.max_nodes, b.vocab_size);
 }
 
+namespace detail {
+/// Bytes of the per-split keys when each row is split `splits` ways.
+inline std::size_t greedy_partial_bytes(const GreedyVerifyBatch& b, int splits) {
+  return sizeof(std::uint64_t) * static_cast<std::size_t>(b.batch) * b.max_nodes * splits;
+}
+}  // namespace detail
+
 /// Device workspace of greedy_verify (the per-split keys).
 inline std::size_t greedy_verify_workspace_bytes(const GreedyVerifyBatch& b) {
   if (b.batch <= 0 || b.max_nodes <= 0) return 0;
-  return sizeof(std::uint64_t) * static_cast<std::size_t>(b.batch) * b.max_nodes * greedy_splits(b);
+  return detail::greedy_partial_bytes(b, greedy_splits(b));
 }
 
 /// Launches both passes on `stream` (asynchronous). cudaErrorInvalidValue for shapes the grid
@@ -143,8 +150,8 @@ inline cudaError_t greedy_verify(const GreedyVerifyBatch& b, void* workspace, st
   if (b.max_nodes < 1 || b.max_nodes > 65535 || b.batch > 65535 || b.vocab_size < 1 || b.row_stride < b.vocab_size)
     return cudaErrorInvalidValue;
   if (static_cast<std::size_t>(b.max_nodes) * sizeof(token_t) > 48 * 1024) return cudaErrorInvalidValue;
-  if (workspace == nullptr || workspace_bytes < greedy_verify_workspace_bytes(b)) return cudaErrorInvalidValue;
-  const int splits = greedy_splits(b);
+  const int splits = greedy_splits(b);  // asks the device once per launch
+  if (workspace == nullptr || workspace_bytes < detail::greedy_partial_bytes(b, splits)) return cudaErrorInvalidValue;
   auto* partial = static_cast<std::uint64_t*>(workspace);
   const bool vec4 = b.row_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(b.logits) % 16 == 0;
   const dim3 grid(splits, b.max_nodes, b.batch);

@@ -94,6 +94,11 @@ inline bool stochastic_shape_ok(const StochasticVerifyBatch& b) {
 inline std::size_t partial_keys_at(const StochasticVerifyBatch& b) {
   return sizeof(core::RowStats) * static_cast<std::size_t>(b.batch) * b.max_nodes;
 }
+
+/// Bytes of the row-parallel workspace when each row is split `splits` ways.
+inline std::size_t row_parallel_bytes(const StochasticVerifyBatch& b, int splits) {
+  return partial_keys_at(b) + sizeof(std::uint64_t) * static_cast<std::size_t>(b.batch) * b.max_nodes * splits;
+}
 }  // namespace detail
 
 /// The launch shape `automatic` stands for: row-parallel while the batch's rows are few enough
@@ -112,8 +117,7 @@ inline StochasticLaunch stochastic_launch(const StochasticVerifyBatch& b, Stocha
 inline std::size_t stochastic_verify_workspace_bytes(const StochasticVerifyBatch& b,
                                                      StochasticLaunch launch = StochasticLaunch::automatic) {
   if (b.batch <= 0 || b.max_nodes <= 0 || stochastic_launch(b, launch) != StochasticLaunch::row_parallel) return 0;
-  const long long rows = static_cast<long long>(b.batch) * b.max_nodes;
-  return detail::partial_keys_at(b) + sizeof(std::uint64_t) * rows * vocab_splits(rows, b.vocab_size);
+  return detail::row_parallel_bytes(b, vocab_splits(static_cast<long long>(b.batch) * b.max_nodes, b.vocab_size));
 }
 
 namespace detail {
@@ -125,10 +129,9 @@ cudaError_t launch_stochastic(StochasticVerifyBatch b, const core::SamplingParam
                               LaunchWalk&& launch_walk) {
   if (stochastic_launch(b, launch) == StochasticLaunch::row_parallel) {
     if (b.max_nodes > 65535 || b.batch > 65535) return cudaErrorInvalidValue;
-    if (workspace == nullptr || workspace_bytes < stochastic_verify_workspace_bytes(b, launch))
-      return cudaErrorInvalidValue;
     const long long rows = static_cast<long long>(b.batch) * b.max_nodes;
     const int splits = vocab_splits(rows, b.vocab_size);
+    if (workspace == nullptr || workspace_bytes < row_parallel_bytes(b, splits)) return cudaErrorInvalidValue;
     auto* stats = static_cast<core::RowStats*>(workspace);
     auto* partial = reinterpret_cast<std::uint64_t*>(static_cast<unsigned char*>(workspace) + partial_keys_at(b));
     const bool vec4 = b.row_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(b.logits) % 16 == 0;
