@@ -80,15 +80,19 @@ int main(int argc, char** argv) {
   int devices = 0;
   const cudaError_t e = cudaGetDeviceCount(&devices);
   const bool gpu = e == cudaSuccess && devices > 0;
+  cudaStream_t stream = nullptr;
   if (gpu) {
     cudaDeviceProp prop{};
-    cudaGetDeviceProperties(&prop, 0);
+    cudaError_t ready = cudaGetDeviceProperties(&prop, 0);
+    if (ready == cudaSuccess) ready = cudaStreamCreate(&stream);
+    if (ready != cudaSuccess) {
+      std::fprintf(stderr, "decoder_step_bench: the CUDA device is not usable: %s\n", cudaGetErrorString(ready));
+      return 1;
+    }
     std::printf("device: %s\n", prop.name);
   } else {
     std::printf("no CUDA device (%s): cuda rows skipped\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
   }
-  cudaStream_t stream = nullptr;
-  if (gpu) cudaStreamCreate(&stream);
 
   std::printf("%-13s %-10s %7s %6s %10s %10s %7s  %s\n", "path", "verifier", "vocab", "tau", "nodes/step", "us/step",
               "speedup", "same tokens");

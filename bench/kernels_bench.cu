@@ -29,7 +29,7 @@ void check(cudaError_t e, const char* what) {
 
 void check(backend::status s, const char* what) {
   if (s != backend::status::ok) {
-    std::fprintf(stderr, "kernels_bench: %s: %s\n", what, backend::to_string(s));
+    std::fprintf(stderr, "kernels_bench: %s: %s\n", what, backend::describe(backend::cuda{}, s).c_str());
     std::exit(1);
   }
 }

@@ -21,7 +21,6 @@
 #include <cuda_runtime.h>
 
 #include <cub/block/block_reduce.cuh>
-#include <cuda/functional>
 
 #include <specdec/core/batch.hpp>
 #include <specdec/core/reduction_keys.hpp>
@@ -67,7 +66,7 @@ __device__ std::uint64_t block_top_key(const float* row, int lo, int hi) {
 #pragma unroll 4
   for (int i = v + static_cast<int>(threadIdx.x); i < hi; i += detail::argmax_threads)
     best = core::max_key(best, core::argmax_key(row[i], i));
-  return BlockReduce(reduce_storage).Reduce(best, ::cuda::maximum<>{});
+  return BlockReduce(reduce_storage).Reduce(best, core::MaxKey{});
 }
 
 /// Pass 1. `chunk` vocabulary entries per split (a multiple of 4 when Vec4: then every slice

@@ -16,6 +16,10 @@ namespace specdec::kernels {
 
 using core::KvCompactionBatch;
 
+/// Grid limits: gridDim.z holds K and V of every sequence, gridDim.y every (layer, kv_head).
+inline constexpr int max_compaction_batch = 65535 / 2;
+inline constexpr long long max_compaction_layer_heads = 65535;
+
 namespace detail {
 inline constexpr int compaction_threads = 256;
 inline constexpr int compaction_shared_bytes = 32 * 1024;
@@ -93,7 +97,7 @@ inline cudaError_t compact_kv(const KvCompactionBatch& b, cudaStream_t stream = 
   if (b.batch <= 0) return cudaSuccess;
   const core::KvCacheLayout& l = b.layout;
   if (b.max_nodes < 1 || l.layers < 1 || l.kv_heads < 1 || l.row_bytes < 1 || b.k_cache == nullptr ||
-      static_cast<long long>(l.layers) * l.kv_heads > 65535 || b.batch > 32767)
+      static_cast<long long>(l.layers) * l.kv_heads > max_compaction_layer_heads || b.batch > max_compaction_batch)
     return cudaErrorInvalidValue;
   if (detail::divides_all(b, 16)) return detail::launch_compaction<uint4>(b, stream);
   if (detail::divides_all(b, 4)) return detail::launch_compaction<unsigned int>(b, stream);

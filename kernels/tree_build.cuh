@@ -13,8 +13,11 @@ namespace specdec::kernels {
 
 using core::TreeBatch;
 
-/// Trees above this many nodes do not fit the block's shared copy of the parents (48 KB).
-inline constexpr int max_tree_nodes = 12288;
+/// Trees above this many nodes do not fit the block's shared copy of the parents: a launch may
+/// take 48 KB of shared memory without opting in, static (the kernel's two counters) and dynamic
+/// together, so the parents get 48 KB less a margin.
+inline constexpr int max_tree_nodes = 12 * 1024 - 64;
+static_assert(sizeof(node_t) * max_tree_nodes + 64 <= 48 * 1024, "the parents and the counters exceed 48 KB");
 
 template <class Batch>
 __global__ void __launch_bounds__(256) build_trees_kernel(Batch b) {

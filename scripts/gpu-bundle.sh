@@ -20,13 +20,19 @@ cp build/cuda/bench/kernels_bench build/cuda/bench/decoder_step_bench "$bundle/"
 cp -L "$(ldd build/cuda/bench/kernels_bench | awk '/libcudart/ {print $3}')" "$bundle/"
 cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs every GPU test (exit 77 = skipped: no device), then the benchmarks; logs go to $1 (default .).
-# With SANITIZE=1: only the tests, each under compute-sanitizer's memcheck, racecheck and synccheck.
+# Runs every GPU test, then the benchmarks; logs go to $1 (default .). Any exit but 0 counts as a
+# failure, 77 (skipped: no device) included, since this script is meant for a GPU machine.
+# With SANITIZE=1: only the tests, each under compute-sanitizer's memcheck, racecheck and synccheck
+# (compute-sanitizer comes with the CUDA toolkit, not the driver).
 here="$(cd "$(dirname "$0")" && pwd)"
 logs="${1:-.}"
 mkdir -p "$logs"
 export LD_LIBRARY_PATH="$here${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>&1 | tee "$logs/device.txt"
+if [ "${SANITIZE:-0}" = 1 ] && ! command -v compute-sanitizer >/dev/null; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+  command -v compute-sanitizer >/dev/null || { echo "SANITIZE=1: compute-sanitizer not found" >&2; exit 2; }
+fi
 failed=0
 for t in "$here"/*_gpu_test; do
   name="$(basename "$t")"

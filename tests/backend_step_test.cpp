@@ -128,6 +128,8 @@ TEST_CASE("backend step: a bad logits row is a specdec::error naming the problem
     SpeculativeDecoder<NanTarget, ExactVerifier> dec(target);
     dec.prefill(prompt);
     CHECK_THROWS_WITH(dec.step(), Catch::Contains("a logits row on the accepted path contains NaN"));
+    // The failed step may have touched the cache: the sequence must start again.
+    CHECK_THROWS_WITH(dec.step(), Catch::Contains("call prefill() first"));
   }
   SECTION("rejection sampling") {
     SpeculativeDecoder<NanTarget, RejectionSampling> dec(target);
@@ -151,4 +153,5 @@ TEST_CASE("backend step: a budget above the backend's node limit is refused at p
   const std::vector<token_t> prompt = {1, 2};
   CHECK_THROWS_WITH(dec.prefill(prompt), Catch::Contains("budget 2048 is above what a backend step verifies and "
                                                          "compacts (2047 draft nodes)"));
+  CHECK_THROWS_WITH(dec.step(), Catch::Contains("call prefill() first"));
 }

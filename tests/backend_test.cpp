@@ -6,6 +6,7 @@
 #include <specdec/backend.hpp>
 
 #include "kernels/random_batches.hpp"
+#include "kernels/random_stochastic.hpp"
 
 using namespace specdec;
 
@@ -33,6 +34,45 @@ TEST_CASE("host backend refuses what the CUDA kernels cannot do, with the same s
   t.words = 1;
   CHECK(backend::build_trees(backend::host{}, t.batch()) == backend::status::ok);
   CHECK(t.status[0] == core::tree_status::ok);
+
+  // Sequences beyond the kernels' grid limit, refused before any array is read.
+  core::TreeBatch many_trees = t.batch();
+  many_trees.batch = backend::max_batch + 1;
+  CHECK(backend::build_trees(backend::host{}, many_trees) == backend::status::invalid_argument);
+  core::SuffixMatchBatch many_contexts = s.batch();
+  many_contexts.batch = backend::max_batch + 1;
+  CHECK(backend::suffix_match(backend::host{}, many_contexts) == backend::status::invalid_argument);
+  testing::GreedyData g;
+  g.max_nodes = 8;
+  g.vocab = g.row_stride = 4;
+  g.offsets = {0};
+  core::GreedyVerifyBatch many_verified = g.batch();
+  CHECK(backend::greedy_verify(backend::host{}, many_verified) == backend::status::ok);  // batch 0
+  many_verified.batch = backend::max_batch + 1;
+  CHECK(backend::greedy_verify(backend::host{}, many_verified) == backend::status::invalid_argument);
+  testing::StochasticData sd;
+  sd.max_nodes = 8;
+  sd.vocab = 4;
+  core::StochasticVerifyBatch many_sampled = sd.batch();
+  float work[4] = {};
+  many_sampled.work = work;
+  const core::SamplingParams sampling{1.0f};
+  CHECK(backend::rejection_verify(backend::host{}, many_sampled, sampling) == backend::status::ok);  // batch 0
+  many_sampled.batch = backend::max_batch + 1;
+  CHECK(backend::rejection_verify(backend::host{}, many_sampled, sampling) == backend::status::invalid_argument);
+  testing::KvData kv;
+  kv.max_nodes = 4;
+  kv.layout = core::kv_layout(2, 40, 2, 3, 4);
+  kv.k_cache.resize(kv.layout.sequence_stride);
+  core::KvCompactionBatch many_caches = kv.batch();
+  CHECK(backend::compact_kv(backend::host{}, many_caches) == backend::status::ok);  // batch 0
+  many_caches.batch = backend::max_batch + 1;
+  CHECK(backend::compact_kv(backend::host{}, many_caches) == backend::status::invalid_argument);
+  core::KvCompactionBatch many_heads = kv.batch();
+  many_heads.batch = 1;
+  many_heads.layout.layers = 256;
+  many_heads.layout.kv_heads = 256;  // 65536 (layer, head) pairs
+  CHECK(backend::compact_kv(backend::host{}, many_heads) == backend::status::invalid_argument);
 
   CHECK(backend::workspace_bytes(backend::host{}, s.batch()) == 0);
   CHECK(std::string(backend::to_string(backend::status::invalid_argument)).find("invalid") != std::string::npos);

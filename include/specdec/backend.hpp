@@ -50,14 +50,14 @@ struct cuda {
 enum class status : int {
   ok = 0,
   invalid_argument,  ///< a shape outside the limits below, or a missing/too small workspace
-  device_error,      ///< a CUDA launch failed (cudaGetLastError() was not cudaSuccess)
+  device_error,      ///< a CUDA call (launch, copy, synchronisation) failed; describe() names its error
 };
 
 SPECDEC_HD constexpr const char* to_string(status s) {
   switch (s) {
     case status::ok: return "ok";
     case status::invalid_argument: return "invalid argument (shape outside the kernel limits, or workspace too small)";
-    case status::device_error: return "CUDA launch failed";
+    case status::device_error: return "a CUDA call failed";
   }
   return "unknown backend status";
 }
@@ -65,10 +65,15 @@ SPECDEC_HD constexpr const char* to_string(status s) {
 /// Limits shared by both backends (the CUDA kernels' compile-time limits).
 inline constexpr int max_suffix_match = 16;  ///< SuffixMatchBatch::max_match
 inline constexpr int max_suffix_k = 8;       ///< SuffixMatchBatch::k
-inline constexpr int max_tree_nodes = 12288; ///< TreeBatch node limit (a block's shared copy of the parents)
+inline constexpr int max_tree_nodes = 12224; ///< TreeBatch node limit (a block's shared copy of the parents)
 inline constexpr int max_verify_nodes = 12288;  ///< GreedyVerifyBatch::max_nodes
 /// KvCompactionBatch::max_nodes (the kernel stages every moved row's 16-byte words in 32 KB).
 inline constexpr int max_compaction_nodes = 2048;
+/// Sequences (trees, contexts) per operation: the kernels put them on a grid dimension of at most
+/// 65535 blocks, which KV compaction shares between each sequence's K and V.
+inline constexpr int max_batch = 32767;
+/// KvCacheLayout layers × kv_heads (the compaction grid's other dimension).
+inline constexpr long long max_layer_heads = 65535;
 
 /// One step's verification on a backend (backend_step.hpp): the same tree, logits and outputs
 /// described for greedy and for stochastic verification, all pointers in backend memory. A
@@ -82,17 +87,19 @@ struct VerifyJob {
 namespace detail {
 inline bool valid(const core::TreeBatch& b) {
   const int limit = core::node_limit(b);
-  return b.batch >= 0 && b.words >= 1 && limit >= 1 && limit <= max_tree_nodes;
+  return b.batch >= 0 && b.batch <= max_batch && b.words >= 1 && limit >= 1 && limit <= max_tree_nodes;
 }
 inline bool valid(const core::GreedyVerifyBatch& b) {
-  return b.batch >= 0 && b.max_nodes >= 1 && b.max_nodes <= max_verify_nodes && b.vocab_size >= 1 &&
+  return b.batch >= 0 && b.batch <= max_batch && b.max_nodes >= 1 && b.max_nodes <= max_verify_nodes &&
+         b.vocab_size >= 1 &&
          b.row_stride >= b.vocab_size;
 }
 inline bool valid(const core::SuffixMatchBatch& b) {
-  return b.batch >= 0 && b.max_match <= max_suffix_match && b.k <= max_suffix_k;
+  return b.batch >= 0 && b.batch <= max_batch && b.max_match <= max_suffix_match && b.k <= max_suffix_k;
 }
 inline bool valid(const core::StochasticVerifyBatch& b) {
-  return b.batch >= 0 && b.max_nodes >= 1 && b.vocab_size >= 1 && b.row_stride >= b.vocab_size && b.work != nullptr;
+  return b.batch >= 0 && b.batch <= max_batch && b.max_nodes >= 1 && b.vocab_size >= 1 &&
+         b.row_stride >= b.vocab_size && b.work != nullptr;
 }
 inline bool valid(const core::StochasticVerifyBatch& b, const core::SamplingParams& params) {
   return valid(b) && core::valid(params);
@@ -103,8 +110,9 @@ inline bool valid(const core::StochasticVerifyBatch& b, const core::ConditionalP
 }
 inline bool valid(const core::KvCompactionBatch& b) {
   const core::KvCacheLayout& l = b.layout;
-  return b.batch >= 0 && b.max_nodes >= 1 && b.max_nodes <= max_compaction_nodes && l.layers >= 1 &&
-         l.kv_heads >= 1 && l.row_bytes >= 1 && b.k_cache != nullptr;
+  return b.batch >= 0 && b.batch <= max_batch && b.max_nodes >= 1 && b.max_nodes <= max_compaction_nodes &&
+         l.layers >= 1 && l.kv_heads >= 1 && static_cast<long long>(l.layers) * l.kv_heads <= max_layer_heads &&
+         l.row_bytes >= 1 && b.k_cache != nullptr;
 }
 }  // namespace detail
 
@@ -175,20 +183,42 @@ inline status copy(host, void* destination, const void* source, std::size_t byte
 }
 /// Waits until everything enqueued on the backend is done (the host backend runs eagerly).
 inline status synchronize(host) { return status::ok; }
+/// A status in words (the CUDA overload adds the CUDA error behind a device_error).
+inline std::string describe(host, status s) { return to_string(s); }
 
 // ---- cuda ---------------------------------------------------------------------------------------
 
 #if defined(__CUDACC__)
 static_assert(max_suffix_match == kernels::suffix_max_match && max_suffix_k == kernels::suffix_max_k &&
                   max_tree_nodes == kernels::max_tree_nodes &&
-                  max_compaction_nodes * 16 == kernels::detail::compaction_shared_bytes,
+                  max_compaction_nodes * 16 == kernels::detail::compaction_shared_bytes &&
+                  max_batch == kernels::max_compaction_batch && max_layer_heads == kernels::max_compaction_layer_heads,
               "backend limits must equal the kernels' compile-time limits");
 
 namespace detail {
+/// The CUDA error behind this thread's last device_error.
+inline cudaError_t& last_device_error() {
+  thread_local cudaError_t error = cudaSuccess;
+  return error;
+}
 inline status from(cudaError_t e) {
-  return e == cudaSuccess ? status::ok : e == cudaErrorInvalidValue ? status::invalid_argument : status::device_error;
+  if (e == cudaSuccess) return status::ok;
+  if (e == cudaErrorInvalidValue) return status::invalid_argument;
+  last_device_error() = e;
+  return status::device_error;
 }
 }  // namespace detail
+
+/// A status in words; a device_error names the CUDA error behind it (this thread's last), so that
+/// an illegal address, a missing kernel image or a sticky error from earlier work can be told apart.
+inline std::string describe(const cuda&, status s) {
+  std::string text = to_string(s);
+  if (s == status::device_error) {
+    const cudaError_t e = detail::last_device_error();
+    text += std::string(" (") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e) + ")";
+  }
+  return text;
+}
 
 inline status build_trees(const cuda& c, const core::TreeBatch& b) {
   if (!detail::valid(b)) return status::invalid_argument;
@@ -254,7 +284,8 @@ inline status synchronize(const cuda& c) { return detail::from(cudaStreamSynchro
 #endif
 
 /// `bytes` bytes of one kind of a backend's memory, released with the buffer (move-only).
-/// grow() reallocates (contents lost) when more is needed: done between steps, never inside one.
+/// grow() reallocates (contents lost) when more is needed; on CUDA that waits for the device, so
+/// callers size buffers before a step (BackendStep::prepare) wherever they can.
 template <class Backend>
 class buffer {
  public:

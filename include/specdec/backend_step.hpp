@@ -83,6 +83,12 @@ class BackendStep {
     }
     workspace_at_ = scratch.add<unsigned char>(workspace_bytes);
     scratch_.grow(scratch.size());
+    // Room for any tree of the budget without draft distributions, so that a step allocates (and
+    // waits for the device) only when a sampling drafter's distributions need more.
+    const std::size_t nodes = static_cast<std::size_t>(max_nodes);
+    const std::size_t most = places(nodes, static_cast<std::size_t>(core::mask_words(max_nodes)), 0, 0).total;
+    staging_.grow(most);
+    packed_.grow(most);
     if constexpr (requires { tag_.workspace; }) {
       tag_.workspace = scratch_.data() + workspace_at_;
       tag_.workspace_bytes = workspace_bytes;
@@ -94,6 +100,19 @@ class BackendStep {
   /// operation or a bad status; the sequence must then be started again with prefill.
   template <class Target, class Verifier>
   void run(Target& target, Verifier& verifier, const TreeView& tree, Verdict& verdict) {
+    try {
+      enqueue_and_wait(target, verifier, tree, verdict);
+    } catch (...) {
+      // Work enqueued before the failure may still read staging memory or write the buffers:
+      // it must finish before they are refilled or freed. Its own status no longer matters.
+      static_cast<void>(backend::synchronize(tag_));
+      throw;
+    }
+  }
+
+ private:
+  template <class Target, class Verifier>
+  void enqueue_and_wait(Target& target, Verifier& verifier, const TreeView& tree, Verdict& verdict) {
     core::RandomKey key{};
     if constexpr (requires { { verifier.random_key() } -> std::convertible_to<core::RandomKey>; })
       key = verifier.random_key();
@@ -122,7 +141,6 @@ class BackendStep {
     read_result(at, verdict);
   }
 
- private:
   struct Places {
     std::size_t length, next_token, verify_status, stochastic_status, row_status, bad_node, compaction_status, path;
     std::size_t outputs;  // bytes of the outputs, which come first
@@ -144,15 +162,14 @@ class BackendStep {
     if (count) std::memcpy(staging_.data() + offset, from, sizeof(T) * count);
   }
 
-  static void check(backend::status s, const char* what) {
-    if (s != backend::status::ok) throw error(std::string("SpeculativeDecoder: ") + what + " failed: " + backend::to_string(s));
+  void check(backend::status s, const char* what) const {
+    if (s != backend::status::ok)
+      throw error(std::string("SpeculativeDecoder: ") + what + " failed: " + backend::describe(tag_, s));
   }
 
-  // Lays out the step's arrays, grows the buffers if needed and fills staging memory.
-  Places pack(const TreeView& tree, core::RandomKey key) {
-    const std::size_t n = static_cast<std::size_t>(tree.size);
-    const std::size_t proposals = static_cast<std::size_t>(tree.proposals);
-    const std::size_t draws = proposals ? static_cast<std::size_t>(tree.draw_begin[proposals]) : 0;
+  // Where the step's arrays go in the packed buffer for a tree of n nodes with `words` mask words
+  // per row and the given draft distributions.
+  Places places(std::size_t n, std::size_t words, std::size_t proposals, std::size_t draws) const {
     Packing p;
     Places at{};
     at.length = p.add<int>(1);
@@ -172,7 +189,7 @@ class BackendStep {
     at.parent = p.add<node_t>(n);
     at.token = p.add<token_t>(n);
     at.depth = p.add<int>(n);
-    at.mask = p.add<std::uint32_t>(n * static_cast<std::size_t>(tree.words_per_row));
+    at.mask = p.add<std::uint32_t>(n * words);
     at.first_child = p.add<node_t>(n);
     at.next_sibling = p.add<node_t>(n);
     if (proposals) {
@@ -185,6 +202,16 @@ class BackendStep {
       at.proposal_q = p.add<float>(proposals * static_cast<std::size_t>(vocab_));
     }
     at.total = p.size();
+    return at;
+  }
+
+  // Lays out the step's arrays, grows the buffers if draft distributions need more room than
+  // prepare() gave them (a wait for the device on CUDA) and fills staging memory.
+  Places pack(const TreeView& tree, core::RandomKey key) {
+    const std::size_t n = static_cast<std::size_t>(tree.size);
+    const std::size_t proposals = static_cast<std::size_t>(tree.proposals);
+    const std::size_t draws = proposals ? static_cast<std::size_t>(tree.draw_begin[proposals]) : 0;
+    const Places at = places(n, static_cast<std::size_t>(tree.words_per_row), proposals, draws);
     staging_.grow(at.total);
     packed_.grow(at.total);
 

@@ -77,17 +77,18 @@ class SpeculativeDecoder {
   /// KV cache is filled with the tokens before it. Throws specdec::error on an empty prompt or a
   /// token outside the vocabulary.
   void prefill(std::span<const token_t> prompt) {
+    context_.clear();  // a prefill that throws leaves no sequence to step
     if (prompt.empty()) throw error("SpeculativeDecoder::prefill: the prompt is empty (it needs at least one token)");
     if (options_.budget < 0)
       throw error("SpeculativeDecoder: budget must be >= 0, got " + std::to_string(options_.budget));
     vocab_ = static_cast<int>(target_.vocab_size());
     for (std::size_t i = 0; i < prompt.size(); ++i) check_token(prompt[i], "prompt token " + std::to_string(i));
+    if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget + 1, vocab_);
+    target_.prefill(prompt.first(prompt.size() - 1));
+    std::apply([&](auto&... d) { (d.begin(prompt), ...); }, drafters_);
     context_.assign(prompt.begin(), prompt.end());
     prompt_length_ = static_cast<int>(prompt.size());
     cached_ = prompt_length_ - 1;
-    target_.prefill(prompt.first(prompt.size() - 1));
-    if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget + 1, vocab_);
-    std::apply([&](auto&... d) { (d.begin(prompt), ...); }, drafters_);
     stats_ = DecodeStats{};
     stats_.accepted_by_drafter.assign(num_drafters, {});
     stats_.drafter_names = names();
@@ -130,7 +131,12 @@ class SpeculativeDecoder {
     if constexpr (BackendTarget<Target>) {
       // Forward, verification and compaction run behind each other on the backend: their time
       // is the target's (see DecodeStats).
-      backend_step_.run(target_, verifier_, view, verdict_);
+      try {
+        backend_step_.run(target_, verifier_, view, verdict_);
+      } catch (...) {
+        context_.clear();  // the cache may be partly compacted: only a new prefill can go on
+        throw;
+      }
       t2 = t3 = clock::now();
       check_verdict(view);
     } else {

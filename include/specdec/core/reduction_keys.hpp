@@ -48,6 +48,11 @@ SPECDEC_HD inline token_t argmax_key_token(std::uint64_t key) {
 
 SPECDEC_HD inline std::uint64_t max_key(std::uint64_t a, std::uint64_t b) { return a > b ? a : b; }
 
+/// max_key as the operator of a block reduction.
+struct MaxKey {
+  SPECDEC_HD std::uint64_t operator()(std::uint64_t a, std::uint64_t b) const { return max_key(a, b); }
+};
+
 // ---- top-k occurrences of a suffix match ----------------------------------------------------------
 
 /// Key of an occurrence: the larger key ranks first (core::ranks_before: longer match, then more

@@ -130,8 +130,9 @@ class BackendHashTarget {
   void copy_or_throw(void* to, const void* from, std::size_t bytes) const {
     check(backend::copy(tag_, to, from, bytes), "a copy");
   }
-  static void check(backend::status s, const char* what) {
-    if (s != backend::status::ok) throw error(std::string("BackendHashTarget: ") + what + " failed: " + backend::to_string(s));
+  void check(backend::status s, const char* what) const {
+    if (s != backend::status::ok)
+      throw error(std::string("BackendHashTarget: ") + what + " failed: " + backend::describe(tag_, s));
   }
 
   Backend tag_;
