@@ -165,10 +165,11 @@ TEST_CASE("compact_kv_in_batch moves valid paths and leaves invalid ones alone",
   testing::KvData d = testing::random_kv_batch(rng, 40, 2, 2, 4, 2, 20, true);
   const auto before = d.k_cache;
   const core::KvCompactionBatch b = d.batch();
-  int invalid = 0;
+  int invalid = 0, past_the_tree = 0;
   for (int s = 0; s < b.batch; ++s) {
     const auto expected = core::validate_compaction_path(d.path.data() + s * 20, d.length[s], 20, d.base[s], d.layout.max_positions);
     CHECK(core::compact_kv_in_batch(b, s) == expected);
+    past_the_tree += expected == core::compaction_status::past_the_tree;
     if (expected != core::compaction_status::ok) {
       ++invalid;
       const long long lo = s * d.layout.sequence_stride, hi = lo + d.layout.sequence_stride;
@@ -176,4 +177,5 @@ TEST_CASE("compact_kv_in_batch moves valid paths and leaves invalid ones alone",
     }
   }
   CHECK(invalid > 3);
+  CHECK(past_the_tree > 0);
 }

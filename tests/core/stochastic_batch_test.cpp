@@ -109,6 +109,24 @@ TEST_CASE("stochastic verification refuses bad parameters and oversized trees", 
     CHECK(d.status[t] == (d.views[t].size > 1 ? core::stochastic_status::over_capacity : core::stochastic_status::ok));
 }
 
+TEST_CASE("padded logits rows (row_stride > vocab) give the unpadded rows' results", "[core][stochastic]") {
+  std::mt19937_64 rng(65);
+  for (int vocab : {21, 1001}) {
+    testing::StochasticData plain = testing::random_stochastic_batch(rng, 8, 12, vocab, true, true, true);
+    testing::StochasticData padded = testing::with_row_stride(plain, vocab + 3);
+    const core::SamplingParams params{0.9f, 0, 0.9f};
+    REQUIRE(backend::rejection_verify(backend::host{}, plain.batch(), params) == backend::status::ok);
+    REQUIRE(backend::rejection_verify(backend::host{}, padded.batch(), params) == backend::status::ok);
+    INFO("vocab " << vocab);
+    CHECK(testing::differing_trees(plain, padded) == 0);
+    // The NaN padding is what a walk that strays past the vocabulary reads: unpadded rows differ.
+    testing::StochasticData strayed = padded;
+    strayed.vocab = vocab + 1;
+    REQUIRE(backend::rejection_verify(backend::host{}, strayed.batch(), params) == backend::status::ok);
+    CHECK(testing::differing_trees(plain, strayed) > 0);
+  }
+}
+
 namespace {
 
 const core::SamplingParams stats_cases[] = {

@@ -36,6 +36,15 @@ TEST_CASE("GPU KV compaction equals the host's sequential in-place move", "[gpu]
   }
 }
 
+TEST_CASE("GPU KV compaction with padded strides (each copy width) and paths past the tree", "[gpu][kv]") {
+  std::mt19937_64 rng(12);
+  for (int padding : {16, 4, 2, 1}) {  // the widest copy unit dividing every stride: 16, 4, 1, 1 bytes
+    for (int max_nodes : {8, 64}) {
+      require_same_on_both(testing::random_kv_batch(rng, 8, 2, 3, 64, 2, max_nodes, true, padding));
+    }
+  }
+}
+
 TEST_CASE("GPU KV compaction of overlapping moves (every path entry moves by one)", "[gpu][kv]") {
   testing::KvData d;
   d.max_nodes = 64;

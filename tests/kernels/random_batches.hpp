@@ -309,14 +309,22 @@ inline std::vector<node_t> random_path(std::mt19937_64& rng, int n) {
   return path;
 }
 
-/// A packed cache of random bytes; per sequence a tree of up to max_nodes nodes at a random base,
-/// a random accepted path (a few invalid: not increasing, not from the root, past the cache).
+/// A cache of random bytes, packed or with `padding` bytes after every row, position, layer and
+/// sequence; per sequence a tree of up to max_nodes nodes at a random base, a random accepted
+/// path (a few invalid: not increasing, not from the root, past the tree, past the cache).
 inline KvData random_kv_batch(std::mt19937_64& rng, int batch, int layers, int kv_heads, int head_dim,
-                              int element_bytes, int max_nodes, bool with_faults) {
+                              int element_bytes, int max_nodes, bool with_faults, int padding = 0) {
   KvData d;
   d.max_nodes = max_nodes;
   const int max_positions = 3 * max_nodes;
   d.layout = core::kv_layout(layers, max_positions, kv_heads, head_dim, element_bytes);
+  if (padding > 0) {
+    core::KvCacheLayout& l = d.layout;
+    l.head_stride = l.row_bytes + padding;
+    l.position_stride = kv_heads * l.head_stride + padding;
+    l.layer_stride = max_positions * l.position_stride + padding;
+    l.sequence_stride = layers * l.layer_stride + padding;
+  }
   const std::size_t bytes = static_cast<std::size_t>(batch) * d.layout.sequence_stride;
   d.k_cache.resize(bytes);
   d.v_cache.resize(bytes);
@@ -332,6 +340,7 @@ inline KvData random_kv_batch(std::mt19937_64& rng, int batch, int layers, int k
     if (fault == 1) p[0] = 1;                               // not from the root
     if (fault == 2) d.base.back() = max_positions - 1;      // past the cache (when the path moves)
     if (fault == 3) p.clear();                              // empty path
+    if (fault == 4 && static_cast<int>(p.size()) < max_nodes) p.push_back(static_cast<node_t>(max_nodes));  // past the tree
     std::copy(p.begin(), p.end(), d.path.begin() + static_cast<long>(s) * max_nodes);
     d.length.push_back(static_cast<int>(p.size()));
   }

@@ -18,6 +18,7 @@ namespace specdec::testing {
 
 struct StochasticData {
   int max_nodes = 0, vocab = 0;
+  long long row_stride = 0;  ///< floats between logits rows; 0: vocab
   std::vector<TreeMerger> mergers;
   std::vector<TreeView> views;
   std::vector<int> row_offset;
@@ -48,7 +49,7 @@ struct StochasticData {
     b.batch = size();
     b.max_nodes = max_nodes;
     b.vocab_size = vocab;
-    b.row_stride = vocab;
+    b.row_stride = row_stride > 0 ? row_stride : vocab;
     b.trees = views.data();
     b.row_offset = row_offset.data();
     b.logits = logits.data();
@@ -145,6 +146,19 @@ inline StochasticData random_stochastic_batch(std::mt19937_64& rng, int batch, i
     }
   }
   return d;
+}
+
+/// `d` with every logits row padded to `stride` floats, as a target with aligned rows lays them
+/// out. The padding is NaN, so a walk that reads past vocab makes the row bad and the tree differ.
+inline StochasticData with_row_stride(const StochasticData& d, long long stride) {
+  StochasticData padded = d;
+  padded.row_stride = stride;
+  const std::size_t rows = d.logits.size() / static_cast<std::size_t>(d.vocab);
+  padded.logits.assign(rows * static_cast<std::size_t>(stride), std::numeric_limits<float>::quiet_NaN());
+  for (std::size_t r = 0; r < rows; ++r)
+    std::copy_n(d.logits.begin() + static_cast<std::ptrdiff_t>(r * d.vocab), d.vocab,
+                padded.logits.begin() + static_cast<std::ptrdiff_t>(r * stride));
+  return padded;
 }
 
 /// Trees whose outputs differ between two runs over the same batch: status, row status, bad

@@ -33,9 +33,23 @@ const testing::stochastic_shape shapes[] = {testing::stochastic_shape::per_tree,
                                             testing::stochastic_shape::automatic};
 const char* const shape_names[] = {"per tree", "row-parallel", "automatic"};
 
-void check_rejection(std::mt19937_64& rng, int batch, int nodes, int vocab, bool edge_rows) {
+// Rows laid out `stride` floats apart (0: vocab), and trees beyond `capacity` nodes (0: none)
+// refused as over capacity.
+struct Layout {
+  long long stride = 0;
+  int capacity = 0;
+};
+
+testing::StochasticData laid_out(testing::StochasticData d, Layout layout) {
+  if (layout.stride > 0) d = testing::with_row_stride(d, layout.stride);
+  if (layout.capacity > 0) d.max_nodes = layout.capacity;
+  return d;
+}
+
+void check_rejection(std::mt19937_64& rng, int batch, int nodes, int vocab, bool edge_rows, Layout layout = {}) {
   for (const core::SamplingParams& params : sampling_cases) {
-    testing::StochasticData host = testing::random_stochastic_batch(rng, batch, nodes, vocab, true, true, edge_rows);
+    testing::StochasticData host =
+        laid_out(testing::random_stochastic_batch(rng, batch, nodes, vocab, true, true, edge_rows), layout);
     const testing::StochasticData input = host;
     REQUIRE(backend::rejection_verify(backend::host{}, host.batch(), params) == backend::status::ok);
     int depth = 0, bad = 0;
@@ -56,11 +70,12 @@ void check_rejection(std::mt19937_64& rng, int batch, int nodes, int vocab, bool
   }
 }
 
-void check_conditional(std::mt19937_64& rng, int batch, int nodes, int vocab, bool edge_rows) {
+void check_conditional(std::mt19937_64& rng, int batch, int nodes, int vocab, bool edge_rows, Layout layout = {}) {
   for (int top_k : {0, 5}) {
     for (const core::SamplingParams& next :
          {core::SamplingParams{0.0f}, core::SamplingParams{1.0f}, core::SamplingParams{1.0f, 0, 0.9f}}) {
-      testing::StochasticData host = testing::random_stochastic_batch(rng, batch, nodes, vocab, false, true, edge_rows);
+      testing::StochasticData host =
+          laid_out(testing::random_stochastic_batch(rng, batch, nodes, vocab, false, true, edge_rows), layout);
       const testing::StochasticData input = host;
       const core::ConditionalParams params{0.02f, top_k, 3};
       REQUIRE(backend::conditional_verify(backend::host{}, host.batch(), params, next) == backend::status::ok);
@@ -98,4 +113,14 @@ TEST_CASE("GPU conditional verification equals the host walk bit for bit", "[gpu
   check_conditional(rng, 64, 32, 500, false);
   check_conditional(rng, 64, 32, 500, true);
   check_conditional(rng, 4, 12, 128256, true);
+}
+
+TEST_CASE("GPU stochastic verification handles padded and unaligned rows and trees over capacity",
+          "[gpu][stochastic]") {
+  std::mt19937_64 rng(16);
+  check_rejection(rng, 6, 12, 32001, true);                // rows not 16-byte aligned: scalar loads
+  check_rejection(rng, 6, 12, 32001, true, {32004, 0});    // aligned padded rows, an uneven float4 tail
+  check_rejection(rng, 16, 12, 1000, false, {0, 6});       // a tree of more than 6 nodes is refused
+  check_conditional(rng, 6, 12, 32001, true, {32004, 0});
+  check_conditional(rng, 16, 12, 1000, true, {1003, 6});
 }

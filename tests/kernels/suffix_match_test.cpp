@@ -23,9 +23,9 @@ void require_same_on_both(testing::SuffixData host) {
       CHECK(device.matches[s * host.k + j].length == host.matches[s * host.k + j].length);
     }
   CHECK(device.draft_length == host.draft_length);
-  for (std::size_t slot = 0; slot < host.draft_length.size(); ++slot)
-    for (int t = 0; t < host.draft_length[slot]; ++t)
-      CHECK(device.drafts[slot * host.continuation + t] == host.drafts[slot * host.continuation + t]);
+  // Whole slots: entries past a draft's length keep their sentinel on both, so a kernel that
+  // writes past the length fails here.
+  CHECK(device.drafts == host.drafts);
 }
 
 }  // namespace
@@ -34,7 +34,7 @@ TEST_CASE("GPU suffix matching equals the CASD reference on random contexts and 
   std::mt19937_64 rng(8);
   for (int trial = 0; trial < 60; ++trial) {
     testing::SuffixData d;
-    d.max_match = testing::uniform(rng, 1, 16);
+    d.max_match = trial % 10 == 9 ? testing::uniform(rng, -1, 0) : testing::uniform(rng, 1, 16);  // <= 0: none
     d.min_match = testing::uniform(rng, 0, 4);
     d.k = testing::uniform(rng, 0, 8);
     d.continuation = testing::uniform(rng, 0, 12);

@@ -68,3 +68,13 @@ TEST_CASE("GPU tree build handles an empty batch and a tree bigger than a block"
   std::mt19937_64 rng(5);
   require_same_on_both(testing::random_tree_batch(rng, 3, 1000, 1000, core::mask_words(1000), 50, false));
 }
+
+TEST_CASE("GPU tree build at the node limit, and with a limit set by the mask words", "[gpu][tree]") {
+  std::mt19937_64 rng(6);
+  // The largest trees a block takes: its shared copy of the parents fills the 48 KB a launch may
+  // use without opting in.
+  require_same_on_both(testing::random_tree_batch(rng, 2, backend::max_tree_nodes, backend::max_tree_nodes,
+                                                  core::mask_words(backend::max_tree_nodes), 1000, false));
+  // words < mask_words(max_nodes): the limit is 32 * words nodes, and bigger trees are over capacity.
+  require_same_on_both(testing::random_tree_batch(rng, 16, 100, 100, 2, 50, true));
+}
