@@ -29,6 +29,14 @@ namespace {
 
 constexpr int warps = sampling_lanes / 32;
 
+// core_block_lanes_tsan_test builds this file with ThreadSanitizer, which reports a missing
+// barrier as a data race even when the threads' timing hides it, but runs ~20 times slower.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool under_thread_sanitizer = true;
+#else
+constexpr bool under_thread_sanitizer = false;
+#endif
+
 // What a thread stuck at a barrier throws: the block's threads took different paths, which on a
 // GPU is a hang or undefined behaviour (a __syncthreads not reached by every thread).
 struct Diverged {};
@@ -87,8 +95,10 @@ class EmulatedBlock {
     return y;
   }
 
+  // Relaxed, as a GPU's atomicAdd: it orders nothing else, so ThreadSanitizer sees no false
+  // happens-before edge through it.
   void atomic_add(unsigned long long* p, unsigned long long v) const {
-    std::atomic_ref<unsigned long long>(*p).fetch_add(v);
+    std::atomic_ref<unsigned long long>(*p).fetch_add(v, std::memory_order_relaxed);
   }
 
  private:
@@ -120,10 +130,12 @@ bool run_block(Body body) {
   return !diverged;
 }
 
-// Every thread's result of a primitive, which must be the same in all of them.
+// Every thread's result of a primitive, which must be the same in all of them. An array, not a
+// vector: threads write their own elements concurrently, which std::vector<bool>'s packed bits
+// would turn into a data race.
 template <class T>
 struct PerThread {
-  std::vector<T> values = std::vector<T>(sampling_lanes);
+  std::array<T, sampling_lanes> values{};
   bool uniform() const { return std::all_of(values.begin(), values.end(), [&](const T& v) { return v == values[0]; }); }
 };
 
@@ -186,8 +198,14 @@ TEST_CASE("the device executor's walks equal the host's, bit for bit, on host th
   const SamplingParams cases[] = {{0.0f}, {1.0f}, {0.8f, 0, 1.0f, 0.05f}, {0.7f, 5, 0.8f, 0.0f}};
   for (int vocab : {20, 700}) {
     for (const SamplingParams& params : cases) {
+      // Under ThreadSanitizer only vocab 20 with min-p or top-k/top-p (RowStats' two paths) run,
+      // on the same random batches as without it: those hold the race that the barrier at the
+      // start of analyse_row's filters prevents.
+      const bool skipped = under_thread_sanitizer && (vocab != 20 || (params.min_p == 0.0f && params.top_k == 0));
       for (bool with_stats : {false, true}) {
         testing::StochasticData serial = testing::random_stochastic_batch(rng, 6, 16, vocab, true, true, true);
+        testing::StochasticData serial_c = testing::random_stochastic_batch(rng, 6, 16, vocab, false, true, true);
+        if (skipped) continue;
         testing::StochasticData block = serial;
         REQUIRE(backend::rejection_verify(backend::host{}, serial.batch(), params) == backend::status::ok);
         const std::vector<RowStats> stats = with_stats ? testing::row_stats(block, params) : std::vector<RowStats>{};
@@ -199,7 +217,6 @@ TEST_CASE("the device executor's walks equal the host's, bit for bit, on host th
           REQUIRE(run_block([&](EmulatedLanes& ex, int) { rejection_verify_in_batch(ex, b, t, params); }));
         CHECK(testing::differing_trees(serial, block) == 0);
 
-        testing::StochasticData serial_c = testing::random_stochastic_batch(rng, 6, 16, vocab, false, true, true);
         testing::StochasticData block_c = serial_c;
         const ConditionalParams conditional{0.02f, params.top_k, 3};
         REQUIRE(backend::conditional_verify(backend::host{}, serial_c.batch(), conditional, params) == backend::status::ok);
