@@ -91,8 +91,7 @@ inline bool valid(const core::TreeBatch& b) {
 }
 inline bool valid(const core::GreedyVerifyBatch& b) {
   return b.batch >= 0 && b.batch <= max_batch && b.max_nodes >= 1 && b.max_nodes <= max_verify_nodes &&
-         b.vocab_size >= 1 &&
-         b.row_stride >= b.vocab_size;
+         b.vocab_size >= 1 && b.row_stride >= b.vocab_size;
 }
 inline bool valid(const core::SuffixMatchBatch& b) {
   return b.batch >= 0 && b.batch <= max_batch && b.max_match <= max_suffix_match && b.k <= max_suffix_k;

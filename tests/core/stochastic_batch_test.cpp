@@ -113,7 +113,8 @@ TEST_CASE("padded logits rows (row_stride > vocab) give the unpadded rows' resul
   std::mt19937_64 rng(65);
   for (int vocab : {21, 1001}) {
     testing::StochasticData plain = testing::random_stochastic_batch(rng, 8, 12, vocab, true, true, true);
-    testing::StochasticData padded = testing::with_row_stride(plain, vocab + 3);
+    testing::StochasticData padded = plain;
+    testing::pad_rows(padded, vocab + 3);
     const core::SamplingParams params{0.9f, 0, 0.9f};
     REQUIRE(backend::rejection_verify(backend::host{}, plain.batch(), params) == backend::status::ok);
     REQUIRE(backend::rejection_verify(backend::host{}, padded.batch(), params) == backend::status::ok);

@@ -148,17 +148,17 @@ inline StochasticData random_stochastic_batch(std::mt19937_64& rng, int batch, i
   return d;
 }
 
-/// `d` with every logits row padded to `stride` floats, as a target with aligned rows lays them
-/// out. The padding is NaN, so a walk that reads past vocab makes the row bad and the tree differ.
-inline StochasticData with_row_stride(const StochasticData& d, long long stride) {
-  StochasticData padded = d;
-  padded.row_stride = stride;
-  const std::size_t rows = d.logits.size() / static_cast<std::size_t>(d.vocab);
-  padded.logits.assign(rows * static_cast<std::size_t>(stride), std::numeric_limits<float>::quiet_NaN());
+/// Pads every logits row of `d` to `stride` floats, as a target with aligned rows lays them out.
+/// The padding is NaN, so a walk that reads past vocab makes the row bad and the tree differ.
+/// In place: d's views point into its mergers (or those of the batch it was copied from).
+inline void pad_rows(StochasticData& d, long long stride) {
+  const std::vector<float> packed = std::move(d.logits);
+  const std::size_t rows = packed.size() / static_cast<std::size_t>(d.vocab);
+  d.row_stride = stride;
+  d.logits.assign(rows * static_cast<std::size_t>(stride), std::numeric_limits<float>::quiet_NaN());
   for (std::size_t r = 0; r < rows; ++r)
-    std::copy_n(d.logits.begin() + static_cast<std::ptrdiff_t>(r * d.vocab), d.vocab,
-                padded.logits.begin() + static_cast<std::ptrdiff_t>(r * stride));
-  return padded;
+    std::copy_n(packed.begin() + static_cast<std::ptrdiff_t>(r * d.vocab), d.vocab,
+                d.logits.begin() + static_cast<std::ptrdiff_t>(r * stride));
 }
 
 /// Trees whose outputs differ between two runs over the same batch: status, row status, bad
@@ -171,8 +171,8 @@ inline int differing_trees(const StochasticData& a, const StochasticData& b) {
                       a.bad_node[t] == b.bad_node[t] && a.length[t] == b.length[t] &&
                       a.next_token[t] == b.next_token[t] &&
                       std::equal(a.path.begin() + at, a.path.begin() + at + std::max(a.length[t], 0), b.path.begin() + at) &&
-                      std::equal(a.accepted.begin() + at, a.accepted.begin() + at + a.views[t].size,
-                                 b.accepted.begin() + at);
+                      std::equal(a.accepted.begin() + at, a.accepted.begin() + at + std::min(a.views[t].size, a.max_nodes),
+                                 b.accepted.begin() + at);  // a tree over capacity has max_nodes slots
     count += !same;
   }
   return count;
