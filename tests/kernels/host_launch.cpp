@@ -6,17 +6,12 @@
 #include <vector>
 
 #include "kernels/device_launch.hpp"
+#include "kernels/random_stochastic.hpp"
 
 namespace specdec::testing {
 namespace {
 
 constexpr backend::host on_host{};
-
-std::vector<core::RowStats> host_row_stats(const core::StochasticVerifyBatch& b, const core::SamplingParams& params) {
-  std::vector<core::RowStats> stats(static_cast<std::size_t>(b.batch) * b.max_nodes);
-  for (int t = 0; t < b.batch; ++t) core::fill_row_stats_in_batch(b, t, params, stats.data());
-  return stats;
-}
 
 }  // namespace
 
@@ -29,7 +24,7 @@ backend::status run_rejection_on_device(const core::StochasticVerifyBatch& host,
                                         stochastic_shape shape) {
   if (shape != stochastic_shape::row_parallel || !backend::detail::valid(host, params))
     return backend::rejection_verify(on_host, host, params);
-  const std::vector<core::RowStats> stats = host_row_stats(host, params);
+  const std::vector<core::RowStats> stats = row_stats(host, params);
   core::StochasticVerifyBatch b = host;
   b.row_stats = stats.data();
   return backend::rejection_verify(on_host, b, params);
@@ -39,7 +34,7 @@ backend::status run_conditional_on_device(const core::StochasticVerifyBatch& hos
                                           const core::SamplingParams& next, stochastic_shape shape) {
   if (shape != stochastic_shape::row_parallel || !backend::detail::valid(host, params, next))
     return backend::conditional_verify(on_host, host, params, next);
-  const std::vector<core::RowStats> stats = host_row_stats(host, core::conditional_softmax());
+  const std::vector<core::RowStats> stats = row_stats(host, core::conditional_softmax());
   core::StochasticVerifyBatch b = host;
   b.row_stats = stats.data();
   return backend::conditional_verify(on_host, b, params, next);

@@ -178,13 +178,17 @@ inline int differing_trees(const StochasticData& a, const StochasticData& b) {
   return count;
 }
 
-/// The CUDA row-parallel pre-pass on the host: RowStats of every node of `d` for `params`
+/// The CUDA row-parallel pre-pass on the host: RowStats of every node of `b` for `params`
 /// (core::fill_row_stats_in_batch), to hand to a batch as row_stats.
-inline std::vector<core::RowStats> row_stats(StochasticData& d, const core::SamplingParams& params) {
-  std::vector<core::RowStats> stats(static_cast<std::size_t>(d.size()) * d.max_nodes);
-  const core::StochasticVerifyBatch b = d.batch();
-  for (int t = 0; t < d.size(); ++t) core::fill_row_stats_in_batch(b, t, params, stats.data());
+inline std::vector<core::RowStats> row_stats(const core::StochasticVerifyBatch& b, const core::SamplingParams& params) {
+  std::vector<core::RowStats> stats(static_cast<std::size_t>(b.batch) * b.max_nodes);
+  for (int t = 0; t < b.batch; ++t) core::fill_row_stats_in_batch(b, t, params, stats.data());
   return stats;
+}
+
+/// row_stats of d's batch.
+inline std::vector<core::RowStats> row_stats(StochasticData& d, const core::SamplingParams& params) {
+  return row_stats(d.batch(), params);
 }
 
 }  // namespace specdec::testing
