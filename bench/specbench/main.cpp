@@ -1,21 +1,28 @@
-// specbench: replays real greedy LLM answers with drafter combinations and reports τ, drafting
-// cost and which drafter earned the accepted tokens. See docs/specbench.md.
+// specbench: replays real greedy LLM answers (replay, compare) or decodes with a real llama2.c model
+// (model) with drafter combinations, and reports τ, drafting cost, which drafter earned the
+// accepted tokens and, for a model, the speed next to plain decoding. See docs/specbench.md.
 #include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <climits>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <specdec/tokenizers/llama2c_tokenizer.hpp>
+
 #include "chat_template.hpp"
 #include "corpus.hpp"
 #include "input_error.hpp"
 #include "registry.hpp"
 #include "report.hpp"
+#include "tasks.hpp"
 
 namespace fs = std::filesystem;
 using namespace specbench;
@@ -102,12 +109,158 @@ void run_list() {
   std::cout << "drafters: " << drafters << "\n"
             << "combinations (--drafter NAME[,NAME...], names in any order):\n";
   for (const auto& c : combinations()) std::cout << "  " << c.name() << "\n";
+  std::cout << "tasks of `specbench model` (--task NAME):\n";
+  for (const Task& t : builtin_tasks())
+    std::cout << "  " << t.name << ": " << t.description << " (" << t.prompts.size() << " prompts)\n";
+}
+
+/// The options of `model`.
+struct ModelArgs {
+  std::string data_dir;
+  std::string model;
+  std::string tokenizer;
+  std::vector<std::string> tasks;
+  std::vector<std::string> prompt_files;
+  std::vector<std::string> drafters;
+  std::string verifier = "exact";
+  double temperature = 1.0;
+  double top_p = 1.0;
+  double delta = 0.1;
+  int top_k = 0;
+  std::uint64_t seed = 0;
+  int budget = 64;
+  int max_new_tokens = 256;
+  int max_prompts = 0;
+  int show = 0;
+  std::string json;
+  std::string plot;
+};
+
+/// Accepts a finite number in [low, high] (open at `low` when low_open).
+CLI::Validator number_in(double low, double high, bool low_open = false) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        const bool ok = ec == std::errc() && end == text.data() + text.size() && std::isfinite(value) &&
+                        (low_open ? value > low : value >= low) && value <= high;
+        if (!ok) return fmt::format("expected a number in {}{:g}, {:g}], got '{}'", low_open ? "(" : "[", low, high, text);
+        return {};
+      },
+      fmt::format("NUMBER in {}{:g}, {:g}]", low_open ? "(" : "[", low, high));
+}
+
+/// Loads the model, its tokenizer and the tasks' prompts.
+ModelBench load_model_bench(const ModelArgs& a, std::optional<specdec::Llama2cTokenizer>& tokenizer, int& clamped) {
+  const fs::path root = data_root(a.data_dir);
+  const fs::path model_path = a.model.empty() ? root / "models/stories260K.bin" : fs::path(a.model);
+  const fs::path tokenizer_path = a.tokenizer.empty() ? root / "models/tok512.bin" : fs::path(a.tokenizer);
+  std::vector<Task> from_files;
+  for (const std::string& file : a.prompt_files) from_files.push_back(load_task(file));
+  std::vector<const Task*> tasks;
+  if (!a.tasks.empty() || a.prompt_files.empty())
+    tasks = find_tasks(a.tasks.empty() ? std::vector<std::string>{"all"} : a.tasks);
+  for (const Task& t : from_files) tasks.push_back(&t);
+  std::shared_ptr<const specdec::Llama2cModel> model;
+  try {
+    model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(model_path));
+    tokenizer = specdec::Llama2cTokenizer::load(tokenizer_path, model->config().vocab_size);
+  } catch (const specdec::error& e) {
+    throw input_error(e.what());
+  }
+  return make_model_bench(std::move(model), *tokenizer, tasks, a.max_new_tokens, a.max_prompts, &clamped);
+}
+
+int run_model(const ModelArgs& a) {
+  const Combination& combination = find_combination(a.drafters);
+  ModelOptions options;
+  options.budget = a.budget;
+  options.seed = a.seed;
+  options.sampling.temperature = static_cast<float>(a.temperature);
+  options.sampling.top_p = static_cast<float>(a.top_p);
+  options.conditional.delta = static_cast<float>(a.delta);
+  options.conditional.top_k = a.top_k;
+  if (a.verifier == "exact") options.verifier = VerifierKind::exact;
+  else if (a.verifier == "rejection") options.verifier = VerifierKind::rejection;
+  else options.verifier = VerifierKind::conditional;
+  int clamped = 0;
+  std::optional<specdec::Llama2cTokenizer> tokenizer;
+  const ModelBench bench = load_model_bench(a, tokenizer, clamped);
+  if (clamped > 0)
+    std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
+                             a.max_new_tokens, clamped);
+  const ModelRun run = combination.model[static_cast<std::size_t>(options.verifier)](bench, options);
+  ModelReport report = summarise_model(bench, run, options);
+  report.clamped = clamped;
+  print_model_report(std::cout, report);
+  for (std::size_t p = 0; p < std::min<std::size_t>(a.show, bench.prompts.size()); ++p) {
+    const std::vector<token_t>& prompt = bench.prompts[p].tokens;
+    std::cout << "\n--- " << bench.prompts[p].task << " " << p + 1 << ":\n"
+              << tokenizer->decode(std::span(prompt).subspan(1), prompt[0]) << "[...]"
+              << tokenizer->decode(run.turns[p].output, prompt.back()) << "\n";
+  }
+  if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
+  if (!a.plot.empty()) write_file(a.plot, histogram_svg(report.report));
+  return report.greedy && report.equal_to_plain != report.prompts ? 1 : 0;
+}
+
+void add_model_options(CLI::App& cmd, ModelArgs& a) {
+  cmd.add_option("--data-dir", a.data_dir,
+                 "Data directory (default: $SPECDEC_DATA, else " SPECDEC_DEFAULT_DATA_DIR ")");
+  cmd.add_option("--model", a.model, "llama2.c checkpoint (default: DATA/models/stories260K.bin)");
+  cmd.add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin (default: DATA/models/tok512.bin)");
+  cmd.add_option("--task", a.tasks, "Task(s) to decode: stories, retell or all (default all; repeatable, or "
+                                    "comma-separated)")
+      ->delimiter(',');
+  cmd.add_option("--prompts", a.prompt_files, "A task of your own: a text file, one prompt per line (\\n for a "
+                                              "line break); the task is named after the file (repeatable)");
+  cmd.add_option("--drafter", a.drafters, "Drafter name(s); all of them combine into one decoder (repeatable)")
+      ->required();
+  cmd.add_option("--budget", a.budget, "Most draft nodes per target call, after merging (default 64)")
+      ->check(whole_number_at_least(0));
+  cmd.add_option("--max-new-tokens", a.max_new_tokens,
+                 "New tokens per prompt at most, cut to the model's positions (default 256)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--max-prompts", a.max_prompts, "Decode at most this many prompts of each task")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--show", a.show, "Print the first N prompts and their continuations")->check(whole_number_at_least(1));
+  cmd.add_option("--json", a.json, "Write the results as JSON to this file");
+  cmd.add_option("--plot", a.plot, "Write the accepted-length histogram as an SVG bar chart");
+}
+
+void add_verifier_options(CLI::App& cmd, ModelArgs& a) {
+  cmd.add_option("--verifier", a.verifier, "exact (default), rejection (lossless sampling) or conditional (lossy)")
+      ->check(CLI::IsMember({"exact", "rejection", "conditional"}));
+  auto* temperature = cmd.add_option("--temperature", a.temperature,
+                                     "Sampling temperature of rejection sampling (default 1), or of the token after "
+                                     "a conditional verifier's accepted path (default 0: greedy)")
+                          ->check(number_in(0, 1e6));
+  auto* top_p = cmd.add_option("--top-p", a.top_p, "Rejection sampling's top-p (default 1: off)")->check(number_in(0, 1, true));
+  auto* seed = cmd.add_option("--seed", a.seed, "Random seed of the sampling verifiers (default 0)");
+  auto* delta = cmd.add_option("--delta", a.delta, "Conditional verification's threshold (default 0.1)")->check(number_in(0, 1));
+  auto* top_k = cmd.add_option("--top-k", a.top_k, "Conditional verification's top-k (default 0: off)")
+                    ->check(whole_number_at_least(0));
+  cmd.callback([&a, temperature, top_p, seed, delta, top_k] {
+    auto refuse = [&](CLI::Option* o, const char* verifiers) {
+      if (o->count() > 0)
+        throw CLI::ValidationError(o->get_name(), "applies to --verifier " + std::string(verifiers) + " only");
+    };
+    if (a.verifier == "exact") {
+      for (CLI::Option* o : {temperature, top_p, seed, delta, top_k}) refuse(o, "rejection or conditional");
+    } else if (a.verifier == "rejection") {
+      refuse(delta, "conditional");
+      refuse(top_k, "conditional");
+    } else {
+      refuse(top_p, "rejection");
+      if (temperature->count() == 0) a.temperature = 0.0;
+    }
+  });
 }
 
 void run_replay(const DataArgs& a, const std::vector<std::string>& drafters, const std::string& plot) {
   const Combination& combination = find_combination(drafters);
   const Corpus corpus = load_corpus(a);
-  const ReplayOptions options{.budget = a.budget};
+  const ReplayOptions options{.budget = a.budget, .resources = {}};
   const Report report = summarise(corpus, combination.replay(corpus, options), options);
   print_report(std::cout, report);
   if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
@@ -118,7 +271,7 @@ void run_compare(const DataArgs& a, const std::vector<std::string>& names) {
   std::vector<const Combination*> chosen;
   for (const auto& name : names) chosen.push_back(&find_combination(std::span(&name, 1)));
   const Corpus corpus = load_corpus(a);
-  const ReplayOptions options{.budget = a.budget};
+  const ReplayOptions options{.budget = a.budget, .resources = {}};
   std::vector<Report> reports;
   for (const Combination* c : chosen) reports.push_back(summarise(corpus, c->replay(corpus, options), options));
   print_comparison(std::cout, reports);
@@ -153,6 +306,12 @@ int main(int argc, char** argv) {
   add_data_options(*compare, compare_args);
   compare->add_option("combinations", combos, "Combinations such as pld or tree,casd")->required();
 
+  ModelArgs model_args;
+  auto* model = app.add_subcommand(
+      "model", "Decode the tasks' prompts with a llama2.c model and one drafter combination; compare with plain decoding");
+  add_model_options(*model, model_args);
+  add_verifier_options(*model, model_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -164,6 +323,7 @@ int main(int argc, char** argv) {
   try {
     if (replay->parsed()) run_replay(replay_args, drafters, plot);
     else if (compare->parsed()) run_compare(compare_args, combos);
+    else if (model->parsed()) return run_model(model_args);
     else run_list();
   } catch (const input_error& e) {
     std::cerr << "specbench: " << e.what() << "\n";

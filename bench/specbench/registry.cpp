@@ -1,65 +1,30 @@
-// The drafter combinations specbench is compiled with: the one list to edit.
-//
-// A combination is a set of default-constructible drafters (each with a static `name`) merged
-// into one SpeculativeDecoder<ReplayTarget, Drafters..., ExactVerifier>. To add one: include the
-// drafters' headers, then add its two lines below (an explicit instantiation of the runner and
-// its entry in the list). See docs/specbench.md.
+// The registered combinations (combinations.hpp) as a list of runners, and their lookup by name.
 #include "registry.hpp"
 
 #include <algorithm>
 
-#include <specdec/policies/drafters/casd.hpp>
-#include <specdec/policies/drafters/context_tree.hpp>
-#include <specdec/policies/drafters/empty.hpp>
-#include <specdec/policies/drafters/fixed_tree.hpp>
-#include <specdec/policies/drafters/pld.hpp>
-
+#include "combinations.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
 
-/// A trivial baseline: the eight most frequent tokens of English text in the Llama vocabulary
-/// (newline , . the and of to a) as children of the root, every step. It needs a vocabulary of
-/// at least 29893 tokens.
-struct FrequentTokensDrafter : specdec::FixedTreeDrafter {
-  static constexpr const char* name = "frequent";
-  FrequentTokensDrafter()
-      : FixedTreeDrafter(std::vector<specdec::node_t>(8, 0), {13, 29892, 29889, 278, 322, 310, 304, 263}) {}
-};
-
-template ReplayRun replay<specdec::EmptyDrafter>(const Corpus&, const ReplayOptions&);
-template ReplayRun replay<FrequentTokensDrafter>(const Corpus&, const ReplayOptions&);
-template ReplayRun replay<FrequentTokensDrafter, specdec::EmptyDrafter>(const Corpus&, const ReplayOptions&);
-template ReplayRun replay<specdec::PldDrafter>(const Corpus&, const ReplayOptions&);
-template ReplayRun replay<specdec::CasdDrafter>(const Corpus&, const ReplayOptions&);
-template ReplayRun replay<specdec::CasdPromptDrafter>(const Corpus&, const ReplayOptions&);
-template ReplayRun replay<specdec::PldDrafter, specdec::CasdDrafter>(const Corpus&, const ReplayOptions&);
-template ReplayRun replay<specdec::CasdDrafter, specdec::CasdPromptDrafter>(const Corpus&, const ReplayOptions&);
-template ReplayRun replay<specdec::ContextTreeDrafter>(const Corpus&, const ReplayOptions&);
-template ReplayRun replay<specdec::HistoryTreeDrafter>(const Corpus&, const ReplayOptions&);
-template ReplayRun replay<specdec::ContextTreeDrafter, specdec::CasdDrafter>(const Corpus&, const ReplayOptions&);
-
 namespace {
+
 template <class... Drafters>
-Combination combination() {
-  return {{specdec::drafter_name<Drafters>()...}, &replay<Drafters...>};
+Combination combination(specdec::detail::type_list<Drafters...>, const ModelRunners& model) {
+  return {{specdec::drafter_name<Drafters>()...}, &replay<Drafters...>, model};
 }
+
+template <class... Lists, std::size_t... I>
+std::vector<Combination> all_combinations(specdec::detail::type_list<Lists...>, std::index_sequence<I...>) {
+  return {combination(Lists{}, model_runners()[I])...};
+}
+
 }  // namespace
 
 const std::vector<Combination>& combinations() {
-  static const std::vector<Combination> list{
-      combination<specdec::EmptyDrafter>(),
-      combination<FrequentTokensDrafter>(),
-      combination<FrequentTokensDrafter, specdec::EmptyDrafter>(),
-      combination<specdec::PldDrafter>(),
-      combination<specdec::CasdDrafter>(),
-      combination<specdec::CasdPromptDrafter>(),
-      combination<specdec::PldDrafter, specdec::CasdDrafter>(),
-      combination<specdec::CasdDrafter, specdec::CasdPromptDrafter>(),
-      combination<specdec::ContextTreeDrafter>(),
-      combination<specdec::HistoryTreeDrafter>(),
-      combination<specdec::ContextTreeDrafter, specdec::CasdDrafter>(),
-  };
+  static const std::vector<Combination> list =
+      all_combinations(registered_combinations{}, std::make_index_sequence<registered_combinations::size>{});
   return list;
 }
 

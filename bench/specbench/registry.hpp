@@ -1,17 +1,27 @@
-// The drafter combinations this binary is compiled with (the list is in registry.cpp).
+// The drafter combinations this binary is compiled with (the list is in combinations.hpp).
 #pragma once
 
+#include <array>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "model.hpp"
 #include "replay.hpp"
 
 namespace specbench {
 
+using ModelRunner = ModelRun (*)(const ModelBench&, const ModelOptions&);
+/// decode_model<Verifier, Drafters...> for each VerifierKind, in its order.
+using ModelRunners = std::array<ModelRunner, 3>;
+
+/// The model runners of every registered combination, in list order (registry_model.cpp).
+const std::vector<ModelRunners>& model_runners();
+
 struct Combination {
   std::vector<std::string> drafters;  ///< the drafters' names, in template order
   ReplayRun (*replay)(const Corpus&, const ReplayOptions&);
+  ModelRunners model;
   /// "pld,casd": the drafters' names joined by commas.
   std::string name() const;
 };

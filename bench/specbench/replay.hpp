@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <specdec/decoder.hpp>
@@ -19,8 +20,20 @@
 
 namespace specbench {
 
+/// Files some drafters read, given on the command line. A drafter constructible from
+/// `const DrafterResources&` is built from them (and says which one it misses); any other is
+/// default-constructed.
+struct DrafterResources {};
+
+template <class Drafter>
+Drafter make_drafter(const DrafterResources& resources) {
+  if constexpr (std::is_constructible_v<Drafter, const DrafterResources&>) return Drafter(resources);
+  else return Drafter{};
+}
+
 struct ReplayOptions {
   int budget = 64;  ///< most draft nodes per target call, after merging all drafters
+  DrafterResources resources;
 };
 
 /// One replayed turn.
@@ -53,7 +66,8 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
   // each sequence), so a drafter may learn from earlier requests' outputs (tree_history). Each
   // turn puts its reference in the target the decoder holds.
   specdec::ReplayTarget target({corpus.stop_token}, corpus.vocab_size, corpus.stop_token);
-  Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget});
+  Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
+                  make_drafter<Drafters>(options.resources)..., specdec::ExactVerifier{});
   std::vector<token_t> reference;
   for (const Turn& turn : corpus.turns) {
     reference.assign(turn.prompt.begin(), turn.prompt.end());

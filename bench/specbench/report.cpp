@@ -38,19 +38,30 @@ std::string Report::combination() const {
   return out;
 }
 
-Report summarise(const Corpus& corpus, const ReplayRun& run, const ReplayOptions& options) {
+Report summarise(std::span<const std::string> turn_categories, std::span<const TurnResult> turns,
+                 std::vector<std::string> drafters, int budget, double seconds) {
   Report report;
-  report.drafters = run.drafters;
-  report.budget = options.budget;
-  report.seconds = run.seconds;
-  report.overall.accepted_by_drafter.resize(run.drafters.size());
-  for (const auto& c : corpus.categories) report.categories.emplace_back(c, report.overall);
-  for (std::size_t t = 0; t < corpus.turns.size(); ++t) {
-    report.overall.add(run.turns[t]);
+  report.budget = budget;
+  report.seconds = seconds;
+  report.overall.accepted_by_drafter.resize(drafters.size());
+  report.drafters = std::move(drafters);
+  for (const std::string& c : turn_categories) {
+    const bool known = std::any_of(report.categories.begin(), report.categories.end(),
+                                   [&](const auto& entry) { return entry.first == c; });
+    if (!known) report.categories.emplace_back(c, report.overall);
+  }
+  for (std::size_t t = 0; t < turns.size(); ++t) {
+    report.overall.add(turns[t]);
     for (auto& [name, summary] : report.categories)
-      if (name == corpus.turns[t].category) summary.add(run.turns[t]);
+      if (name == turn_categories[t]) summary.add(turns[t]);
   }
   return report;
+}
+
+Report summarise(const Corpus& corpus, const ReplayRun& run, const ReplayOptions& options) {
+  std::vector<std::string> categories;
+  for (const Turn& turn : corpus.turns) categories.push_back(turn.category);
+  return summarise(categories, run.turns, run.drafters, options.budget, run.seconds);
 }
 
 // ---- text ------------------------------------------------------------------------------------
@@ -75,6 +86,11 @@ void print_report(std::ostream& out, const Report& report) {
   out << fmt::format("specbench replay: drafters {} (budget {}), {} turns replayed in {:.2f} s\n",
                      report.combination().empty() ? "none" : report.combination(), report.budget, all.turns,
                      report.seconds);
+  print_tables(out, report);
+}
+
+void print_tables(std::ostream& out, const Report& report) {
+  const Summary& all = report.overall;
   out << "tau = tokens per target call, bonus token included (Spec-Bench's convention)\n\n";
   out << fmt::format("{:<16} {:>6} {:>9} {:>9} {:>7} {:>11} {:>14}\n", "category", "turns", "steps", "tokens", "tau",
                      "nodes/step", "draft us/step");
@@ -145,6 +161,85 @@ nlohmann::ordered_json to_json(const Report& report) {
   for (std::size_t d = 0; d < report.drafters.size(); ++d)
     j["accepted_length_histogram"][report.drafters[d]] = report.overall.accepted_by_drafter[d];
   j["seconds"] = report.seconds;
+  return j;
+}
+
+// ---- model -------------------------------------------------------------------------------------
+
+namespace {
+
+double per_second(std::int64_t tokens, double seconds) { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
+
+std::string verifier_description(const ModelOptions& o) {
+  switch (o.verifier) {
+    case VerifierKind::exact: return "exact (greedy)";
+    case VerifierKind::rejection:
+      return fmt::format("rejection sampling (temperature {:g}, top-p {:g}, seed {})", o.sampling.temperature,
+                         o.sampling.top_p, o.seed);
+    case VerifierKind::conditional:
+      return fmt::format("conditional (delta {:g}, top-k {}; LOSSY), next token at temperature {:g}, seed {}",
+                         o.conditional.delta, o.conditional.top_k, o.sampling.temperature, o.seed);
+  }
+  return "?";
+}
+
+}  // namespace
+
+double ModelReport::speculative_tokens_per_second() const { return per_second(speculative_tokens, speculative_seconds); }
+double ModelReport::plain_tokens_per_second() const { return per_second(plain_tokens, plain_seconds); }
+
+ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const ModelOptions& options) {
+  ModelReport m;
+  std::vector<std::string> tasks;
+  std::vector<TurnResult> turns;
+  for (std::size_t p = 0; p < run.turns.size(); ++p) {
+    const ModelTurn& turn = run.turns[p];
+    tasks.push_back(bench.prompts[p].task);
+    turns.push_back(turn.result);
+    m.speculative_tokens += turn.result.tokens;
+    m.plain_tokens += turn.plain_tokens;
+    m.speculative_seconds += turn.speculative_seconds;
+    m.plain_seconds += turn.plain_seconds;
+    m.equal_to_plain += turn.equals_plain;
+  }
+  m.report = summarise(tasks, turns, run.drafters, options.budget, run.seconds);
+  const specdec::Llama2cConfig& c = bench.model->config();
+  m.model = fmt::format("dim {}, {} layers, {} heads, vocab {}, {} positions", c.dim, c.n_layers, c.n_heads,
+                        c.vocab_size, c.seq_len);
+  m.verifier = verifier_description(options);
+  m.prompts = static_cast<int>(run.turns.size());
+  m.greedy = options.verifier == VerifierKind::exact;
+  return m;
+}
+
+void print_model_report(std::ostream& out, const ModelReport& m) {
+  const Report& r = m.report;
+  out << fmt::format("specbench model: {}\nverifier {}, drafters {} (budget {}), {} prompts in {:.2f} s\n", m.model,
+                     m.verifier, r.combination().empty() ? "none" : r.combination(), r.budget, m.prompts, r.seconds);
+  if (m.clamped > 0)
+    out << fmt::format("({} prompts had max-new-tokens cut to the model's positions)\n", m.clamped);
+  print_tables(out, r);
+  const double spec = m.speculative_tokens_per_second(), plain = m.plain_tokens_per_second();
+  out << fmt::format(
+      "\nspeed (this run, same prompts, one thread): speculative {:.0f} tokens/s, plain {:.0f} tokens/s, "
+      "ratio {:.3f}\n",
+      spec, plain, plain > 0 ? spec / plain : 0.0);
+  if (m.greedy)
+    out << fmt::format("lossless: the output equals plain greedy decoding on {} of {} prompts{}\n", m.equal_to_plain,
+                       m.prompts, m.equal_to_plain == m.prompts ? "" : "  <-- NOT LOSSLESS");
+}
+
+nlohmann::ordered_json to_json(const ModelReport& m) {
+  nlohmann::ordered_json j = to_json(m.report);
+  j["model"] = m.model;
+  j["verifier"] = m.verifier;
+  j["prompts"] = m.prompts;
+  j["clamped_prompts"] = m.clamped;
+  j["speculative"] = {{"tokens", m.speculative_tokens},
+                      {"seconds", m.speculative_seconds},
+                      {"tokens_per_second", m.speculative_tokens_per_second()}};
+  j["plain"] = {{"tokens", m.plain_tokens}, {"seconds", m.plain_seconds}, {"tokens_per_second", m.plain_tokens_per_second()}};
+  if (m.greedy) j["equal_to_plain_greedy"] = m.equal_to_plain;
   return j;
 }
 

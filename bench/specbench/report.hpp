@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "corpus.hpp"
+#include "model.hpp"
 #include "replay.hpp"
 
 namespace specbench {
@@ -43,9 +44,34 @@ struct Report {
 };
 
 Report summarise(const Corpus& corpus, const ReplayRun& run, const ReplayOptions& options);
+/// The same from any runner: turn t belongs to category turn_categories[t]; categories are listed
+/// in order of first appearance.
+Report summarise(std::span<const std::string> turn_categories, std::span<const TurnResult> turns,
+                 std::vector<std::string> drafters, int budget, double seconds);
 
 /// The table per category and overall, then the accepted-length histogram per drafter.
 void print_report(std::ostream& out, const Report& report);
+/// print_report's table and histogram without its first line.
+void print_tables(std::ostream& out, const Report& report);
+
+/// What `specbench model` measured on top of the report.
+struct ModelReport {
+  Report report;
+  std::string model;     ///< the checkpoint and its shape
+  std::string verifier;  ///< the verifier and its options
+  int prompts = 0;
+  int clamped = 0;       ///< prompts whose max_new_tokens was cut to the model's positions
+  std::int64_t speculative_tokens = 0, plain_tokens = 0;
+  double speculative_seconds = 0, plain_seconds = 0;
+  bool greedy = false;   ///< exact verifier: the output must equal plain greedy decoding
+  int equal_to_plain = 0;  ///< prompts whose output equals the plain decode's
+  double speculative_tokens_per_second() const;
+  double plain_tokens_per_second() const;
+};
+
+ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const ModelOptions& options);
+void print_model_report(std::ostream& out, const ModelReport& report);
+nlohmann::ordered_json to_json(const ModelReport& report);
 /// One row per report: overall τ, draft nodes/step, drafting µs/step, and τ per category.
 void print_comparison(std::ostream& out, std::span<const Report> reports);
 

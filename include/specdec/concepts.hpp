@@ -43,6 +43,21 @@ struct DraftContext {
   int vocab_size = 0;
 };
 
+/// The target's features (last hidden states before the classifier) of consecutive positions of
+/// the sequence, as a feature drafter is told them: row i is the hidden state the target computed
+/// at position first_position + i, i.e. after reading the token at that position, and so the
+/// state from which it predicted the token at position first_position + i + 1.
+struct TargetFeatures {
+  int first_position = 0;
+  int rows = 0;
+  int dim = 0;                  ///< floats per row (the target's feature_dim())
+  const float* data = nullptr;  ///< rows * dim floats, row after row
+
+  std::span<const float> row(int i) const {
+    return {data + static_cast<std::size_t>(i) * static_cast<std::size_t>(dim), static_cast<std::size_t>(dim)};
+  }
+};
+
 /// What a verifier reads from the target's output.
 enum class output_need {
   argmax,  ///< the target's most likely token after each node
@@ -94,10 +109,13 @@ concept Target = requires(T& t, const T& ct, std::span<const token_t> tokens, co
 } && TargetOutput<target_output_t<T>>;
 
 /// A target that also returns, per node, its last hidden state before the classifier
-/// (out.features(node), feature_dim() floats) — what EAGLE and DReSD draft from.
+/// (out.features(node), feature_dim() floats) — what EAGLE and DReSD draft from — and the same
+/// for the tokens of the last prefill (prefill_features(): one row per prefilled token, in order,
+/// valid until the next forward/commit/prefill).
 template <class T>
 concept FeatureTarget = Target<T> && FeatureOutput<target_output_t<T>> && requires(const T& ct) {
   { ct.feature_dim() } -> std::convertible_to<int>;
+  { ct.prefill_features() } -> std::convertible_to<std::span<const float>>;
 };
 
 /// Optional: a target with a fixed number of positions (max_positions()); the decoder then never
@@ -140,24 +158,11 @@ concept BackendTarget = requires(T& t, const T& ct, std::span<const token_t> tok
 
 // ---- drafter ------------------------------------------------------------------------------
 
-/// A draft policy.
-///  - begin(prompt): a new sequence starts with these tokens.
-///  - propose(ctx, tree): write a draft below the root; `tree` arrives reset to ctx.tokens.back().
-///    An empty draft (root only) is always allowed.
-///  - observe(tokens): these tokens were just committed (accepted drafts, then the next token).
-template <class D>
-concept Drafter = std::move_constructible<D> &&
-                  requires(D& d, std::span<const token_t> tokens, const DraftContext& ctx,
-                           DraftTree& tree) {
-                    d.begin(tokens);
-                    d.propose(ctx, tree);
-                    d.observe(tokens);
-                  };
-
 /// Capabilities a drafter may declare as static constexpr members; absent means false.
 template <class D>
 struct drafter_traits {
-  /// The drafter reads the target's features (see FeatureTarget).
+  /// The drafter reads the target's features (see FeatureTarget): it is told them with every
+  /// begin() and observe().
   static constexpr bool needs_target_features = [] {
     if constexpr (requires { D::needs_target_features; }) return bool(D::needs_target_features);
     else return false;
@@ -170,6 +175,33 @@ struct drafter_traits {
     else return false;
   }();
 };
+
+/// A draft policy.
+///  - begin(prompt): a new sequence starts with these tokens.
+///  - propose(ctx, tree): write a draft below the root; `tree` arrives reset to ctx.tokens.back().
+///    An empty draft (root only) is always allowed.
+///  - observe(tokens): these tokens were just committed (accepted drafts, then the next token).
+/// A drafter that declares `needs_target_features` is told the target's features instead:
+///  - begin(prompt, features): rows for positions 0 .. prompt.size() - 2 (the prefilled tokens;
+///    the last prompt token is the first root, which the target has not read yet).
+///  - observe(committed, features): one row per committed token; row k is the feature at the
+///    position of the step's root plus k (the root, then each accepted draft token), the state
+///    from which the target predicted committed[k]. The last committed token (the next root)
+///    has no row yet: it comes with the next step.
+/// Together, a feature drafter has seen a row for every position of the sequence but the last.
+template <class D>
+concept Drafter =
+    std::move_constructible<D> &&
+    requires(D& d, const DraftContext& ctx, DraftTree& tree) { d.propose(ctx, tree); } &&
+    (drafter_traits<D>::needs_target_features
+         ? requires(D& d, std::span<const token_t> tokens, const TargetFeatures& features) {
+             d.begin(tokens, features);
+             d.observe(tokens, features);
+           }
+         : requires(D& d, std::span<const token_t> tokens) {
+             d.begin(tokens);
+             d.observe(tokens);
+           });
 
 /// A drafter's display name: D::name when it has one.
 template <class D>
@@ -253,15 +285,42 @@ constexpr bool check_target() {
 template <class D>
 constexpr bool check_drafter() {
   static_assert(std::move_constructible<D>, "In your drafter: the type must be move-constructible.");
-  static_assert(requires(D& d, std::span<const token_t> p) { d.begin(p); },
-                "In your drafter: `void begin(std::span<const specdec::token_t> prompt)` is missing; "
-                "it is called when a new sequence starts.");
+  if constexpr (drafter_traits<D>::needs_target_features) {
+    static_assert(requires(D& d, std::span<const token_t> p, const TargetFeatures& f) { d.begin(p, f); },
+                  "In your feature drafter (needs_target_features): `void begin(std::span<const "
+                  "specdec::token_t> prompt, const specdec::TargetFeatures& prompt_features)` is missing; "
+                  "it is called when a new sequence starts.");
+    static_assert(requires(D& d, std::span<const token_t> t, const TargetFeatures& f) { d.observe(t, f); },
+                  "In your feature drafter (needs_target_features): `void observe(std::span<const "
+                  "specdec::token_t> committed, const specdec::TargetFeatures& features)` is missing; it "
+                  "is told each step's committed tokens with the target's features of their positions.");
+  } else {
+    static_assert(requires(D& d, std::span<const token_t> p) { d.begin(p); },
+                  "In your drafter: `void begin(std::span<const specdec::token_t> prompt)` is missing; "
+                  "it is called when a new sequence starts.");
+    static_assert(requires(D& d, std::span<const token_t> t) { d.observe(t); },
+                  "In your drafter: `void observe(std::span<const specdec::token_t> committed)` is "
+                  "missing; it is told the tokens committed by each step.");
+  }
   static_assert(requires(D& d, const DraftContext& ctx, DraftTree& tree) { d.propose(ctx, tree); },
                 "In your drafter: `void propose(const specdec::DraftContext&, specdec::DraftTree&)` is "
                 "missing; it writes this step's draft below the tree's root.");
-  static_assert(requires(D& d, std::span<const token_t> t) { d.observe(t); },
-                "In your drafter: `void observe(std::span<const specdec::token_t> committed)` is "
-                "missing; it is told the tokens committed by each step.");
+  return true;
+}
+
+/// A drafter that reads features needs a host target that gives them.
+template <class D, class T>
+constexpr bool check_drafter_for_target() {
+  if constexpr (drafter_traits<D>::needs_target_features) {
+    static_assert(!requires { typename T::backend_type; },
+                  "This drafter reads the target's features (needs_target_features), but the target is "
+                  "a BackendTarget, whose step does not return features yet; use a host FeatureTarget.");
+    static_assert(requires { typename T::backend_type; } || FeatureTarget<T>,
+                  "This drafter reads the target's features (needs_target_features), but the target is "
+                  "not a specdec::FeatureTarget: its output needs `std::span<const float> features(node_t) "
+                  "const`, and the target `int feature_dim() const` and `std::span<const float> "
+                  "prefill_features() const`.");
+  }
   return true;
 }
 

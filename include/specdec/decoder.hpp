@@ -21,6 +21,13 @@
 
 namespace specdec {
 
+namespace detail {
+template <class List>
+struct any_feature_drafter;
+template <class... Ds>
+struct any_feature_drafter<type_list<Ds...>> : std::bool_constant<(drafter_traits<Ds>::needs_target_features || ... || false)> {};
+}  // namespace detail
+
 struct DecoderOptions {
   /// Most non-root draft nodes sent to the target per step, after merging all drafters.
   int budget = 64;
@@ -48,14 +55,21 @@ class SpeculativeDecoder {
   using drafters_type = typename drafter_list::template apply<std::tuple>;
   using output_type = target_output_t<Target>;
   static constexpr std::size_t num_drafters = drafter_list::size;
+  /// Some drafter reads the target's features: each step gathers the accepted path's rows.
+  static constexpr bool gathers_features = detail::any_feature_drafter<drafter_list>::value;
 
  private:
   template <class... Ds>
   static constexpr bool check_drafters(detail::type_list<Ds...>) {
     return (detail::check_drafter<Ds>() && ... && true);
   }
+  template <class... Ds>
+  static constexpr bool check_drafters_for_target(detail::type_list<Ds...>) {
+    return (detail::check_drafter_for_target<Ds, Target>() && ... && true);
+  }
   static_assert(detail::check_target<Target>());
   static_assert(check_drafters(drafter_list{}));
+  static_assert(check_drafters_for_target(drafter_list{}));
   static_assert(detail::check_verifier_for_target<verifier_type, Target>());
   static_assert(num_drafters <= 32, "SpeculativeDecoder: at most 32 drafters (one source bit each).");
 
@@ -85,7 +99,15 @@ class SpeculativeDecoder {
     for (std::size_t i = 0; i < prompt.size(); ++i) check_token(prompt[i], "prompt token " + std::to_string(i));
     if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget + 1, vocab_);
     target_.prefill(prompt.first(prompt.size() - 1));
-    std::apply([&](auto&... d) { (d.begin(prompt), ...); }, drafters_);
+    TargetFeatures features{};
+    if constexpr (gathers_features) {
+      const std::span<const float> rows = target_.prefill_features();
+      features = {0, static_cast<int>(prompt.size()) - 1, feature_dim(), rows.data()};
+      if (rows.size() != static_cast<std::size_t>(features.rows) * static_cast<std::size_t>(features.dim))
+        throw error("SpeculativeDecoder::prefill: the target's prefill_features() has " + std::to_string(rows.size()) +
+                    " floats, expected " + std::to_string(features.rows) + " tokens x " + std::to_string(features.dim));
+    }
+    std::apply([&](auto&... d) { (begin_one(d, prompt, features), ...); }, drafters_);
     context_.assign(prompt.begin(), prompt.end());
     prompt_length_ = static_cast<int>(prompt.size());
     cached_ = prompt_length_ - 1;
@@ -145,17 +167,18 @@ class SpeculativeDecoder {
       verifier_.verify(view, out, verdict_);
       check_verdict(view);
       t3 = clock::now();
+      if constexpr (gathers_features) gather_features(out);  // before commit: it ends the output's life
       target_.commit(std::span<const node_t>(verdict_.path));
     }
     const auto t4 = clock::now();
 
+    const TargetFeatures features{cached_, static_cast<int>(verdict_.path.size()), feature_dim(), feature_rows_.data()};
     committed_.clear();
     for (std::size_t k = 1; k < verdict_.path.size(); ++k) committed_.push_back(view.token[verdict_.path[k]]);
     committed_.push_back(verdict_.next_token);
     context_.insert(context_.end(), committed_.begin(), committed_.end());
     cached_ += static_cast<int>(verdict_.path.size());
-    std::apply([&](auto&... drafter) { (drafter.observe(std::span<const token_t>(committed_)), ...); },
-               drafters_);
+    std::apply([&](auto&... drafter) { (observe_one(drafter, features), ...); }, drafters_);
     const auto t5 = clock::now();
 
     record(view, t0, t1, t2, t3, t4, t5);
@@ -212,6 +235,38 @@ class SpeculativeDecoder {
   template <class... Ds>
   static std::vector<std::string> names_of(detail::type_list<Ds...>) {
     return {std::string(drafter_name<Ds>())...};
+  }
+
+  int feature_dim() const {
+    if constexpr (gathers_features) return static_cast<int>(target_.feature_dim());
+    else return 0;
+  }
+
+  template <class D>
+  void begin_one(D& drafter, std::span<const token_t> prompt, const TargetFeatures& features) {
+    if constexpr (drafter_traits<D>::needs_target_features) drafter.begin(prompt, features);
+    else drafter.begin(prompt);
+  }
+
+  template <class D>
+  void observe_one(D& drafter, const TargetFeatures& features) {
+    const std::span<const token_t> committed(committed_);
+    if constexpr (drafter_traits<D>::needs_target_features) drafter.observe(committed, features);
+    else drafter.observe(committed);
+  }
+
+  // Copies the features of the accepted path's nodes (root first) into feature_rows_.
+  template <class Out>
+  void gather_features(const Out& out) {
+    const std::size_t dim = static_cast<std::size_t>(feature_dim());
+    feature_rows_.resize(verdict_.path.size() * dim);
+    for (std::size_t k = 0; k < verdict_.path.size(); ++k) {
+      const std::span<const float> row = out.features(verdict_.path[k]);
+      if (row.size() != dim)
+        throw error("SpeculativeDecoder::step: the target's features(" + std::to_string(verdict_.path[k]) + ") has " +
+                    std::to_string(row.size()) + " floats, but its feature_dim() is " + std::to_string(dim));
+      std::copy(row.begin(), row.end(), feature_rows_.begin() + static_cast<std::ptrdiff_t>(k * dim));
+    }
   }
 
   template <class D>
@@ -286,6 +341,7 @@ class SpeculativeDecoder {
   Verdict verdict_;
   [[no_unique_address]] typename detail::backend_step_for<Target>::type backend_step_;
   std::vector<token_t> committed_;
+  std::vector<float> feature_rows_;  // the last step's accepted path's features, for feature drafters
   DecodeStats stats_;
 };
 

@@ -276,7 +276,7 @@ TEST_CASE("every combination replays the hand-made corpus losslessly", "[specben
   const Corpus corpus = hand_made_corpus();
   for (const Combination& combination : combinations()) {
     CAPTURE(combination.name());
-    const ReplayOptions options{.budget = 64};
+    const ReplayOptions options{.budget = 64, .resources = {}};
     const ReplayRun run = combination.replay(corpus, options);
     REQUIRE(run.turns.size() == corpus.turns.size());
     CHECK(run.drafters == combination.drafters);
@@ -307,7 +307,7 @@ TEST_CASE("every combination replays the hand-made corpus losslessly", "[specben
 TEST_CASE("reports as JSON and SVG", "[specbench]") {
   const Corpus corpus = hand_made_corpus();
   const std::vector<std::string> names{"frequent,empty"};
-  const ReplayOptions options{.budget = 5};
+  const ReplayOptions options{.budget = 5, .resources = {}};
   const Report report = summarise(corpus, find_combination(names).replay(corpus, options), options);
 
   const auto j = to_json(report);

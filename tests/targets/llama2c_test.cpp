@@ -15,54 +15,15 @@
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "support/data.hpp"
+#include "support/laid_out_tree.hpp"
 #include "support/random_tree.hpp"
 #include "targets/llama2c_plain.hpp"
 
 using namespace specdec;
+using testing::LaidOutTree;
 using Catch::Matchers::Contains;
 
 namespace {
-
-/// A tree with its layout, as the decoder would hand it to the target.
-struct LaidOutTree {
-  std::vector<node_t> parent;
-  std::vector<token_t> token;
-  std::vector<int> depth;
-  std::vector<std::uint32_t> mask;
-  std::vector<node_t> first_child, next_sibling;
-  int max_depth = 0;
-
-  LaidOutTree(std::vector<node_t> p, std::vector<token_t> t) : parent(std::move(p)), token(std::move(t)) {
-    const int n = static_cast<int>(parent.size());
-    const int words = core::mask_words(n);
-    depth.resize(n);
-    mask.resize(static_cast<std::size_t>(n) * words);
-    first_child.resize(n);
-    next_sibling.resize(n);
-    max_depth = core::build_tree_layout(parent.data(), n, words, depth.data(), mask.data(), first_child.data(),
-                                        next_sibling.data());
-  }
-  TreeView view(int base_position) const {
-    TreeView v;
-    v.size = static_cast<int>(parent.size());
-    v.words_per_row = core::mask_words(v.size);
-    v.base_position = base_position;
-    v.max_depth = max_depth;
-    v.parent = parent.data();
-    v.token = token.data();
-    v.depth = depth.data();
-    v.mask = mask.data();
-    v.first_child = first_child.data();
-    v.next_sibling = next_sibling.data();
-    return v;
-  }
-  /// Tokens from the root down to `node`.
-  std::vector<token_t> path_tokens(int node) const {
-    std::vector<token_t> path;
-    for (int k = node; k >= 0; k = parent[k]) path.insert(path.begin(), token[k]);
-    return path;
-  }
-};
 
 std::shared_ptr<const Llama2cModel> stories() {
   static std::shared_ptr<const Llama2cModel> model = [] {

@@ -92,8 +92,14 @@ class Llama2cTarget {
     for (int i = 0; i < n; ++i) positions_[static_cast<std::size_t>(i)] = i;
     // A chain: token i attends to the tokens before it. No logits are needed.
     run(tokens.data(), n, [](int, int) { return true; }, /*with_output=*/false);
+    prefill_features_.resize(static_cast<std::size_t>(n) * config().dim);
+    for (int i = 0; i < n; ++i) final_norm(i, prefill_features_.data() + static_cast<std::size_t>(i) * config().dim);
     cached_ = n;
   }
+
+  /// The features of the last prefill's tokens, row i for token i (n * feature_dim() floats, what
+  /// a tree forward's features(node) gives at those positions). Valid until the next prefill.
+  std::span<const float> prefill_features() const { return prefill_features_; }
 
   /// Runs every node of `tree` on top of the KV cache (tree.base_position must equal cached()).
   const Output& forward(const TreeView& tree) {
@@ -208,6 +214,12 @@ class Llama2cTarget {
     ss += 1e-5f;
     ss = 1.0f / std::sqrt(ss);
     for (int j = 0; j < n; ++j) out[j] = weight[j] * (ss * x[j]);
+  }
+
+  // The features of the last run's token i: its residual stream after the final RMSNorm.
+  void final_norm(int i, float* features) const {
+    const int dim = config().dim;
+    rmsnorm(features, x_.data() + static_cast<std::size_t>(i) * dim, model_->rms_final().data(), dim);
   }
 
   // Rotates pairs (2p, 2p + 1) of every head of `v` (`width` floats) by the node's angles.
@@ -331,7 +343,7 @@ class Llama2cTarget {
     for (int i = 0; i < n; ++i) {
       float* f = out_.features_.data() + static_cast<std::size_t>(i) * dim;
       float* row = out_.logits_.data() + static_cast<std::size_t>(i) * c.vocab_size;
-      rmsnorm(f, x_.data() + static_cast<std::size_t>(i) * dim, model_->rms_final().data(), dim);
+      final_norm(i, f);
       matvec(row, f, model_->classifier_t().data(), dim, c.vocab_size);
       const int best = core::argmax_row(row, c.vocab_size);
       if (best < 0) throw error("Llama2cTarget: NaN in the logits of tree node " + std::to_string(i));
@@ -347,6 +359,7 @@ class Llama2cTarget {
   std::vector<node_t> pending_parent_;    // the last forward's tree, until commit
   std::vector<int> positions_;
   std::vector<float> x_, xb_, attn_, q_, hb_, hb2_, scores_, rope_;
+  std::vector<float> prefill_features_;
   std::vector<int> visible_, visible_begin_;
   Output out_;
 };

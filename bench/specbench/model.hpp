@@ -1,0 +1,144 @@
+// The model runner: prompts decoded by a real llama2.c model with SpeculativeDecoder<Llama2cTarget,
+// Drafters..., Verifier>, timed next to plain decoding of the same prompts. Defined here,
+// instantiated once per combination and verifier in registry_model.cpp.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <specdec/decoder.hpp>
+#include <specdec/policies/verifiers/conditional.hpp>
+#include <specdec/policies/verifiers/exact.hpp>
+#include <specdec/policies/verifiers/rejection_sampling.hpp>
+#include <specdec/targets/llama2c.hpp>
+#include <specdec/tokenizers/llama2c_tokenizer.hpp>
+
+#include "replay.hpp"
+#include "tasks.hpp"
+
+namespace specbench {
+
+/// One prompt to decode.
+struct ModelPrompt {
+  std::string task;
+  std::vector<token_t> tokens;
+  int max_new_tokens = 0;  ///< already clamped to the model's positions
+};
+
+/// The model and what it decodes.
+struct ModelBench {
+  std::shared_ptr<const specdec::Llama2cModel> model;
+  std::vector<ModelPrompt> prompts;
+  std::vector<token_t> stop_tokens;  ///< a story ends after one of these (included)
+};
+
+/// The first `max_prompts` prompts (0: all) of each task, tokenised with BOS, each to be
+/// continued by `max_new_tokens` at most, cut to the model's positions (the last new token is
+/// predicted at the last position); `clamped` counts the prompts cut. Stop tokens: BOS and EOS
+/// (TinyStories models end a story with BOS). Throws input_error for a prompt longer than the
+/// model's positions.
+ModelBench make_model_bench(std::shared_ptr<const specdec::Llama2cModel> model, const specdec::Llama2cTokenizer& tokenizer,
+                            std::span<const Task* const> tasks, int max_new_tokens, int max_prompts, int* clamped);
+
+enum class VerifierKind { exact, rejection, conditional };
+
+struct ModelOptions {
+  int budget = 64;
+  VerifierKind verifier = VerifierKind::exact;
+  specdec::SamplingParams sampling{};        ///< rejection sampling; also the conditional's next token
+  std::uint64_t seed = 0;                    ///< prompt i draws from Philox stream (seed, sequence i)
+  specdec::ConditionalParams conditional{};  ///< delta, top_k (eos: the first stop token)
+  DrafterResources resources;
+};
+
+/// One decoded prompt.
+struct ModelTurn {
+  TurnResult result;                 ///< the speculative decode
+  std::vector<token_t> output;       ///< its new tokens
+  double speculative_seconds = 0;    ///< prefill + generate of the speculative decoder
+  double plain_seconds = 0;          ///< the same prompt decoded plainly (see decode_model)
+  std::int64_t plain_tokens = 0;
+  bool equals_plain = false;         ///< output == the plain decode's output (meaningful for exact)
+};
+
+struct ModelRun {
+  std::vector<std::string> drafters;
+  std::vector<ModelTurn> turns;  ///< one per prompt, in order
+  double seconds = 0;
+};
+
+namespace detail {
+
+template <class Verifier>
+Verifier make_verifier(const ModelOptions& o, std::uint32_t sequence, token_t eos) {
+  if constexpr (std::is_same_v<Verifier, specdec::RejectionSampling>) {
+    return Verifier(specdec::SamplingOptions{o.sampling, o.seed, sequence});
+  } else if constexpr (std::is_same_v<Verifier, specdec::ConditionalVerifier>) {
+    specdec::ConditionalParams params = o.conditional;
+    params.eos = eos;
+    return Verifier(params, specdec::SamplingOptions{o.sampling, o.seed, sequence});
+  } else {
+    return Verifier{};
+  }
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace detail
+
+/// Decodes every prompt with the drafters merged into one decoder (one decoder for the whole
+/// run: drafters live across prompts, as in a server), and, before each, plainly: with the exact
+/// verifier by Llama2cTarget::generate (one forward per token, the reference the output must
+/// equal), with a sampling verifier by the same decoder type without drafters (one token per
+/// step, the same random streams).
+template <class Verifier, class... Drafters>
+ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
+  using Decoder = specdec::SpeculativeDecoder<specdec::Llama2cTarget, Drafters..., Verifier>;
+  using PlainDecoder = specdec::SpeculativeDecoder<specdec::Llama2cTarget, Verifier>;
+  const auto start = std::chrono::steady_clock::now();
+  const token_t eos = bench.stop_tokens.empty() ? -1 : bench.stop_tokens.back();
+  ModelRun run;
+  run.drafters = Decoder::names();
+  specdec::Llama2cTarget target(bench.model);
+  Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
+                  make_drafter<Drafters>(options.resources)..., detail::make_verifier<Verifier>(options, 0, eos));
+  for (std::size_t p = 0; p < bench.prompts.size(); ++p) {
+    const ModelPrompt& prompt = bench.prompts[p];
+    const auto sequence = static_cast<std::uint32_t>(p);
+    ModelTurn turn;
+
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<token_t> plain;
+    if constexpr (std::is_same_v<Verifier, specdec::ExactVerifier>) {
+      plain = target.generate(prompt.tokens, prompt.max_new_tokens, bench.stop_tokens);
+    } else {
+      PlainDecoder plain_decoder(target, specdec::DecoderOptions{.budget = 0},
+                                 detail::make_verifier<Verifier>(options, sequence, eos));
+      plain_decoder.prefill(prompt.tokens);
+      plain = plain_decoder.generate(prompt.max_new_tokens, bench.stop_tokens);
+    }
+    turn.plain_seconds = detail::seconds_since(t0);
+    turn.plain_tokens = static_cast<std::int64_t>(plain.size());
+
+    decoder.verifier() = detail::make_verifier<Verifier>(options, sequence, eos);
+    t0 = std::chrono::steady_clock::now();
+    decoder.prefill(prompt.tokens);
+    turn.output = decoder.generate(prompt.max_new_tokens, bench.stop_tokens);
+    turn.speculative_seconds = detail::seconds_since(t0);
+    turn.result = {decoder.stats(), static_cast<std::int64_t>(turn.output.size())};
+    turn.equals_plain = turn.output == plain;
+    run.turns.push_back(std::move(turn));
+  }
+  run.seconds = detail::seconds_since(start);
+  return run;
+}
+
+}  // namespace specbench

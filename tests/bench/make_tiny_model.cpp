@@ -1,0 +1,24 @@
+// Writes the files the `specbench model` command-line tests read into the directory given:
+// tiny.bin (a random-weight llama2.c checkpoint: vocabulary 350, 128 positions), tiny_tok.bin
+// (its tokenizer), tiny_truncated.bin (the checkpoint cut in half) and long_prompt.txt (a prompt
+// longer than 128 positions).
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "support/tiny_llama.hpp"
+
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  const std::filesystem::path dir = argv[1];
+  std::filesystem::create_directories(dir);
+  specdec::testing::write_tiny_llama(dir / "tiny.bin");
+  specdec::testing::write_tiny_tokenizer(dir / "tiny_tok.bin");
+  std::ifstream in(dir / "tiny.bin", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(dir / "tiny_truncated.bin", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  std::string prompt;
+  for (int i = 0; i < 40; ++i) prompt += "the cat sat on the mat. ";
+  std::ofstream(dir / "long_prompt.txt") << prompt << "\n";
+  return 0;
+}

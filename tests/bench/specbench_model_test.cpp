@@ -1,0 +1,147 @@
+// `specbench model`'s runner: every combination decodes a real model losslessly with the exact
+// verifier, sampling runs are reproducible by seed, and another checkpoint (another vocabulary,
+// 128 positions) works with generation cut to its positions.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <specdec/targets/llama2c.hpp>
+#include <specdec/tokenizers/llama2c_tokenizer.hpp>
+
+#include "input_error.hpp"
+#include "model.hpp"
+#include "registry.hpp"
+#include "report.hpp"
+#include "support/data.hpp"
+#include "support/tiny_llama.hpp"
+#include "tasks.hpp"
+
+using namespace specbench;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// stories260K with the first `per_task` prompts of each task, or nullopt without the data.
+std::optional<ModelBench> stories_bench(int per_task, int max_new_tokens) {
+  const auto model_path = specdec::testing::data_file("models/stories260K.bin");
+  const auto tok_path = specdec::testing::data_file("models/tok512.bin");
+  if (!model_path || !tok_path) return std::nullopt;
+  auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(*model_path));
+  const auto tokenizer = specdec::Llama2cTokenizer::load(*tok_path, model->config().vocab_size);
+  const std::vector<std::string> all{"all"};
+  return make_model_bench(model, tokenizer, find_tasks(all), max_new_tokens, per_task, nullptr);
+}
+
+std::vector<std::vector<token_t>> outputs(const ModelRun& run) {
+  std::vector<std::vector<token_t>> out;
+  for (const ModelTurn& t : run.turns) out.push_back(t.output);
+  return out;
+}
+
+const Combination& combination(const std::string& name) { return find_combination(std::vector<std::string>{name}); }
+
+}  // namespace
+
+TEST_CASE("model: every combination is lossless on stories260K with the exact verifier", "[specbench][model]") {
+  const auto bench = stories_bench(2, 48);
+  if (!bench) return;
+  REQUIRE(bench->prompts.size() == 4);
+  for (const Combination& c : combinations()) {
+    CAPTURE(c.name());
+    const ModelOptions options{};
+    const ModelRun run = c.model[static_cast<std::size_t>(VerifierKind::exact)](*bench, options);
+    REQUIRE(run.turns.size() == bench->prompts.size());
+    for (const ModelTurn& turn : run.turns) {
+      CHECK(turn.equals_plain);
+      CHECK(turn.output.size() == static_cast<std::size_t>(turn.plain_tokens));
+      CHECK(turn.result.stats.steps > 0);
+    }
+    const ModelReport report = summarise_model(*bench, run, options);
+    CHECK(report.equal_to_plain == 4);
+    REQUIRE(report.report.categories.size() == 2);
+    CHECK(report.report.categories[0].first == "stories");
+    CHECK(report.report.categories[1].first == "retell");
+    if (c.name() == "empty") CHECK(report.report.overall.tau() == 1.0);
+  }
+}
+
+TEST_CASE("model: rejection sampling is reproducible by seed", "[specbench][model]") {
+  const auto bench = stories_bench(2, 48);
+  if (!bench) return;
+  ModelOptions options;
+  options.verifier = VerifierKind::rejection;
+  options.sampling.temperature = 0.8f;
+  options.seed = 5;
+  const auto runner = combination("casd").model[static_cast<std::size_t>(VerifierKind::rejection)];
+  const ModelRun first = runner(*bench, options);
+  CHECK(outputs(runner(*bench, options)) == outputs(first));
+  options.seed = 6;
+  CHECK(outputs(runner(*bench, options)) != outputs(first));
+  // Sampling at temperature 0 is greedy decoding.
+  options.sampling.temperature = 0.0f;
+  const ModelRun greedy = combination("tree").model[static_cast<std::size_t>(VerifierKind::rejection)](*bench, options);
+  const ModelRun exact = combination("tree").model[static_cast<std::size_t>(VerifierKind::exact)](*bench, ModelOptions{});
+  CHECK(outputs(greedy) == outputs(exact));
+}
+
+TEST_CASE("model: conditional verification runs and reports itself lossy", "[specbench][model]") {
+  const auto bench = stories_bench(2, 48);
+  if (!bench) return;
+  ModelOptions options;
+  options.verifier = VerifierKind::conditional;
+  options.conditional.delta = 0.05f;
+  const ModelRun run = combination("casd").model[static_cast<std::size_t>(VerifierKind::conditional)](*bench, options);
+  const ModelReport report = summarise_model(*bench, run, options);
+  CHECK(report.report.overall.tau() >= 1.0);
+  CHECK(report.verifier.find("LOSSY") != std::string::npos);
+  CHECK_FALSE(report.greedy);
+}
+
+TEST_CASE("model: another checkpoint (vocabulary 350, 128 positions) with generation cut to its positions",
+          "[specbench][model]") {
+  const fs::path dir = fs::temp_directory_path() / "specbench_model_test";
+  fs::create_directories(dir);
+  specdec::testing::write_tiny_llama(dir / "tiny.bin");
+  specdec::testing::write_tiny_tokenizer(dir / "tiny_tok.bin");
+  auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(dir / "tiny.bin"));
+  REQUIRE(model->config().vocab_size == 350);
+  REQUIRE(model->config().seq_len == 128);
+  const auto tokenizer = specdec::Llama2cTokenizer::load(dir / "tiny_tok.bin", 350);
+  const std::vector<std::string> stories{"stories"};
+  int clamped = -1;
+  const ModelBench bench = make_model_bench(model, tokenizer, find_tasks(stories), 500, 3, &clamped);
+  CHECK(clamped == 3);
+  for (const ModelPrompt& p : bench.prompts)
+    CHECK(p.max_new_tokens == 128 - static_cast<int>(p.tokens.size()) + 1);
+  for (const char* name : {"casd", "tree", "pld,casd", "frequent"}) {
+    CAPTURE(name);
+    const ModelRun run = combination(name).model[static_cast<std::size_t>(VerifierKind::exact)](bench, ModelOptions{});
+    for (std::size_t p = 0; p < run.turns.size(); ++p) {
+      CHECK(run.turns[p].equals_plain);
+      CHECK(run.turns[p].output.size() <= static_cast<std::size_t>(bench.prompts[p].max_new_tokens));
+    }
+  }
+  // A prompt longer than the positions is refused with its task and number.
+  Task long_task{"long", "", {std::string(600, 'a')}};
+  const Task* long_tasks[] = {&long_task};
+  CHECK_THROWS_WITH(make_model_bench(model, tokenizer, long_tasks, 10, 0, nullptr),
+                    Catch::Contains("prompt 1 of task long has") && Catch::Contains("more than the model's 128 positions"));
+}
+
+TEST_CASE("tasks: at least 100 story openings, disjoint corpus openings, errors", "[specbench][model]") {
+  const std::vector<std::string> stories{"stories"};
+  REQUIRE(find_tasks(stories).size() == 1);
+  CHECK(find_tasks(stories)[0]->prompts.size() >= 100);
+  const std::vector<std::string> all{"all", "retell"};
+  CHECK(find_tasks(all).size() == 2);
+  const std::vector<std::string> unknown{"poems"};
+  CHECK_THROWS_WITH(find_tasks(unknown), "unknown task 'poems'; the tasks are: stories, retell (or all)");
+  const std::vector<std::string> openings = corpus_openings();
+  CHECK(openings.size() >= 10000);
+  for (const Task& task : builtin_tasks())
+    for (const std::string& prompt : task.prompts)
+      for (const std::string& opening : {openings.front(), openings.back()}) CHECK(prompt != opening);
+}

@@ -1,0 +1,18 @@
+// Must not compile: a feature drafter (needs_target_features) with the plain observe(committed)
+// only. The expected error tells its author which overload is missing.
+#include <specdec/decoder.hpp>
+#include <specdec/policies/verifiers/exact.hpp>
+#include <specdec/targets/llama2c.hpp>
+
+struct FeatureDrafter {
+  static constexpr bool needs_target_features = true;
+  void begin(std::span<const specdec::token_t>, const specdec::TargetFeatures&) {}
+  void observe(std::span<const specdec::token_t>) {}
+  void propose(const specdec::DraftContext&, specdec::DraftTree&) {}
+};
+
+int main() {
+  specdec::Llama2cTarget* target = nullptr;
+  specdec::SpeculativeDecoder<specdec::Llama2cTarget, FeatureDrafter, specdec::ExactVerifier> decoder(*target);
+  (void)decoder;
+}
