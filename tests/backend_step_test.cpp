@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -154,4 +155,12 @@ TEST_CASE("backend step: a budget above the backend's node limit is refused at p
   CHECK_THROWS_WITH(dec.prefill(prompt), Catch::Contains("budget 2048 is above what a backend step verifies and "
                                                          "compacts (2047 draft nodes)"));
   CHECK_THROWS_WITH(dec.step(), Catch::Contains("call prefill() first"));
+}
+
+TEST_CASE("backend step: a budget of INT_MAX is refused at prefill (budget + 1 overflowed)", "[backend_step][overflow]") {
+  // Issue 20: budget + 1 wrapped to INT_MIN, passed the limit check and asked for 16 EiB.
+  BackendHashTarget<> target(16, 8192);
+  SpeculativeDecoder<BackendHashTarget<>, ExactVerifier> dec(target, DecoderOptions{std::numeric_limits<int>::max()});
+  const std::vector<token_t> prompt = {1, 2};
+  CHECK_THROWS_WITH(dec.prefill(prompt), Catch::Contains("budget 2147483647 is above what a backend step verifies"));
 }

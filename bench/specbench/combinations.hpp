@@ -19,8 +19,8 @@
 namespace specbench {
 
 /// A trivial baseline: the eight most frequent tokens of English text in the Llama vocabulary
-/// (newline , . the and of to a) as children of the root, every step. It needs a vocabulary of
-/// at least 29893 tokens.
+/// (newline , . the and of to a) as children of the root, every step. With a smaller vocabulary
+/// the ids outside it are left out (FixedTreeDrafter respects the vocabulary).
 struct FrequentTokensDrafter : specdec::FixedTreeDrafter {
   static constexpr const char* name = "frequent";
   FrequentTokensDrafter()

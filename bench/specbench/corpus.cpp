@@ -1,6 +1,8 @@
 #include "corpus.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <unordered_map>
@@ -30,7 +32,7 @@ void read_jsonl(const std::filesystem::path& file, const std::string& what, OnLi
     json value;
     try {
       value = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
       throw input_error(where + ": malformed JSON (" + e.what() + ")");
     }
     if (!value.is_object()) throw input_error(where + ": expected a JSON object");
@@ -40,10 +42,17 @@ void read_jsonl(const std::filesystem::path& file, const std::string& what, OnLi
   if (lines == 0) throw input_error(what + " file " + file.string() + " has no entries");
 }
 
+/// An integer that fits in an int (get<int>() would silently truncate a wider one).
+bool fits_int(const json& value) {
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX);
+  return value.is_number_integer() && value.get<std::int64_t>() >= INT_MIN && value.get<std::int64_t>() <= INT_MAX;
+}
+
 int get_id(const json& value, const std::string& where) {
   const auto id = value.find("question_id");
   if (id == value.end() || !id->is_number_integer())
     throw input_error(where + ": \"question_id\" is missing or not an integer");
+  if (!fits_int(*id)) throw input_error(where + ": \"question_id\" " + id->dump() + " does not fit in an int");
   return id->get<int>();
 }
 
@@ -145,6 +154,8 @@ std::vector<Answer> load_answers(const std::filesystem::path& file) {
         throw input_error(where + ": \"new_tokens\" is not a list with one count per turn");
       for (const auto& c : *counts) {
         if (!c.is_number_integer()) throw input_error(where + ": \"new_tokens\" holds a value that is not an integer");
+        if (!fits_int(c) || c.get<std::int64_t>() < 0)
+          throw input_error(where + ": \"new_tokens\" holds " + c.dump() + ", not a count in [0, " + std::to_string(INT_MAX) + "]");
         a.recorded_tokens.push_back(c.get<int>());
       }
     }
@@ -192,6 +203,12 @@ Corpus build_corpus(const std::vector<Question>& questions, const std::vector<An
       turn.index = static_cast<int>(k);
       turn.prompt = tokenizer.encode(chat.render(std::span(q.turns).first(k + 1), std::span(a.turns).first(k)));
       turn.answer = tokenizer.encode(a.turns[k]);
+      // The replay ends at the first stop token, so an answer holding one can never be replayed.
+      if (const auto eos = std::find(turn.answer.begin(), turn.answer.end(), corpus.stop_token); eos != turn.answer.end())
+        throw input_error("question " + std::to_string(q.id) + " turn " + std::to_string(k + 1) +
+                          ": the answer contains the end-of-sequence piece '" + tokenizer.eos_piece() + "' (token " +
+                          std::to_string(eos - turn.answer.begin()) + " of " + std::to_string(turn.answer.size()) +
+                          "), which would end its replay early");
       if (!a.recorded_tokens.empty()) turn.recorded_tokens = a.recorded_tokens[k];
       if (turn.prompt.empty())
         throw input_error("question " + std::to_string(q.id) + " turn " + std::to_string(k + 1) +

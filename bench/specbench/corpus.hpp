@@ -34,6 +34,8 @@ class Tokenizer {
   int vocab_size() const;
   token_t bos() const;
   token_t eos() const;
+  /// The text that encode() turns into eos() (e.g. "</s>").
+  const std::string& eos_piece() const { return eos_piece_; }
 
  private:
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;

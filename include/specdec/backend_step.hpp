@@ -53,13 +53,15 @@ class BackendStep {
 #endif
 
  public:
-  /// Sizes the buffers for trees of up to `max_nodes` nodes and rows of `vocab` logits.
-  void prepare(const Backend& tag, int max_nodes, int vocab) {
+  /// Sizes the buffers for trees of up to `budget` draft nodes (plus the root) and rows of `vocab`
+  /// logits.
+  void prepare(const Backend& tag, int budget, int vocab) {
     constexpr int limit = backend::max_compaction_nodes < backend::max_verify_nodes ? backend::max_compaction_nodes
                                                                                     : backend::max_verify_nodes;
-    if (max_nodes > limit)
-      throw error("SpeculativeDecoder: budget " + std::to_string(max_nodes - 1) + " is above what a backend step " +
+    if (budget > limit - 1)  // not budget + 1 > limit: the budget may be INT_MAX
+      throw error("SpeculativeDecoder: budget " + std::to_string(budget) + " is above what a backend step " +
                   "verifies and compacts (" + std::to_string(limit - 1) + " draft nodes)");
+    const int max_nodes = budget + 1;
     tag_ = tag;
     max_nodes_ = max_nodes;
     vocab_ = vocab;

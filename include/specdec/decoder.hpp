@@ -97,7 +97,7 @@ class SpeculativeDecoder {
       throw error("SpeculativeDecoder: budget must be >= 0, got " + std::to_string(options_.budget));
     vocab_ = static_cast<int>(target_.vocab_size());
     for (std::size_t i = 0; i < prompt.size(); ++i) check_token(prompt[i], "prompt token " + std::to_string(i));
-    if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget + 1, vocab_);
+    if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget, vocab_);
     target_.prefill(prompt.first(prompt.size() - 1));
     TargetFeatures features{};
     if constexpr (gathers_features) {

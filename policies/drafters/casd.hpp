@@ -74,8 +74,8 @@ class BasicCasdDrafter {
     const int n = static_cast<int>(tokens.size());
     const int limit = search_limit(n, ctx.prompt_length);
     for (const core::SuffixMatch& match : find_matches(tokens, ctx.prompt_length)) {
-      const int end = std::min(core::continuation_end(match.position, options_.continuation, n, limit),
-                               match.position + 1 + ctx.max_depth);
+      const int length = std::min(options_.continuation, ctx.max_depth);
+      const int end = core::continuation_end(match.position, length, n, limit);
       node_t node = 0;
       for (int i = match.position + 1; i < end; ++i) {
         const token_t t = tokens[static_cast<std::size_t>(i)];
@@ -120,6 +120,9 @@ class BasicCasdDrafter {
     const std::string who = std::string(name) + ": ";
     if (o.k < 1) throw error(who + "k must be >= 1, got " + std::to_string(o.k));
     if (o.max_match < 1) throw error(who + "max_match must be >= 1, got " + std::to_string(o.max_match));
+    if (o.max_match > ContextIndex::max_depth_limit)
+      throw error(who + "max_match must be <= " + std::to_string(ContextIndex::max_depth_limit) + ", got " +
+                  std::to_string(o.max_match));
     if (o.min_match < 1 || o.min_match > o.max_match)
       throw error(who + "min_match must be in [1, max_match = " + std::to_string(o.max_match) + "], got " +
                   std::to_string(o.min_match));

@@ -28,15 +28,23 @@ class FixedTreeDrafter {
   }
 
   void begin(std::span<const token_t>) {}
-  void propose(const DraftContext&, DraftTree& tree) const {
-    for (std::size_t k = 0; k < parents_.size(); ++k)
-      tree.add(parents_[k], tokens_[k], 1.0f / static_cast<float>(k + 1));
+  /// Nodes whose token lies outside the target's vocabulary are left out, with their subtrees
+  /// (a fixed list of token ids may have been written for a larger vocabulary).
+  void propose(const DraftContext& ctx, DraftTree& tree) {
+    placed_.assign(parents_.size() + 1, -1);
+    placed_[0] = 0;
+    for (std::size_t k = 0; k < parents_.size(); ++k) {
+      const node_t parent = placed_[static_cast<std::size_t>(parents_[k])];
+      if (parent < 0 || tokens_[k] < 0 || tokens_[k] >= ctx.vocab_size) continue;
+      placed_[k + 1] = tree.add(parent, tokens_[k], 1.0f / static_cast<float>(k + 1));
+    }
   }
   void observe(std::span<const token_t>) {}
 
  private:
   std::vector<node_t> parents_;
   std::vector<token_t> tokens_;
+  std::vector<node_t> placed_;  // node k's id in the proposed tree, -1 when left out
 };
 
 static_assert(Drafter<FixedTreeDrafter>);

@@ -68,7 +68,7 @@ class PldDrafter {
     const int longest = index_.match_suffix(tokens, levels_);  // occurrences ending at <= n - 2
     for (int g = std::min(longest, options_.max_ngram); g >= options_.min_ngram; --g) {
       const int earliest = levels_[static_cast<std::size_t>(g - 1)].earliest;
-      if (earliest + options_.draft_length <= n - 1 && earliest <= n - g - 2) return {earliest, g};
+      if (options_.draft_length <= n - 1 - earliest && earliest <= n - g - 2) return {earliest, g};
     }
     return {};
   }
@@ -76,6 +76,9 @@ class PldDrafter {
  private:
   static PldOptions validated(const PldOptions& o) {
     if (o.max_ngram < 1) throw error("pld: max_ngram must be >= 1, got " + std::to_string(o.max_ngram));
+    if (o.max_ngram > ContextIndex::max_depth_limit)
+      throw error("pld: max_ngram must be <= " + std::to_string(ContextIndex::max_depth_limit) + ", got " +
+                  std::to_string(o.max_ngram));
     if (o.min_ngram < 1 || o.min_ngram > o.max_ngram)
       throw error("pld: min_ngram must be in [1, max_ngram = " + std::to_string(o.max_ngram) + "], got " +
                   std::to_string(o.min_ngram));

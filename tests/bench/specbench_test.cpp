@@ -164,7 +164,32 @@ TEST_CASE("jsonl errors name the file and line", "[specbench]") {
   CHECK(answer_error("{\"question_id\": 1, \"choices\": [{\"turns\": \"x\"}]}") ==
         "line 1 choices[0]: \"turns\" is missing or not a non-empty list of strings");
   CHECK(answer_error("{\"question_id\": 1, \"choices\": [{\"turns\": [\"x\"], \"new_tokens\": [1, 2]}]}") ==
-        "line 1: \"new_tokens\" is not a list with one count per turn");
+        "line 1: \"new_tokens\" is not a list with one count per turn");}
+
+TEST_CASE("jsonl: a number out of double range is malformed input (internal error: out_of_range.406)", "[specbench]") {
+  // Issue 20 (found by fuzzing): 1e400 escaped read_jsonl as an internal error without file or line.
+  const fs::path file = temp_file("huge_number.jsonl", "{\"question_id\": 1e400}\n");
+  CHECK_THROWS_AS(load_questions(file), input_error);
+  CHECK_THROWS_WITH(load_questions(file),
+                    Catch::Contains("huge_number.jsonl line 1: malformed JSON") && Catch::Contains("1e400"));
+}
+
+TEST_CASE("jsonl: question_id and new_tokens wider than int are refused (they were truncated)", "[specbench]") {
+  // Issue 20: 4294967297 became question 1, so a question could be paired with the wrong answer.
+  CHECK_THROWS_WITH(load_questions(temp_file("wide_id.jsonl",
+                                             "{\"question_id\": 4294967297, \"category\": \"qa\", \"turns\": [\"x\"]}")),
+                    Catch::Contains("line 1: \"question_id\" 4294967297 does not fit in an int"));
+  CHECK_THROWS_WITH(load_answers(temp_file("wide_negative_id.jsonl", "{\"question_id\": -2147483649, \"choices\": []}")),
+                    Catch::Contains("line 1: \"question_id\" -2147483649 does not fit in an int"));
+  CHECK_THROWS_WITH(load_answers(temp_file("wide_count.jsonl",
+                                           "{\"question_id\": 1, \"choices\": [{\"turns\": [\"x\"], \"new_tokens\": [4294967300]}]}")),
+                    Catch::Contains("line 1: \"new_tokens\" holds 4294967300, not a count in [0, 2147483647]"));
+  CHECK_THROWS_WITH(load_answers(temp_file("negative_count.jsonl",
+                                           "{\"question_id\": 1, \"choices\": [{\"turns\": [\"x\"], \"new_tokens\": [-3]}]}")),
+                    Catch::Contains("\"new_tokens\" holds -3"));
+  CHECK(load_questions(temp_file("widest_id.jsonl", "{\"question_id\": 2147483647, \"category\": \"qa\", \"turns\": [\"x\"]}"))
+            .front()
+            .id == 2147483647);
 }
 
 // ---- tokenisation and the corpus (need the Llama 2 tokenizer) -------------------------------
@@ -233,6 +258,15 @@ TEST_CASE("the corpus pairs questions with answers and replays turn 2 on top of 
     short_answers[0].turns.pop_back();
     CHECK_THROWS_WITH(build_corpus(questions, short_answers, tokenizer, vicuna, {}),
                       "question 1 has 2 turns but its answer has 1");
+  }
+  SECTION("an answer containing </s> is bad input, not a decoder bug (the output differed)") {
+    // Issue 20: the answer's "</s>" became the stop token and the replay ended early.
+    auto with_eos = answers;
+    with_eos[1].turns[0] = "Paris.</s> And more.";
+    CHECK_THROWS_AS(build_corpus(questions, with_eos, tokenizer, vicuna, {}), input_error);
+    CHECK_THROWS_WITH(build_corpus(questions, with_eos, tokenizer, vicuna, {}),
+                      Catch::Matches("question 2 turn 1: the answer contains the end-of-sequence piece '</s>' \\(token "
+                                     "[0-9]+ of [0-9]+\\), which would end its replay early"));
   }
 }
 

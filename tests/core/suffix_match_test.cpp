@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <vector>
 
 #include <specdec/core/suffix_match.hpp>
@@ -95,4 +96,11 @@ TEST_CASE("the search limit restricts occurrences to the prompt", "[core][suffix
   CHECK(find(c, 2, 2).position.empty());
   // A limit beyond the context is clamped.
   CHECK(find(c, 100, 2).position == V{4, 1});
+}
+
+TEST_CASE("continuation_end with a length of INT_MAX is the search limit (p + 1 + length overflowed)", "[core][suffix_match][overflow]") {
+  constexpr int huge = std::numeric_limits<int>::max();
+  CHECK(core::continuation_end(1, huge, 8, 8) == 8);
+  CHECK(core::continuation_end(5, huge - 5, 8, 4) == 4);
+  CHECK(core::continuation_end(1, 3, 8, 8) == 5);
 }

@@ -60,10 +60,10 @@ SPECDEC_HD inline int find_suffix_matches(const token_t* context, int n, int sea
 }
 
 /// End (exclusive) of the continuation drafted from occurrence p: min(p + 1 + length, S).
+/// Compared as length < S - (p + 1): `length` is an option and may be as large as INT_MAX.
 SPECDEC_HD constexpr int continuation_end(int position, int length, int n, int search_limit) {
   const int limit = search_limit < n ? search_limit : n;
-  const int end = position + 1 + length;
-  return end < limit ? end : limit;
+  return length < limit - (position + 1) ? position + 1 + length : limit;
 }
 
 /// Score of the draft token `depth` tokens after an occurrence matched over `match_length` tokens:

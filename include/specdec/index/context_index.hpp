@@ -50,9 +50,16 @@ struct Occurrences {
 /// The index of one sequence's n-grams (see the top of this file). Not thread-safe to modify.
 class ContextIndex {
  public:
-  /// Indexes n-grams of up to `max_depth` tokens. Throws specdec::error when max_depth < 1.
+  /// Largest max_depth: every token costs 4 bytes per level, so the depth bounds the memory.
+  static constexpr int max_depth_limit = 1024;
+
+  /// Indexes n-grams of up to `max_depth` tokens. Throws specdec::error unless 1 <= max_depth <=
+  /// max_depth_limit.
   explicit ContextIndex(int max_depth = 10) : depth_(max_depth) {
     if (max_depth < 1) throw error("ContextIndex: max_depth must be >= 1, got " + std::to_string(max_depth));
+    if (max_depth > max_depth_limit)
+      throw error("ContextIndex: max_depth must be <= " + std::to_string(max_depth_limit) + ", got " +
+                  std::to_string(max_depth));
     reset();
   }
 

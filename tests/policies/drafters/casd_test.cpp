@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 #include <unordered_map>
@@ -315,4 +316,25 @@ TEST_CASE("casd: options are validated", "[casd][errors]") {
   STATIC_REQUIRE(std::string_view(CasdPromptDrafter::name) == "casd_prompt");
   STATIC_REQUIRE(std::default_initializable<CasdDrafter>);
   STATIC_REQUIRE(std::default_initializable<CasdPromptDrafter>);
+}
+
+TEST_CASE("casd: a budget of INT_MAX drafts as a large one does (position + 1 + max_depth overflowed)", "[casd][overflow]") {
+  // Issue 20: --budget 2147483647 made the continuation's end negative, so CASD proposed nothing.
+  const Tokens c{1, 2, 3, 9, 2, 3, 7, 1, 2, 3};
+  for (int continuation : {10, std::numeric_limits<int>::max()}) {
+    CasdDrafter huge(CasdOptions{.continuation = continuation}), large(CasdOptions{.continuation = continuation});
+    DraftTree a, b;
+    a.reset(3);
+    b.reset(3);
+    huge.propose(context_of(c, 3, std::numeric_limits<int>::max()), a);
+    large.propose(context_of(c, 3, 1 << 20), b);
+    CHECK(paths_of(a).size() == 7 + 4);
+    CHECK(paths_of(a) == paths_of(b));
+  }
+}
+
+TEST_CASE("casd: max_match is bounded (the index allocates per level)", "[casd][errors]") {
+  CHECK_THROWS_WITH(CasdDrafter(CasdOptions{.max_match = std::numeric_limits<int>::max()}),
+                    Catch::Contains("casd: max_match must be <= 1024, got 2147483647"));
+  CHECK_NOTHROW(CasdDrafter(CasdOptions{.max_match = ContextIndex::max_depth_limit}));
 }

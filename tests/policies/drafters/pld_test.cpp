@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -154,4 +155,20 @@ TEST_CASE("pld: options are validated", "[pld][errors]") {
   CHECK_THROWS_WITH(PldDrafter(PldOptions{.draft_length = 0}), Catch::Contains("draft_length must be >= 1, got 0"));
   STATIC_REQUIRE(std::string_view(PldDrafter::name) == "pld");
   STATIC_REQUIRE(std::default_initializable<PldDrafter>);
+}
+
+TEST_CASE("pld: a draft_length of INT_MAX never drafts past the context (earliest + draft_length overflowed)", "[pld][overflow]") {
+  // Issue 20: the fit check overflowed and passed, and the draft read tokens past the context.
+  PldDrafter d(PldOptions{.draft_length = std::numeric_limits<int>::max()});
+  const Tokens c{1, 2, 3, 4, 5, 1, 2, 3, 6, 7, 8, 9, 1, 2, 3};
+  CHECK(lookup(d, c) == Lookup{});
+  DraftTree tree;
+  tree.reset(3);
+  d.propose(context_of(c, std::numeric_limits<int>::max()), tree);
+  CHECK(tree.size() == 1);
+}
+
+TEST_CASE("pld: max_ngram is bounded (the index allocates per level)", "[pld][errors]") {
+  CHECK_THROWS_WITH(PldDrafter(PldOptions{.max_ngram = 1 << 30}),
+                    Catch::Contains("pld: max_ngram must be <= 1024, got 1073741824"));
 }
