@@ -92,8 +92,6 @@ void add_jsonl(const fs::path& file, const std::string& key, const TextTokenizer
 /// template with every earlier user turn and recorded answer), its recorded answer and the stop
 /// token: the tokens a replay of that question sees, tokenised as the replay does.
 void add_specbench(const BuildArgs& a, TokenDocuments& docs) {
-  if (a.parity != "odd" && a.parity != "even")
-    throw specbench::input_error("--parity: expected odd or even, got '" + a.parity + "'");
   const int keep = a.parity == "odd" ? 1 : 0;
   std::vector<specbench::Question> questions;
   for (auto& q : specbench::load_questions(a.questions))
@@ -175,6 +173,8 @@ int main(int argc, char** argv) {
   build->callback([&] {
     if (b.questions.empty() != b.answers.empty() || b.questions.empty() != b.parity.empty())
       throw CLI::ValidationError("--questions, --answers and --parity go together");
+    if (!b.parity.empty() && b.parity != "odd" && b.parity != "even")
+      throw CLI::ValidationError("--parity", "expected odd or even, got '" + b.parity + "'");
     if (b.token_files.empty() && b.jsonl_files.empty() && b.questions.empty())
       throw CLI::ValidationError("no input: give --tokens, --jsonl or --questions");
   });
