@@ -144,10 +144,14 @@ class RestDrafter {
     count_.assign(1, 0);
     depth_.assign(1, 0);
     path_.resize(static_cast<std::size_t>(depth));
+    const auto at = [&](std::uint64_t i) { return match_.range.begin + i * count / take; };
     int previous = 0;  // length of the previous continuation; path_ holds its nodes
     for (std::uint64_t i = 0; i < take; ++i) {
-      const std::uint64_t at = match_.range.begin + i * count / take;
-      const std::uint32_t* c = text.data() + sa[at] + match_.length;
+      // Each occurrence costs two cache misses in a large datastore (its suffix-array entry, then
+      // its text): fetch them ahead, so that the misses of several occurrences overlap.
+      if (i + 2 * kAhead < take) prefetch(&sa[at(i + 2 * kAhead)]);
+      if (i + kAhead < take) prefetch(text.data() + sa[at(i + kAhead)] + match_.length);
+      const std::uint32_t* c = text.data() + sa[at(i)] + match_.length;
       int length = 0;
       while (length < depth && c[length] != kDocumentEnd) ++length;  // the text ends with one
       int common = 0;
@@ -164,6 +168,15 @@ class RestDrafter {
       previous = length;
     }
     return static_cast<int>(take);
+  }
+
+  static constexpr std::uint64_t kAhead = 8;
+  static void prefetch(const void* p) {
+#if defined(__GNUC__)
+    __builtin_prefetch(p);
+#else
+    (void)p;
+#endif
   }
 
   // kept_: the `keep` nodes of highest count (then shallower, then earlier), in index order,
