@@ -151,7 +151,9 @@ class RestDrafter {
       // its text): fetch them ahead, so that the misses of several occurrences overlap.
       if (i + 2 * kAhead < take) prefetch(&sa[at(i + 2 * kAhead)]);
       if (i + kAhead < take) prefetch(text.data() + sa[at(i + kAhead)] + match_.length);
-      const std::uint32_t* c = text.data() + sa[at(i)] + match_.length;
+      const std::uint64_t start = std::uint64_t{sa[at(i)]} + static_cast<std::uint64_t>(match_.length);
+      if (start >= text.size()) continue;  // only in a damaged file opened without the full check
+      const std::uint32_t* c = text.data() + start;
       int length = 0;
       while (length < depth && c[length] != kDocumentEnd) ++length;  // the text ends with one
       int common = 0;

@@ -246,6 +246,8 @@ class TokenDatastore {
       throw error(who + " has a header of " + std::to_string(h.header_bytes) + " bytes, expected 64");
     if (h.header_checksum != header_checksum(h)) throw error(who + " has a damaged header (header checksum mismatch)");
     if (h.text_length == 0 || h.documents == 0) throw error(who + " is empty (no documents)");
+    if (h.text_length >= kDocumentEnd)
+      throw error(who + " has " + std::to_string(h.text_length) + " words of text, more than 32-bit positions address");
     if (h.vocab_size == 0) throw error(who + " has vocab_size 0");
     if (h.suffixes != h.text_length - h.documents)
       throw error(who + " has " + std::to_string(h.suffixes) + " suffixes for " +
