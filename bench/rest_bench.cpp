@@ -44,7 +44,9 @@ std::shared_ptr<const specdec::TokenDatastore> datastore(const std::string& size
     ds = std::make_shared<const specdec::TokenDatastore>(std::getenv("SPECDEC_REST_DATASTORE"));
     return ds;
   }
-  const fs::path path = fs::temp_directory_path() / ("specdec_rest_bench_" + size + ".bin");
+  // A name of its own: several runs (worktrees, ctest -j) may build at the same time.
+  const fs::path path =
+      fs::temp_directory_path() / ("specdec_rest_bench_" + size + "_" + std::to_string(std::random_device{}()) + ".bin");
   const std::uint64_t tokens = size == "1M" ? 1'000'000 : 10'000'000;
   specdec::build_datastore(specdec::tools::synthetic_documents(tokens, kVocab, 1), path, {.vocab_size = kVocab});
   ds = std::make_shared<const specdec::TokenDatastore>(path);
