@@ -17,6 +17,7 @@
 #include "support/data.hpp"
 #include "support/laid_out_tree.hpp"
 #include "support/random_tree.hpp"
+#include "support/temp_dir.hpp"
 #include "targets/llama2c_plain.hpp"
 
 using namespace specdec;
@@ -253,24 +254,8 @@ TEST_CASE("Llama2cTarget: forward and commit reject bad input", "[llama2c][error
 
 namespace {
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("specdec_llama2c_" + std::to_string(std::random_device{}()) + "_" + std::to_string(std::random_device{}()));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::filesystem::path write(const std::string& name, const std::string& bytes) const {
-    std::ofstream(path / name, std::ios::binary) << bytes;
-    return path / name;
-  }
-};
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using testing::TempDir;
+using testing::file_bytes;
 
 std::string header(std::vector<std::int32_t> h) {
   return std::string(reinterpret_cast<const char*>(h.data()), h.size() * 4);
@@ -367,7 +352,7 @@ TEST_CASE("Llama2cModel rejects a truncated or extended stories260K", "[llama2c]
   auto real = testing::data_file("models/stories260K.bin");
   if (!real) return;
   TempDir dir;
-  const std::string bytes = slurp(*real);
+  const std::string bytes = file_bytes(*real);
   CHECK_THROWS_WITH(Llama2cModel::load(dir.write("cut.bin", bytes.substr(0, bytes.size() / 2))),
                     Contains("dim 64") && Contains("needs exactly 1056540 bytes") && Contains("truncated"));
   CHECK_THROWS_WITH(Llama2cModel::load(dir.write("extended.bin", bytes + std::string(64, '\0'))),
@@ -396,7 +381,7 @@ TEST_CASE("Llama2cTokenizer: encode, decode and bad files", "[llama2c][tokenizer
   CHECK_THROWS_WITH(tok.decode(std::vector<token_t>{512}), Contains("512"));
 
   TempDir dir;
-  const std::string good = slurp(*path);
+  const std::string good = file_bytes(*path);
   CHECK_THROWS_WITH(Llama2cTokenizer::load(dir.path / "none.bin"), Contains("none.bin") && Contains("no such file"));
   CHECK_THROWS_WITH(Llama2cTokenizer::load(dir.write("cut.bin", good.substr(0, good.size() - 3))), Contains("truncated"));
   CHECK_THROWS_WITH(Llama2cTokenizer::load(dir.write("zero.bin", header({0}))), Contains("max_token_length 0"));

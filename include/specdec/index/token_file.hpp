@@ -1,0 +1,87 @@
+// Token files: documents of token ids, the input of a TokenDatastore build (and the format of
+// specbench's corpus token files).
+//
+// Format (version-free, no header, so any tool can write one, e.g. numpy's tofile):
+//   a sequence of 32-bit little-endian unsigned integers; each document is its token ids followed
+//   by the separator 0xFFFFFFFF (kDocumentEnd). The separator after the last document may be left
+//   out; empty documents (two separators in a row) are skipped. The file size must be a multiple
+//   of 4 bytes. Token ids are < 2^32 - 1; their vocabulary is not recorded here (the datastore
+//   build is told it, or takes the largest id + 1).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <specdec/error.hpp>
+
+namespace specdec {
+
+/// Ends a document in a token file and in a datastore's text.
+inline constexpr std::uint32_t kDocumentEnd = 0xFFFFFFFFu;
+
+/// Documents of tokens, laid out as in a token file: each document's tokens then kDocumentEnd,
+/// every document non-empty and ended (the layout TokenDatastore stores).
+struct TokenDocuments {
+  std::vector<std::uint32_t> text;
+  std::uint64_t documents = 0;
+
+  /// Appends a document (skipped when empty).
+  void add(std::span<const std::uint32_t> tokens) {
+    if (tokens.empty()) return;
+    text.insert(text.end(), tokens.begin(), tokens.end());
+    text.push_back(kDocumentEnd);
+    ++documents;
+  }
+  /// Tokens without the separators.
+  std::uint64_t tokens() const { return text.size() - documents; }
+};
+
+namespace detail {
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+inline File open_file(const std::filesystem::path& path, const char* mode, const char* what) {
+  File f(std::fopen(path.c_str(), mode));
+  if (!f) throw error(std::string(what) + " " + path.string() + " cannot be opened");
+  return f;
+}
+}  // namespace detail
+
+/// Appends the documents of the token file `path` to `into` (see the top of this file for the
+/// format). Throws specdec::error when the file cannot be read or its size is not a multiple of 4.
+inline void read_token_file(const std::filesystem::path& path, TokenDocuments& into) {
+  static_assert(std::endian::native == std::endian::little, "token files are read as little-endian words");
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  if (ec) throw error("token file " + path.string() + " cannot be read (" + ec.message() + ")");
+  if (bytes % 4 != 0)
+    throw error("token file " + path.string() + " has " + std::to_string(bytes) + " bytes, not a multiple of 4");
+  detail::File f = detail::open_file(path, "rb", "token file");
+  std::vector<std::uint32_t> words(bytes / 4);
+  if (std::fread(words.data(), 4, words.size(), f.get()) != words.size())
+    throw error("token file " + path.string() + " could not be read to its end");
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i <= words.size(); ++i) {
+    if (i < words.size() && words[i] != kDocumentEnd) continue;
+    into.add(std::span<const std::uint32_t>(words).subspan(begin, i - begin));
+    begin = i + 1;
+  }
+}
+
+/// Writes `docs` as a token file. Throws specdec::error when it cannot be written.
+inline void write_token_file(const std::filesystem::path& path, const TokenDocuments& docs) {
+  static_assert(std::endian::native == std::endian::little, "token files are written as little-endian words");
+  detail::File f = detail::open_file(path, "wb", "token file");
+  if (std::fwrite(docs.text.data(), 4, docs.text.size(), f.get()) != docs.text.size() || std::fflush(f.get()) != 0)
+    throw error("token file " + path.string() + " could not be written");
+}
+
+}  // namespace specdec
