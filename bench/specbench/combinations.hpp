@@ -14,7 +14,10 @@
 #include <specdec/policies/drafters/empty.hpp>
 #include <specdec/policies/drafters/fixed_tree.hpp>
 #include <specdec/policies/drafters/pld.hpp>
+#include <specdec/policies/drafters/rest.hpp>
 #include <specdec/type_list.hpp>
+
+#include "replay.hpp"
 
 namespace specbench {
 
@@ -25,6 +28,11 @@ struct FrequentTokensDrafter : specdec::FixedTreeDrafter {
   static constexpr const char* name = "frequent";
   FrequentTokensDrafter()
       : FixedTreeDrafter(std::vector<specdec::node_t>(8, 0), {13, 29892, 29889, 278, 322, 310, 304, 263}) {}
+};
+
+/// REST over the datastore given with --datastore, with its default options.
+struct RestFromDatastore : specdec::RestDrafter {
+  RestFromDatastore(const DrafterResources& resources, int vocab_size) : RestDrafter(resources.datastore(vocab_size)) {}
 };
 
 template <class... Drafters>
@@ -41,6 +49,9 @@ using registered_combinations = specdec::detail::type_list<
     drafters<specdec::CasdDrafter, specdec::CasdPromptDrafter>,
     drafters<specdec::ContextTreeDrafter>,
     drafters<specdec::HistoryTreeDrafter>,
-    drafters<specdec::ContextTreeDrafter, specdec::CasdDrafter>>;
+    drafters<specdec::ContextTreeDrafter, specdec::CasdDrafter>,
+    drafters<RestFromDatastore>,
+    drafters<RestFromDatastore, specdec::CasdDrafter>,
+    drafters<RestFromDatastore, specdec::HistoryTreeDrafter>>;
 
 }  // namespace specbench

@@ -195,6 +195,7 @@ Corpus build_corpus(const std::vector<Question>& questions, const std::vector<An
     if (!options.categories.empty() &&
         std::find(options.categories.begin(), options.categories.end(), q.category) == options.categories.end())
       continue;
+    if (!options.parity.empty() && (q.id % 2 != 0) != (options.parity == "odd")) continue;
     for (std::size_t k = 0; k < q.turns.size(); ++k) {
       if (options.max_turns > 0 && static_cast<int>(corpus.turns.size()) == options.max_turns) break;
       Turn turn;

@@ -39,6 +39,8 @@ struct DataArgs {
   std::string template_file;
   std::vector<std::string> categories;
   int max_turns = 0;
+  std::string parity;
+  std::string datastore;
   int budget = 64;
   std::string json;
 };
@@ -70,6 +72,9 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
       ->delimiter(',');
   cmd.add_option("--max-turns", a.max_turns, "Replay at most this many turns, in file order")
       ->check(whole_number_at_least(1));
+  cmd.add_option("--parity", a.parity, "Replay only the questions with odd or even ids")
+      ->check(CLI::IsMember({"odd", "even"}));
+  cmd.add_option("--datastore", a.datastore, "Token datastore of the drafter rest (specdec-datastore build)");
   cmd.add_option("--budget", a.budget, "Most draft nodes per target call, after merging (default 64)")
       ->check(whole_number_at_least(0));
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
@@ -87,7 +92,7 @@ Corpus load_corpus(const DataArgs& a) {
   const auto questions = load_questions(data_path(a, a.questions, "specbench/question.jsonl"));
   const auto answers = load_answers(data_path(a, a.answers, "specbench/vicuna-7b-v1.3-greedy.jsonl"));
   const Tokenizer tokenizer(data_path(a, a.tokenizer, "tokenizers/llama2.model"));
-  Corpus corpus = build_corpus(questions, answers, tokenizer, chat, {a.categories, a.max_turns});
+  Corpus corpus = build_corpus(questions, answers, tokenizer, chat, {a.categories, a.max_turns, a.parity});
   if (const TokenCountCheck check = check_token_counts(corpus); check.turns > 0) {
     std::cerr << fmt::format(
         "specbench: tokenised answer + EOS vs the token count recorded with it: {} of {} turns equal, {} "
@@ -132,6 +137,7 @@ struct ModelArgs {
   int max_new_tokens = 256;
   int max_prompts = 0;
   int show = 0;
+  std::string datastore;
   std::string json;
   std::string plot;
 };
@@ -175,6 +181,7 @@ int run_model(const ModelArgs& a) {
   const Combination& combination = find_combination(a.drafters);
   ModelOptions options;
   options.budget = a.budget;
+  options.resources = DrafterResources(a.datastore);
   options.seed = a.seed;
   options.sampling.temperature = static_cast<float>(a.temperature);
   options.sampling.top_p = static_cast<float>(a.top_p);
@@ -223,6 +230,7 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
       ->check(whole_number_at_least(1));
   cmd.add_option("--max-prompts", a.max_prompts, "Decode at most this many prompts of each task")
       ->check(whole_number_at_least(1));
+  cmd.add_option("--datastore", a.datastore, "Token datastore of the drafter rest (specdec-datastore build)");
   cmd.add_option("--show", a.show, "Print the first N prompts and their continuations")->check(whole_number_at_least(1));
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
   cmd.add_option("--plot", a.plot, "Write the accepted-length histogram as an SVG bar chart");
@@ -260,7 +268,7 @@ void add_verifier_options(CLI::App& cmd, ModelArgs& a) {
 void run_replay(const DataArgs& a, const std::vector<std::string>& drafters, const std::string& plot) {
   const Combination& combination = find_combination(drafters);
   const Corpus corpus = load_corpus(a);
-  const ReplayOptions options{.budget = a.budget, .resources = {}};
+  const ReplayOptions options{.budget = a.budget, .resources = DrafterResources(a.datastore)};
   const Report report = summarise(corpus, combination.replay(corpus, options), options);
   print_report(std::cout, report);
   if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
@@ -271,7 +279,7 @@ void run_compare(const DataArgs& a, const std::vector<std::string>& names) {
   std::vector<const Combination*> chosen;
   for (const auto& name : names) chosen.push_back(&find_combination(std::span(&name, 1)));
   const Corpus corpus = load_corpus(a);
-  const ReplayOptions options{.budget = a.budget, .resources = {}};
+  const ReplayOptions options{.budget = a.budget, .resources = DrafterResources(a.datastore)};
   std::vector<Report> reports;
   for (const Combination* c : chosen) reports.push_back(summarise(corpus, c->replay(corpus, options), options));
   print_comparison(std::cout, reports);

@@ -6,12 +6,15 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include <specdec/decoder.hpp>
+#include <specdec/index/token_datastore.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/stats.hpp>
 #include <specdec/targets/replay_target.hpp>
@@ -20,14 +23,26 @@
 
 namespace specbench {
 
-/// Files some drafters read, given on the command line. A drafter constructible from
-/// `const DrafterResources&` is built from them (and says which one it misses); any other is
-/// default-constructed.
-struct DrafterResources {};
+/// Files some drafters read, given on the command line, each opened once and shared by every
+/// decoder of the run. A drafter constructible from `const DrafterResources&` is built from them;
+/// any other is default-constructed.
+class DrafterResources {
+ public:
+  DrafterResources() = default;
+  explicit DrafterResources(std::filesystem::path datastore) : datastore_path_(std::move(datastore)) {}
+
+  /// REST's token datastore (--datastore). Throws input_error when none was given, or when it
+  /// cannot be opened or its vocabulary is larger than `vocab_size`.
+  std::shared_ptr<const specdec::TokenDatastore> datastore(int vocab_size) const;
+
+ private:
+  std::filesystem::path datastore_path_;
+  mutable std::shared_ptr<const specdec::TokenDatastore> datastore_;
+};
 
 template <class Drafter>
-Drafter make_drafter(const DrafterResources& resources) {
-  if constexpr (std::is_constructible_v<Drafter, const DrafterResources&>) return Drafter(resources);
+Drafter make_drafter(const DrafterResources& resources, int vocab_size) {
+  if constexpr (std::is_constructible_v<Drafter, const DrafterResources&, int>) return Drafter(resources, vocab_size);
   else return Drafter{};
 }
 
@@ -67,7 +82,7 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
   // turn puts its reference in the target the decoder holds.
   specdec::ReplayTarget target({corpus.stop_token}, corpus.vocab_size, corpus.stop_token);
   Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
-                  make_drafter<Drafters>(options.resources)..., specdec::ExactVerifier{});
+                  make_drafter<Drafters>(options.resources, corpus.vocab_size)..., specdec::ExactVerifier{});
   std::vector<token_t> reference;
   for (const Turn& turn : corpus.turns) {
     reference.assign(turn.prompt.begin(), turn.prompt.end());

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <specdec/index/datastore_builder.hpp>
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
@@ -43,15 +44,26 @@ std::vector<std::vector<token_t>> outputs(const ModelRun& run) {
 
 const Combination& combination(const std::string& name) { return find_combination(std::vector<std::string>{name}); }
 
+/// Exact-verifier options whose rest datastore holds the bench's prompts (so rest drafts).
+ModelOptions with_datastore(const ModelBench& bench, const std::string& name) {
+  specdec::TokenDocuments docs;
+  for (const ModelPrompt& p : bench.prompts) docs.add(std::vector<std::uint32_t>(p.tokens.begin(), p.tokens.end()));
+  const fs::path path = fs::temp_directory_path() / ("specbench_model_test_" + name + ".ds");
+  specdec::build_datastore(docs, path, {.vocab_size = bench.model->config().vocab_size});
+  ModelOptions options;
+  options.resources = DrafterResources(path);
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("model: every combination is lossless on stories260K with the exact verifier", "[specbench][model]") {
   const auto bench = stories_bench(2, 48);
   if (!bench) return;
   REQUIRE(bench->prompts.size() == 4);
+  const ModelOptions options = with_datastore(*bench, "stories260k");
   for (const Combination& c : combinations()) {
     CAPTURE(c.name());
-    const ModelOptions options{};
     const ModelRun run = c.model[static_cast<std::size_t>(VerifierKind::exact)](*bench, options);
     REQUIRE(run.turns.size() == bench->prompts.size());
     for (const ModelTurn& turn : run.turns) {
@@ -116,9 +128,10 @@ TEST_CASE("model: another checkpoint (vocabulary 350, 128 positions) with genera
   CHECK(clamped == 3);
   for (const ModelPrompt& p : bench.prompts)
     CHECK(p.max_new_tokens == 128 - static_cast<int>(p.tokens.size()) + 1);
-  for (const char* name : {"casd", "tree", "pld,casd", "frequent"}) {
+  const ModelOptions options = with_datastore(bench, "tiny");
+  for (const char* name : {"casd", "tree", "pld,casd", "frequent", "rest"}) {
     CAPTURE(name);
-    const ModelRun run = combination(name).model[static_cast<std::size_t>(VerifierKind::exact)](bench, ModelOptions{});
+    const ModelRun run = combination(name).model[static_cast<std::size_t>(VerifierKind::exact)](bench, options);
     for (std::size_t p = 0; p < run.turns.size(); ++p) {
       CHECK(run.turns[p].equals_plain);
       CHECK(run.turns[p].output.size() <= static_cast<std::size_t>(bench.prompts[p].max_new_tokens));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <specdec/index/datastore_builder.hpp>
 #include <specdec/policies/drafters/empty.hpp>
 
 #include "chat_template.hpp"
@@ -243,12 +244,12 @@ TEST_CASE("the corpus pairs questions with answers and replays turn 2 on top of 
 
   SECTION("filters") {
     const std::vector<std::string> qa{"qa"};
-    const Corpus only_qa = build_corpus(questions, answers, tokenizer, vicuna, {qa, 0});
+    const Corpus only_qa = build_corpus(questions, answers, tokenizer, vicuna, {qa, 0, {}});
     REQUIRE(only_qa.turns.size() == 1);
     CHECK(only_qa.turns[0].question_id == 2);
-    CHECK(build_corpus(questions, answers, tokenizer, vicuna, {{}, 3}).turns.size() == 3);
+    CHECK(build_corpus(questions, answers, tokenizer, vicuna, {{}, 3, {}}).turns.size() == 3);
     const std::vector<std::string> poetry{"poetry"};
-    CHECK_THROWS_WITH(build_corpus(questions, answers, tokenizer, vicuna, {poetry, 0}),
+    CHECK_THROWS_WITH(build_corpus(questions, answers, tokenizer, vicuna, {poetry, 0, {}}),
                       "unknown category 'poetry'; the questions file has: writing, qa, rag");
   }
   SECTION("a question without an answer, or with a different number of turns") {
@@ -308,9 +309,14 @@ TEST_CASE("combinations are found by their drafters' names in any order", "[spec
 
 TEST_CASE("every combination replays the hand-made corpus losslessly", "[specbench]") {
   const Corpus corpus = hand_made_corpus();
+  // rest's datastore: the first turn's answer, so that its drafts are partly right on turn 2.
+  specdec::TokenDocuments docs;
+  docs.add(std::vector<std::uint32_t>(corpus.turns[0].answer.begin(), corpus.turns[0].answer.end()));
+  const fs::path datastore = temp_file("replay.ds", "");
+  specdec::build_datastore(docs, datastore, {.vocab_size = corpus.vocab_size});
   for (const Combination& combination : combinations()) {
     CAPTURE(combination.name());
-    const ReplayOptions options{.budget = 64, .resources = {}};
+    const ReplayOptions options{.budget = 64, .resources = DrafterResources(datastore)};
     const ReplayRun run = combination.replay(corpus, options);
     REQUIRE(run.turns.size() == corpus.turns.size());
     CHECK(run.drafters == combination.drafters);
@@ -336,6 +342,22 @@ TEST_CASE("every combination replays the hand-made corpus losslessly", "[specben
       CHECK(report.overall.accepted_by_drafter[0] == std::vector<std::int64_t>{4, 5});
     }
   }
+}
+
+TEST_CASE("rest without a datastore, or with one of a larger vocabulary, is an input error", "[specbench]") {
+  const Corpus corpus = hand_made_corpus();
+  const Combination& rest = find_combination(std::vector<std::string>{"rest"});
+  CHECK_THROWS_AS(rest.replay(corpus, {.budget = 8, .resources = {}}), input_error);
+  CHECK_THROWS_WITH(rest.replay(corpus, {.budget = 8, .resources = {}}),
+                    Catch::StartsWith("the drafter rest needs a token datastore: --datastore FILE"));
+  specdec::TokenDocuments docs;
+  docs.add(std::vector<std::uint32_t>{1, 2, 40000});
+  const fs::path datastore = temp_file("large_vocab.ds", "");
+  specdec::build_datastore(docs, datastore);
+  CHECK_THROWS_WITH(rest.replay(corpus, {.budget = 8, .resources = DrafterResources(datastore)}),
+                    Catch::Contains("has vocabulary size 40001, larger than the target's 32000"));
+  CHECK_THROWS_WITH(rest.replay(corpus, {.budget = 8, .resources = DrafterResources("/nonexistent.ds")}),
+                    Catch::Contains("/nonexistent.ds"));
 }
 
 TEST_CASE("reports as JSON and SVG", "[specbench]") {
