@@ -22,6 +22,7 @@
 #include "input_error.hpp"
 #include "registry.hpp"
 #include "report.hpp"
+#include "story_corpus.hpp"
 #include "tasks.hpp"
 
 namespace fs = std::filesystem;
@@ -156,24 +157,29 @@ CLI::Validator number_in(double low, double high, bool low_open = false) {
       fmt::format("NUMBER in {}{:g}, {:g}]", low_open ? "(" : "[", low, high));
 }
 
-/// Loads the model, its tokenizer and the tasks' prompts.
-ModelBench load_model_bench(const ModelArgs& a, std::optional<specdec::Llama2cTokenizer>& tokenizer, int& clamped) {
+/// Loads the model and its tokenizer (by default stories260K and tok512 from the data directory).
+std::shared_ptr<const specdec::Llama2cModel> load_model(const ModelArgs& a, std::optional<specdec::Llama2cTokenizer>& tokenizer) {
   const fs::path root = data_root(a.data_dir);
   const fs::path model_path = a.model.empty() ? root / "models/stories260K.bin" : fs::path(a.model);
   const fs::path tokenizer_path = a.tokenizer.empty() ? root / "models/tok512.bin" : fs::path(a.tokenizer);
+  try {
+    auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(model_path));
+    tokenizer = specdec::Llama2cTokenizer::load(tokenizer_path, model->config().vocab_size);
+    return model;
+  } catch (const specdec::error& e) {
+    throw input_error(e.what());
+  }
+}
+
+/// Loads the model, its tokenizer and the tasks' prompts.
+ModelBench load_model_bench(const ModelArgs& a, std::optional<specdec::Llama2cTokenizer>& tokenizer, int& clamped) {
   std::vector<Task> from_files;
   for (const std::string& file : a.prompt_files) from_files.push_back(load_task(file));
   std::vector<const Task*> tasks;
   if (!a.tasks.empty() || a.prompt_files.empty())
     tasks = find_tasks(a.tasks.empty() ? std::vector<std::string>{"all"} : a.tasks);
   for (const Task& t : from_files) tasks.push_back(&t);
-  std::shared_ptr<const specdec::Llama2cModel> model;
-  try {
-    model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(model_path));
-    tokenizer = specdec::Llama2cTokenizer::load(tokenizer_path, model->config().vocab_size);
-  } catch (const specdec::error& e) {
-    throw input_error(e.what());
-  }
+  auto model = load_model(a, tokenizer);
   return make_model_bench(std::move(model), *tokenizer, tasks, a.max_new_tokens, a.max_prompts, &clamped);
 }
 
@@ -234,6 +240,56 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
   cmd.add_option("--show", a.show, "Print the first N prompts and their continuations")->check(whole_number_at_least(1));
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
   cmd.add_option("--plot", a.plot, "Write the accepted-length histogram as an SVG bar chart");
+}
+
+/// The options of `corpus`.
+struct CorpusArgs {
+  std::string data_dir;
+  std::string model;
+  std::string tokenizer;
+  StoryCorpusOptions options;
+  std::string out;
+  double temperature = 1.0;
+};
+
+int run_corpus(CorpusArgs& a) {
+  ModelArgs paths;
+  paths.data_dir = a.data_dir;
+  paths.model = a.model;
+  paths.tokenizer = a.tokenizer;
+  std::optional<specdec::Llama2cTokenizer> tokenizer;
+  const auto model = load_model(paths, tokenizer);
+  a.options.out = a.out;
+  a.options.temperature = static_cast<float>(a.temperature);
+  const StoryCorpusSummary s = generate_story_corpus(model, *tokenizer, a.options, &std::cerr);
+  std::cout << fmt::format("specbench corpus: {} stories ({} greedy), {} tokens in {:.1f} s ({:.0f} tokens/s) -> {}\n",
+                           s.stories, s.greedy_stories, s.tokens, s.seconds, static_cast<double>(s.tokens) / s.seconds,
+                           a.out);
+  return 0;
+}
+
+void add_corpus_options(CLI::App& cmd, CorpusArgs& a) {
+  cmd.add_option("--data-dir", a.data_dir,
+                 "Data directory (default: $SPECDEC_DATA, else " SPECDEC_DEFAULT_DATA_DIR ")");
+  cmd.add_option("--model", a.model, "llama2.c checkpoint (default: DATA/models/stories260K.bin)");
+  cmd.add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin (default: DATA/models/tok512.bin)");
+  cmd.add_option("--out", a.out, "Output directory (tokens.bin, features.f32, corpus.json)")->required();
+  auto* tokens = cmd.add_option("--tokens", a.options.tokens, "Stop after the story that reaches this many tokens "
+                                                              "(default 10000000)")
+                     ->check(whole_number_at_least(1));
+  auto* stories = cmd.add_option("--stories", a.options.stories, "Generate exactly this many stories instead")
+                      ->check(whole_number_at_least(1));
+  tokens->excludes(stories);
+  stories->excludes(tokens);
+  cmd.add_option("--temperature", a.temperature, "Temperature of the sampled stories (default 1)")->check(number_in(0, 1e6));
+  cmd.add_option("--greedy-share", a.options.greedy_share, "Share of stories decoded greedily (default 0.1)")
+      ->check(number_in(0, 1));
+  cmd.add_option("--seed", a.options.seed, "Random seed (default 0)");
+  cmd.add_option("--threads", a.options.threads, "Decoding threads (default: one per core)")->check(whole_number_at_least(1));
+  cmd.add_flag("--features", a.options.features, "Also write the model's feature row of every token (features.f32)");
+  cmd.callback([&a, stories] {
+    if (stories->count() > 0) a.options.tokens = 0;
+  });
 }
 
 void add_verifier_options(CLI::App& cmd, ModelArgs& a) {
@@ -320,6 +376,11 @@ int main(int argc, char** argv) {
   add_model_options(*model, model_args);
   add_verifier_options(*model, model_args);
 
+  CorpusArgs corpus_args;
+  auto* corpus = app.add_subcommand("corpus", "Generate a corpus of stories with a llama2.c model (tokens, optionally "
+                                              "features) for datastores and draft-model training");
+  add_corpus_options(*corpus, corpus_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -332,6 +393,7 @@ int main(int argc, char** argv) {
     if (replay->parsed()) run_replay(replay_args, drafters, plot);
     else if (compare->parsed()) run_compare(compare_args, combos);
     else if (model->parsed()) return run_model(model_args);
+    else if (corpus->parsed()) return run_corpus(corpus_args);
     else run_list();
   } catch (const input_error& e) {
     std::cerr << "specbench: " << e.what() << "\n";
