@@ -30,9 +30,10 @@ struct FrequentTokensDrafter : specdec::FixedTreeDrafter {
       : FixedTreeDrafter(std::vector<specdec::node_t>(8, 0), {13, 29892, 29889, 278, 322, 310, 304, 263}) {}
 };
 
-/// REST over the datastore given with --datastore, with its default options.
+/// REST over the datastore given with --datastore, with the options given on the command line.
 struct RestFromDatastore : specdec::RestDrafter {
-  RestFromDatastore(const DrafterResources& resources, int vocab_size) : RestDrafter(resources.datastore(vocab_size)) {}
+  RestFromDatastore(const DrafterResources& resources, int vocab_size)
+      : RestDrafter(resources.datastore(vocab_size), resources.rest) {}
 };
 
 template <class... Drafters>

@@ -42,6 +42,7 @@ struct DataArgs {
   int max_turns = 0;
   std::string parity;
   std::string datastore;
+  specdec::RestOptions rest;
   int budget = 64;
   std::string json;
 };
@@ -57,6 +58,14 @@ CLI::Validator whole_number_at_least(long least) {
         return {};
       },
       "INT>=" + std::to_string(least));
+}
+
+/// The drafter rest's options.
+void add_rest_options(CLI::App& cmd, std::string& datastore, specdec::RestOptions& rest) {
+  cmd.add_option("--datastore", datastore, "Token datastore of the drafter rest (specdec-datastore build)");
+  cmd.add_option("--rest-occurrences", rest.max_occurrences,
+                 "Occurrences rest reads at most per step (default 5000, REST's)")
+      ->check(whole_number_at_least(1));
 }
 
 void add_data_options(CLI::App& cmd, DataArgs& a) {
@@ -75,7 +84,7 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
       ->check(whole_number_at_least(1));
   cmd.add_option("--parity", a.parity, "Replay only the questions with odd or even ids")
       ->check(CLI::IsMember({"odd", "even"}));
-  cmd.add_option("--datastore", a.datastore, "Token datastore of the drafter rest (specdec-datastore build)");
+  add_rest_options(cmd, a.datastore, a.rest);
   cmd.add_option("--budget", a.budget, "Most draft nodes per target call, after merging (default 64)")
       ->check(whole_number_at_least(0));
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
@@ -139,6 +148,7 @@ struct ModelArgs {
   int max_prompts = 0;
   int show = 0;
   std::string datastore;
+  specdec::RestOptions rest;
   std::string json;
   std::string plot;
 };
@@ -187,7 +197,7 @@ int run_model(const ModelArgs& a) {
   const Combination& combination = find_combination(a.drafters);
   ModelOptions options;
   options.budget = a.budget;
-  options.resources = DrafterResources(a.datastore);
+  options.resources = DrafterResources(a.datastore, a.rest);
   options.seed = a.seed;
   options.sampling.temperature = static_cast<float>(a.temperature);
   options.sampling.top_p = static_cast<float>(a.top_p);
@@ -236,7 +246,7 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
       ->check(whole_number_at_least(1));
   cmd.add_option("--max-prompts", a.max_prompts, "Decode at most this many prompts of each task")
       ->check(whole_number_at_least(1));
-  cmd.add_option("--datastore", a.datastore, "Token datastore of the drafter rest (specdec-datastore build)");
+  add_rest_options(cmd, a.datastore, a.rest);
   cmd.add_option("--show", a.show, "Print the first N prompts and their continuations")->check(whole_number_at_least(1));
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
   cmd.add_option("--plot", a.plot, "Write the accepted-length histogram as an SVG bar chart");
@@ -324,7 +334,7 @@ void add_verifier_options(CLI::App& cmd, ModelArgs& a) {
 void run_replay(const DataArgs& a, const std::vector<std::string>& drafters, const std::string& plot) {
   const Combination& combination = find_combination(drafters);
   const Corpus corpus = load_corpus(a);
-  const ReplayOptions options{.budget = a.budget, .resources = DrafterResources(a.datastore)};
+  const ReplayOptions options{.budget = a.budget, .resources = DrafterResources(a.datastore, a.rest)};
   const Report report = summarise(corpus, combination.replay(corpus, options), options);
   print_report(std::cout, report);
   if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
@@ -335,7 +345,7 @@ void run_compare(const DataArgs& a, const std::vector<std::string>& names) {
   std::vector<const Combination*> chosen;
   for (const auto& name : names) chosen.push_back(&find_combination(std::span(&name, 1)));
   const Corpus corpus = load_corpus(a);
-  const ReplayOptions options{.budget = a.budget, .resources = DrafterResources(a.datastore)};
+  const ReplayOptions options{.budget = a.budget, .resources = DrafterResources(a.datastore, a.rest)};
   std::vector<Report> reports;
   for (const Combination* c : chosen) reports.push_back(summarise(corpus, c->replay(corpus, options), options));
   print_comparison(std::cout, reports);

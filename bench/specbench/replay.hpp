@@ -15,6 +15,7 @@
 
 #include <specdec/decoder.hpp>
 #include <specdec/index/token_datastore.hpp>
+#include <specdec/policies/drafters/rest.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/stats.hpp>
 #include <specdec/targets/replay_target.hpp>
@@ -29,7 +30,11 @@ namespace specbench {
 class DrafterResources {
  public:
   DrafterResources() = default;
-  explicit DrafterResources(std::filesystem::path datastore) : datastore_path_(std::move(datastore)) {}
+  explicit DrafterResources(std::filesystem::path datastore, specdec::RestOptions rest = {})
+      : rest(rest), datastore_path_(std::move(datastore)) {}
+
+  /// The options of the drafter rest (--rest-occurrences sets max_occurrences).
+  specdec::RestOptions rest;
 
   /// REST's token datastore (--datastore). Throws input_error when none was given, or when it
   /// cannot be opened or its vocabulary is larger than `vocab_size`.
