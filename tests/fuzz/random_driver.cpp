@@ -104,8 +104,20 @@ int main(int argc, char** argv) {
     }
   }
   if (inputs.empty()) inputs.emplace_back();
-  // Every given input as it is: the regression cases.
-  for (const Bytes& b : inputs) LLVMFuzzerTestOneInput(b.data(), b.size());
+  // An exception escaping the target is a failure: the input is written to `name`.
+  auto run = [](const Bytes& b, const std::string& name) {
+    try {
+      LLVMFuzzerTestOneInput(b.data(), b.size());
+      return true;
+    } catch (const std::exception& e) {
+      std::ofstream(name, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+      std::fprintf(stderr, "uncaught %s; input written to %s\n", e.what(), name.c_str());
+      return false;
+    }
+  };
+  // Every given input as it is: the seeds and the regression cases.
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (!run(inputs[i], "fuzz-failed-input-" + std::to_string(i))) return 1;
   std::mt19937_64 rng(seed);
   const auto start = std::chrono::steady_clock::now();
   long done = 0;
@@ -117,14 +129,7 @@ int main(int argc, char** argv) {
     if (keep)
       std::ofstream("fuzz-last-input", std::ios::binary)
           .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-    try {
-      LLVMFuzzerTestOneInput(b.data(), b.size());
-    } catch (const std::exception& e) {
-      const std::string name = "fuzz-crash-" + std::to_string(done);
-      std::ofstream(name, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-      std::fprintf(stderr, "run %ld: uncaught %s; input written to %s\n", done, e.what(), name.c_str());
-      return 1;
-    }
+    if (!run(b, "fuzz-crash-" + std::to_string(done))) return 1;
   }
   std::printf("%zu inputs replayed, %ld mutated runs (seed %llu)\n", inputs.size(), done,
               static_cast<unsigned long long>(seed));
