@@ -43,6 +43,37 @@ std::vector<token_t> random_sequence(std::mt19937& rng, int n, int alphabet) {
   return seq;
 }
 
+/// Matches `query` through extend() and checks the match and its continuations (counts, total,
+/// most recent, order) against a brute-force count over `seq`. Returns the match.
+ContinuationAutomaton::Match check_query(const ContinuationAutomaton& a, const std::vector<token_t>& seq,
+                                         const std::vector<token_t>& query, int most = std::numeric_limits<int>::max()) {
+  ContinuationAutomaton::Match m;
+  for (token_t t : query) m = a.extend(m, t);
+  const int length = longest_occurring_suffix(seq, query, most);
+  REQUIRE(m.length == length);
+  // What followed the matched suffix, counted by brute force.
+  const std::span<const token_t> suffix(query.data() + query.size() - length, length);
+  std::map<token_t, int> followers;
+  int recent = -1;
+  for (int end = length - 1; end + 1 < static_cast<int>(seq.size()); ++end) {
+    if (end >= 0 && !ends_at(seq, end, suffix)) continue;
+    ++followers[seq[end + 1]];
+    recent = end + 1;
+  }
+  int total = 0;
+  for (const auto& [token, count] : followers) {
+    CHECK(a.count(m.state, token) == count);
+    total += count;
+  }
+  CHECK(a.continued(m.state) == total);
+  CHECK(a.recent_continuation(m.state) == recent);
+  const auto conts = a.continuations(m.state);
+  CHECK(conts.size() == followers.size());
+  for (std::size_t k = 1; k < conts.size(); ++k) CHECK(conts[k - 1].count >= conts[k].count);
+  for (const auto& c : conts) CHECK(a.continuation(m.state, c.token) == &c);
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("continuation automaton agrees with brute force", "[index]") {
@@ -66,30 +97,7 @@ TEST_CASE("continuation automaton agrees with brute force", "[index]") {
   for (int q = 0; q < 100; ++q) {
     std::vector<token_t> query;
     for (int k = 0, n = static_cast<int>(rng() % 7); k < n; ++k) query.push_back(static_cast<token_t>(rng() % alphabet));
-    ContinuationAutomaton::Match m;
-    for (token_t t : query) m = a.extend(m, t);
-    const int length = longest_occurring_suffix(seq, query);
-    REQUIRE(m.length == length);
-    // What followed the matched suffix, counted by brute force.
-    const std::span<const token_t> suffix(query.data() + query.size() - length, length);
-    std::map<token_t, int> followers;
-    int recent = -1;
-    for (int end = length - 1; end + 1 < static_cast<int>(seq.size()); ++end) {
-      if (end >= 0 && !ends_at(seq, end, suffix)) continue;
-      ++followers[seq[end + 1]];
-      recent = end + 1;
-    }
-    int total = 0;
-    for (const auto& [token, count] : followers) {
-      CHECK(a.count(m.state, token) == count);
-      total += count;
-    }
-    CHECK(a.continued(m.state) == total);
-    CHECK(a.recent_continuation(m.state) == recent);
-    const auto conts = a.continuations(m.state);
-    CHECK(conts.size() == followers.size());
-    for (std::size_t k = 1; k < conts.size(); ++k) CHECK(conts[k - 1].count >= conts[k].count);
-    for (const auto& c : conts) CHECK(a.continuation(m.state, c.token) == &c);
+    check_query(a, seq, query);
   }
 }
 
@@ -147,25 +155,8 @@ TEST_CASE("continuation automaton: contexts bounded by max_context agree with br
     std::vector<token_t> query;
     for (int k = 0, n = static_cast<int>(rng() % 9); k < n; ++k)
       query.push_back(rng() % 4 == 0 ? 7 : static_cast<token_t>(rng() % 4));
-    ContinuationAutomaton::Match m;
-    for (token_t t : query) m = a.extend(m, t);
-    const int length = longest_occurring_suffix(seq, query, most);
-    REQUIRE(m.length == length);
-    const std::span<const token_t> suffix(query.data() + query.size() - length, length);
-    std::map<token_t, int> followers;
-    int recent = -1;
-    for (int end = length - 1; end + 1 < static_cast<int>(seq.size()); ++end) {
-      if (end >= 0 && !ends_at(seq, end, suffix)) continue;
-      ++followers[seq[end + 1]];
-      recent = end + 1;
-    }
-    int total = 0;
-    for (const auto& [token, count] : followers) {
-      CHECK(a.count(m.state, token) == count);
-      total += count;
-    }
-    CHECK(a.continued(m.state) == total);
-    CHECK(a.recent_continuation(m.state) == recent);
+    const ContinuationAutomaton::Match m = check_query(a, seq, query, most);
+    const int length = m.length;
     // Every shorter context's counts too.
     for (ContinuationAutomaton::Match s = a.shorter(m); s.state >= 0; s = a.shorter(s)) {
       CHECK(s.length < length);
