@@ -24,7 +24,8 @@ namespace specdec::index {
 class ContinuationAutomaton {
  public:
   /// A token that followed the occurrences of a state, `count` times; `target` is the state of the
-  /// text extended by it.
+  /// text extended by it (whose own counts are kept only while that text is at most max_context
+  /// tokens: extend() follows a text within the bound).
   struct Continuation {
     token_t token;
     std::int32_t target;
