@@ -47,11 +47,13 @@ TEST_CASE("HashTarget: wrong positions and bad tokens are refused", "[targets][e
   CHECK_THROWS_WITH(target.forward(view), Catch::Contains("starts at position 5 but the cache holds 2"));
 }
 
+// [conformance]
 TEST_CASE("HashTarget passes the target conformance kit", "[targets][conformance]") {
   for (int vocab : {2, 64, 1000}) {
-    HashTarget target(vocab, 3);
+    HashTarget target(vocab, /*seed=*/3);
     const testing::ConformanceReport report = testing::check_target(target, {.prompts = 4, .tree_nodes = 24});
-    INFO("vocab " << vocab << ": " << report.str());
+    INFO("vocab " << vocab << ": " << report.str());  // what failed, one sentence each
     CHECK(report.ok());
   }
 }
+// [conformance]
