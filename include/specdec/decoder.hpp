@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 // The step timer needs only steady_clock: libstdc++'s <chrono> also brings calendars and time
@@ -100,8 +101,10 @@ class SpeculativeDecoder {
  private:
   // Every misuse of the composition is one static_assert sentence, given here (checks.hpp); when
   // one fired, the member functions below compile to nothing, so that no knock-on error follows.
-  static constexpr bool checked =
-      sizeof...(Policies) >= 1 && detail::check_decoder<Target>(drafter_list{}, static_cast<verifier_type*>(nullptr));
+  static constexpr bool checked = [] {
+    if constexpr (sizeof...(Policies) == 0) return false;  // said above
+    else return detail::check_decoder<Target>(drafter_list{}, static_cast<verifier_type*>(nullptr));
+  }();
   static_assert(num_drafters <= 32, "SpeculativeDecoder: at most 32 drafters (one source bit each).");
   static_assert(!checked || detail::complete<typename detail::backend_step_for<Target>::type>,
                 "This target is a BackendTarget: include <specdec/backend_step.hpp> (the decoder's step on "
@@ -111,7 +114,6 @@ class SpeculativeDecoder {
   /// Some drafter reads the target's features: each step gathers the accepted path's rows.
   static constexpr bool gathers_features = checked && detail::any_feature_drafter<drafter_list>::value;
 
- public:
   /// Policies given in template order: drafters, then the verifier.
   SpeculativeDecoder(Target& target, Policies... policies)
       : SpeculativeDecoder(target, DecoderOptions{}, std::move(policies)...) {}
