@@ -101,14 +101,17 @@ class SpeculativeDecoder {
  private:
   // Every misuse of the composition is one static_assert sentence, given here (checks.hpp); when
   // one fired, the member functions below compile to nothing, so that no knock-on error follows.
-  static constexpr bool checked = [] {
+  static constexpr bool composition_checked = [] {
     if constexpr (sizeof...(Policies) == 0) return false;  // said above
     else return detail::check_decoder<Target>(drafter_list{}, static_cast<verifier_type*>(nullptr));
   }();
   static_assert(num_drafters <= 32, "SpeculativeDecoder: at most 32 drafters (one source bit each).");
-  static_assert(!checked || detail::complete<typename detail::backend_step_for<Target>::type>,
+  // A BackendTarget's step is defined in backend_step.hpp, which a host decoder does not include.
+  static constexpr bool step_defined = detail::complete<typename detail::backend_step_for<Target>::type>;
+  static_assert(!composition_checked || step_defined,
                 "This target is a BackendTarget: include <specdec/backend_step.hpp> (the decoder's step on "
                 "its backend) before using SpeculativeDecoder with it.");
+  static constexpr bool checked = composition_checked && step_defined;
 
  public:
   /// Some drafter reads the target's features: each step gathers the accepted path's rows.
@@ -387,7 +390,8 @@ class SpeculativeDecoder {
   std::array<const DraftTree*, std::max<std::size_t>(num_drafters, 1)> tree_ptrs_{};
   TreeMerger merger_;
   Verdict verdict_;
-  [[no_unique_address]] typename detail::backend_step_for<Target>::type backend_step_;
+  [[no_unique_address]] std::conditional_t<step_defined, typename detail::backend_step_for<Target>::type,
+                                           detail::NoBackendStep> backend_step_;
   std::vector<token_t> committed_;
   std::vector<float> feature_rows_;  // the last step's accepted path's features, for feature drafters
   DecodeStats stats_;
