@@ -8,7 +8,10 @@
 #include <vector>
 
 #include <specdec/concepts.hpp>
+#include <specdec/decoder.hpp>
 #include <specdec/core/tree.hpp>
+#include <specdec/policies/drafters/oracle.hpp>
+#include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/targets/hash_target.hpp>  // hash_model
 #include <specdec/testing/target_conformance.hpp>
 
@@ -160,4 +163,25 @@ TEST_CASE("target conformance kit: shifted prefill features fail", "[testing][co
   const testing::ConformanceReport report = testing::check_target(target);
   REQUIRE_FALSE(report.ok());
   CHECK_THAT(report.str(), Contains("prefill_features() row"));
+}
+
+// issue 19: the documented check "with the exact verifier the output equals greedy" passes a
+// target that ignores the ancestor mask when the drafter drafts chains; the kit does not.
+TEST_CASE("regression: a target ignoring the mask passes the greedy check with chain drafts, not the kit",
+          "[testing][conformance][regression]") {
+  SlotTarget correct, buggy(Bug::ignores_mask);
+  const std::vector<token_t> prompt{3, 1, 4, 1, 5};
+  std::vector<token_t> greedy = prompt;  // plain greedy decoding, one node per forward
+  correct.prefill(std::span<const token_t>(prompt).first(prompt.size() - 1));
+  for (int i = 0; i < 60; ++i) {
+    const testing::LaidOutTree root({-1}, {greedy.back()});
+    greedy.push_back(correct.forward(root.view(static_cast<int>(greedy.size()) - 1)).argmax(0));
+    const node_t only_root = 0;
+    correct.commit(std::span<const node_t>(&only_root, 1));
+  }
+  SpeculativeDecoder<SlotTarget, OracleDrafter, ExactVerifier> decoder(
+      buggy, DecoderOptions{.budget = 8}, OracleDrafter(greedy, /*depth=*/4, /*error_rate=*/0.3), ExactVerifier{});
+  decoder.prefill(prompt);
+  CHECK(decoder.generate(60) == std::vector<token_t>(greedy.begin() + static_cast<long>(prompt.size()), greedy.end()));
+  CHECK_FALSE(testing::check_target(buggy).ok());
 }
