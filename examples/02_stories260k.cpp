@@ -5,9 +5,11 @@
 //
 // Without arguments the model is read from $SPECDEC_DATA/models/stories260K.bin (or the build's
 // default data directory) and the tokenizer from tok512.bin beside it.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -42,7 +44,7 @@ struct LastBigramCopyDrafter {
   }
 };
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const char* env = std::getenv("SPECDEC_DATA");
   const std::filesystem::path data = env && *env ? env : SPECDEC_DEFAULT_DATA_DIR;
   const std::filesystem::path model_path = argc > 1 ? argv[1] : data / "models/stories260K.bin";
@@ -58,7 +60,16 @@ int main(int argc, char** argv) {
   const std::string text = "Once upon a time";
   const std::vector<token_t> prompt = tokenizer.encode(text);
   const std::vector<token_t> stop{Llama2cTokenizer::bos, Llama2cTokenizer::eos};
-  const int max_new = 400;
+  // The model knows max_positions() positions: the prompt and the new tokens (but the last, which
+  // is never read back) must fit.
+  const int room = model.max_positions() - static_cast<int>(prompt.size()) + 1;
+  if (room < 1) {
+    std::fprintf(stderr, "02_stories260k: the prompt has %zu tokens, the model only %d positions\n", prompt.size(),
+                 model.max_positions());
+    return 1;
+  }
+  const int max_new = std::min(400, room);
+  if (max_new < 400) std::printf("(the model has %d positions: %d new tokens at most)\n", model.max_positions(), max_new);
   using clock = std::chrono::steady_clock;
   auto seconds_since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
 
@@ -82,4 +93,13 @@ int main(int argc, char** argv) {
   const bool identical = speculative == plain;
   std::printf("identical output: %s\n", identical ? "yes" : "NO");
   return identical ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a bad file, a prompt that does not fit, ...: say so, no abort
+    std::fprintf(stderr, "02_stories260k: %s\n", e.what());
+    return 1;
+  }
 }

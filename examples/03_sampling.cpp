@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -103,7 +104,7 @@ class BigramSampler {
   std::vector<token_t> draws_;
 };
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const char* env = std::getenv("SPECDEC_DATA");
   const std::filesystem::path data = env && *env ? env : SPECDEC_DEFAULT_DATA_DIR;
   const std::filesystem::path model_path = argc > 1 ? argv[1] : data / "models/stories260K.bin";
@@ -178,17 +179,19 @@ int main(int argc, char** argv) {
     std::printf("; a draft token was accepted in %.0f%% of the speculative first steps\n",
                 100.0 * drafted_first / first_token_runs);
 
+    // The model knows max_positions() positions: the prompt and the new tokens (but the last) must fit.
+    const int new_tokens = std::min(tau_tokens, model.max_positions() - static_cast<int>(prompt.size()) + 1);
     for (int r = 0; r < tau_runs; ++r) {
       Speculative spec(model, options, CopyDrafter{}, BigramSampler(vocab, 7 + r), rejection(100000 + r));
       spec.prefill(prompt);
-      spec.generate(tau_tokens, stop);
+      spec.generate(new_tokens, stop);
       tau_spec.push_back(static_cast<double>(spec.stats().tokens));
       tau_spec.push_back(static_cast<double>(spec.stats().steps));
       for (int d = 0; d < 4; ++d) {
         Conditional cond(model, options, CopyDrafter{}, BigramSampler(vocab, 7 + r),
                          ConditionalVerifier({deltas[d], 0, Llama2cTokenizer::eos}, {sampling, seed, 100000u + r}));
         cond.prefill(prompt);
-        cond.generate(tau_tokens, stop);
+        cond.generate(new_tokens, stop);
         tau_cond[d].push_back(static_cast<double>(cond.stats().tokens));
         tau_cond[d].push_back(static_cast<double>(cond.stats().steps));
       }
@@ -209,4 +212,13 @@ int main(int argc, char** argv) {
   for (int d = 0; d < 4; ++d)
     std::printf("  conditional, delta = %-8g (lossy):    %.2f\n", deltas[d], tau(tau_cond[d]));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a bad file, a prompt that does not fit, ...: say so, no abort
+    std::fprintf(stderr, "03_sampling: %s\n", e.what());
+    return 1;
+  }
 }

@@ -16,9 +16,9 @@
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/policies/verifiers/rejection_sampling.hpp>
 #include <specdec/targets/llama2c.hpp>
+#include <specdec/testing/laid_out_tree.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
-#include "support/laid_out_tree.hpp"
 #include "support/stories260k.hpp"
 
 using namespace specdec;

@@ -340,15 +340,4 @@ class BackendStep {
   backend::buffer<Backend> scratch_{Backend{}, backend::memory::backend};
 };
 
-/// The decoder's per-target step state: a BackendStep for a BackendTarget, nothing otherwise.
-struct NoBackendStep {};
-template <class Target>
-struct backend_step_for {
-  using type = NoBackendStep;
-};
-template <BackendTarget Target>
-struct backend_step_for<Target> {
-  using type = BackendStep<typename Target::backend_type>;
-};
-
 }  // namespace specdec::detail

@@ -12,6 +12,10 @@
 //
 // A target whose model runs on a device is a BackendTarget instead: its step's data stays in the
 // backend's memory and the verifier runs there too (verify_on), see backend_step.hpp.
+//
+// This is the one header a policy or target author needs (with DraftContext, DraftTree, TreeView
+// and Verdict); it stays small: the backend operations and the sampling code are not included.
+// The checks that explain a failed concept in words are in checks.hpp (the decoder includes them).
 #pragma once
 
 #include <concepts>
@@ -19,7 +23,6 @@
 #include <type_traits>
 #include <utility>
 
-#include <specdec/backend.hpp>
 #include <specdec/config.hpp>
 #include <specdec/core/kv_compaction.hpp>
 #include <specdec/draft_tree.hpp>
@@ -27,6 +30,13 @@
 #include <specdec/verdict.hpp>
 
 namespace specdec {
+
+namespace backend {
+// Defined in backend.hpp; declared here so that the concepts can name them without pulling the
+// backend operations (and with them the sampling code) into every policy.
+enum class status : int;
+struct VerifyJob;
+}  // namespace backend
 
 /// What a drafter is told when asked for a draft.
 struct DraftContext {
@@ -230,139 +240,4 @@ template <class V, class Out>
 concept VerifierFor = Verifier<V> && requires(V& v, const TreeView& tree, const Out& out,
                                               Verdict& verdict) { v.verify(tree, out, verdict); };
 
-// ---- checks with messages -----------------------------------------------------------------
-
-namespace detail {
-
-template <class T>
-constexpr bool check_backend_target() {
-  using Backend = typename T::backend_type;
-  static_assert(requires(const T& t) { { t.backend() } -> std::convertible_to<Backend>; },
-                "In your backend target: `backend_type backend() const` is missing; it returns the tag "
-                "(e.g. specdec::backend::cuda{stream}) the decoder runs the step with.");
-  static_assert(requires(const T& t) { { t.vocab_size() } -> std::convertible_to<int>; },
-                "In your backend target: `int vocab_size() const` is missing.");
-  static_assert(requires(T& t, std::span<const token_t> p) { t.prefill(p); },
-                "In your backend target: `void prefill(std::span<const specdec::token_t> tokens)` is "
-                "missing; it starts a new sequence whose KV cache holds exactly `tokens`.");
-  static_assert(requires(T& t, const TreeView& tree) { { t.forward(tree) } -> std::convertible_to<LogitsRows>; },
-                "In your backend target: `specdec::LogitsRows forward(const specdec::TreeView&)` is "
-                "missing; it runs the tree (arrays in backend memory) and returns its logits rows there.");
-  static_assert(requires(T& t) { { t.kv_cache() } -> std::convertible_to<core::KvCacheView>; },
-                "In your backend target: `specdec::core::KvCacheView kv_cache()` is missing; the decoder "
-                "compacts the accepted path's K/V rows in it.");
-  return true;
-}
-
-template <class T>
-constexpr bool check_host_target() {
-  static_assert(requires(const T& t) { { t.vocab_size() } -> std::convertible_to<int>; },
-                "In your target: `int vocab_size() const` is missing.");
-  static_assert(requires(T& t, std::span<const token_t> p) { t.prefill(p); },
-                "In your target: `void prefill(std::span<const specdec::token_t> tokens)` is missing; "
-                "it starts a new sequence whose KV cache holds exactly `tokens`.");
-  static_assert(requires(T& t, const TreeView& tree) { t.forward(tree); },
-                "In your target: `forward(const specdec::TreeView&)` is missing; it runs the draft "
-                "tree on top of the KV cache and returns an output with argmax(node) or logits(node).");
-  static_assert(requires(T& t, std::span<const node_t> path) { t.commit(path); },
-                "In your target: `void commit(std::span<const specdec::node_t> path)` is missing; it "
-                "appends the accepted path's K/V so the cache holds exactly the committed tokens.");
-  if constexpr (requires(T& t, const TreeView& tree) { t.forward(tree); }) {
-    static_assert(TargetOutput<target_output_t<T>>,
-                  "In your target: forward() returns a type with neither `token_t argmax(node_t) "
-                  "const` nor `std::span<const float> logits(node_t) const`.");
-  }
-  return true;
-}
-
-/// The checks of a BackendTarget when the type declares backend_type, of a Target otherwise.
-template <class T>
-constexpr bool check_target() {
-  if constexpr (requires { typename T::backend_type; }) return check_backend_target<T>();
-  else return check_host_target<T>();
-}
-
-template <class D>
-constexpr bool check_drafter() {
-  static_assert(std::move_constructible<D>, "In your drafter: the type must be move-constructible.");
-  if constexpr (drafter_traits<D>::needs_target_features) {
-    static_assert(requires(D& d, std::span<const token_t> p, const TargetFeatures& f) { d.begin(p, f); },
-                  "In your feature drafter (needs_target_features): `void begin(std::span<const "
-                  "specdec::token_t> prompt, const specdec::TargetFeatures& prompt_features)` is missing; "
-                  "it is called when a new sequence starts.");
-    static_assert(requires(D& d, std::span<const token_t> t, const TargetFeatures& f) { d.observe(t, f); },
-                  "In your feature drafter (needs_target_features): `void observe(std::span<const "
-                  "specdec::token_t> committed, const specdec::TargetFeatures& features)` is missing; it "
-                  "is told each step's committed tokens with the target's features of their positions.");
-  } else {
-    static_assert(requires(D& d, std::span<const token_t> p) { d.begin(p); },
-                  "In your drafter: `void begin(std::span<const specdec::token_t> prompt)` is missing; "
-                  "it is called when a new sequence starts.");
-    static_assert(requires(D& d, std::span<const token_t> t) { d.observe(t); },
-                  "In your drafter: `void observe(std::span<const specdec::token_t> committed)` is "
-                  "missing; it is told the tokens committed by each step.");
-  }
-  static_assert(requires(D& d, const DraftContext& ctx, DraftTree& tree) { d.propose(ctx, tree); },
-                "In your drafter: `void propose(const specdec::DraftContext&, specdec::DraftTree&)` is "
-                "missing; it writes this step's draft below the tree's root.");
-  return true;
-}
-
-/// A drafter that reads features needs a host target that gives them.
-template <class D, class T>
-constexpr bool check_drafter_for_target() {
-  if constexpr (drafter_traits<D>::needs_target_features) {
-    static_assert(!requires { typename T::backend_type; },
-                  "This drafter reads the target's features (needs_target_features), but the target is "
-                  "a BackendTarget, whose step does not return features yet; use a host FeatureTarget.");
-    static_assert(requires { typename T::backend_type; } || FeatureTarget<T>,
-                  "This drafter reads the target's features (needs_target_features), but the target is "
-                  "not a specdec::FeatureTarget: its output needs `std::span<const float> features(node_t) "
-                  "const`, and the target `int feature_dim() const` and `std::span<const float> "
-                  "prefill_features() const`.");
-  }
-  return true;
-}
-
-template <class V, class Out>
-constexpr bool check_verifier() {
-  static_assert(requires { { V::needs } -> std::convertible_to<output_need>; },
-                "In your verifier: `static constexpr specdec::output_need needs` is missing; say "
-                "whether verify() reads argmax(node) or logits(node) of the target's output.");
-  if constexpr (requires { { V::needs } -> std::convertible_to<output_need>; }) {
-    if constexpr (V::needs == output_need::logits) {
-      static_assert(LogitsOutput<Out>,
-                    "This verifier samples from full rows of logits, but the target's forward() "
-                    "output has no `std::span<const float> logits(node_t) const` (it gives argmaxes "
-                    "only). Use specdec::ExactVerifier with this target, or a target with logits.");
-    }
-  }
-  static_assert(requires(V& v, const TreeView& tree, const Out& out, Verdict& verdict) {
-                  v.verify(tree, out, verdict);
-                },
-                "In your verifier: `void verify(const specdec::TreeView&, const Output&, "
-                "specdec::Verdict&)` is missing or does not accept this target's output type.");
-  return true;
-}
-
-template <class V, class Backend>
-constexpr bool check_backend_verifier() {
-  static_assert(requires { { V::needs } -> std::convertible_to<output_need>; },
-                "In your verifier: `static constexpr specdec::output_need needs` is missing.");
-  static_assert(BackendVerifier<V, Backend>,
-                "This target is a BackendTarget (its step stays in backend memory), so the verifier "
-                "must verify there: `template <class Backend> specdec::backend::status verify_on(const "
-                "Backend&, const specdec::backend::VerifyJob&)` is missing. specdec's ExactVerifier, "
-                "RejectionSampling and ConditionalVerifier have one.");
-  return true;
-}
-
-/// The verifier check that fits the target: verify_on for a BackendTarget, verify otherwise.
-template <class V, class T>
-constexpr bool check_verifier_for_target() {
-  if constexpr (requires { typename T::backend_type; }) return check_backend_verifier<V, typename T::backend_type>();
-  else return check_verifier<V, target_output_t<T>>();
-}
-
-}  // namespace detail
 }  // namespace specdec

@@ -1,18 +1,28 @@
 // SpeculativeDecoder<Target, Drafter..., Verifier>: the decode loop. Drafting and merging run on
 // the host; the forward, verification and commit run on the host for a Target, and on the
 // target's backend (host or CUDA, backend_step.hpp) for a BackendTarget.
+//
+// A host Target's decoder compiles none of the backend operations nor the sampling code: only a
+// BackendTarget needs backend_step.hpp, which its own header includes.
 #pragma once
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
+// The step timer needs only steady_clock: libstdc++'s <chrono> also brings calendars and time
+// zones (about a fifth of a greedy decoder's preprocessed lines), its <bits/chrono.h> does not.
+#if defined(__GLIBCXX__) && __has_include(<bits/chrono.h>)
+#include <bits/chrono.h>
+#else
+#include <chrono>
+#endif
 
-#include <specdec/backend_step.hpp>
+#include <specdec/checks.hpp>
 #include <specdec/concepts.hpp>
 #include <specdec/draft_tree.hpp>
 #include <specdec/error.hpp>
@@ -22,6 +32,37 @@
 namespace specdec {
 
 namespace detail {
+template <class Backend>
+class BackendStep;  // backend_step.hpp
+
+/// The decoder's per-target step state: a BackendStep for a BackendTarget, nothing otherwise.
+struct NoBackendStep {};
+template <class Target>
+struct backend_step_for {
+  using type = NoBackendStep;
+};
+template <BackendTarget Target>
+struct backend_step_for<Target> {
+  using type = BackendStep<typename Target::backend_type>;
+};
+
+/// What forward() returns, or void when the target has no usable forward() (its check says so).
+template <class Target>
+struct forward_output {
+  using type = void;
+};
+template <class Target>
+  requires requires(Target& t, const TreeView& tree) { t.forward(tree); }
+struct forward_output<Target> {
+  using type = target_output_t<Target>;
+};
+
+/// Stands in for the verifier when no policy was given (its own message says so).
+struct no_verifier {};
+
+template <class T>
+inline constexpr bool complete = requires { sizeof(T); };
+
 template <class List>
 struct any_feature_drafter;
 template <class... Ds>
@@ -46,34 +87,36 @@ class SpeculativeDecoder {
   static_assert(sizeof...(Policies) >= 1,
                 "SpeculativeDecoder<Target, Drafter..., Verifier>: the last template argument must be "
                 "a verifier (e.g. specdec::ExactVerifier), and none was given.");
-  using split = detail::split_last<Policies...>;
+  using split = typename std::conditional_t<(sizeof...(Policies) >= 1), std::type_identity<detail::split_last<Policies...>>,
+                                            std::type_identity<detail::split_last<detail::no_verifier>>>::type;
   using drafter_list = typename split::init;
 
  public:
   using target_type = Target;
   using verifier_type = typename split::last;
   using drafters_type = typename drafter_list::template apply<std::tuple>;
-  using output_type = target_output_t<Target>;
+  using output_type = typename detail::forward_output<Target>::type;
   static constexpr std::size_t num_drafters = drafter_list::size;
-  /// Some drafter reads the target's features: each step gathers the accepted path's rows.
-  static constexpr bool gathers_features = detail::any_feature_drafter<drafter_list>::value;
 
  private:
-  template <class... Ds>
-  static constexpr bool check_drafters(detail::type_list<Ds...>) {
-    return (detail::check_drafter<Ds>() && ... && true);
-  }
-  template <class... Ds>
-  static constexpr bool check_drafters_for_target(detail::type_list<Ds...>) {
-    return (detail::check_drafter_for_target<Ds, Target>() && ... && true);
-  }
-  static_assert(detail::check_target<Target>());
-  static_assert(check_drafters(drafter_list{}));
-  static_assert(check_drafters_for_target(drafter_list{}));
-  static_assert(detail::check_verifier_for_target<verifier_type, Target>());
+  // Every misuse of the composition is one static_assert sentence, given here (checks.hpp); when
+  // one fired, the member functions below compile to nothing, so that no knock-on error follows.
+  static constexpr bool composition_checked = [] {
+    if constexpr (sizeof...(Policies) == 0) return false;  // said above
+    else return detail::check_decoder<Target>(drafter_list{}, static_cast<verifier_type*>(nullptr));
+  }();
   static_assert(num_drafters <= 32, "SpeculativeDecoder: at most 32 drafters (one source bit each).");
+  // A BackendTarget's step is defined in backend_step.hpp, which a host decoder does not include.
+  static constexpr bool step_defined = detail::complete<typename detail::backend_step_for<Target>::type>;
+  static_assert(!composition_checked || step_defined,
+                "This target is a BackendTarget: include <specdec/backend_step.hpp> (the decoder's step on "
+                "its backend) before using SpeculativeDecoder with it.");
+  static constexpr bool checked = composition_checked && step_defined;
 
  public:
+  /// Some drafter reads the target's features: each step gathers the accepted path's rows.
+  static constexpr bool gathers_features = checked && detail::any_feature_drafter<drafter_list>::value;
+
   /// Policies given in template order: drafters, then the verifier.
   SpeculativeDecoder(Target& target, Policies... policies)
       : SpeculativeDecoder(target, DecoderOptions{}, std::move(policies)...) {}
@@ -91,98 +134,106 @@ class SpeculativeDecoder {
   /// KV cache is filled with the tokens before it. Throws specdec::error on an empty prompt or a
   /// token outside the vocabulary.
   void prefill(std::span<const token_t> prompt) {
-    context_.clear();  // a prefill that throws leaves no sequence to step
-    if (prompt.empty()) throw error("SpeculativeDecoder::prefill: the prompt is empty (it needs at least one token)");
-    if (options_.budget < 0)
-      throw error("SpeculativeDecoder: budget must be >= 0, got " + std::to_string(options_.budget));
-    vocab_ = static_cast<int>(target_.vocab_size());
-    for (std::size_t i = 0; i < prompt.size(); ++i) check_token(prompt[i], "prompt token " + std::to_string(i));
-    if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget, vocab_);
-    target_.prefill(prompt.first(prompt.size() - 1));
-    TargetFeatures features{};
-    if constexpr (gathers_features) {
-      const std::span<const float> rows = target_.prefill_features();
-      features = {0, static_cast<int>(prompt.size()) - 1, feature_dim(), rows.data()};
-      if (rows.size() != static_cast<std::size_t>(features.rows) * static_cast<std::size_t>(features.dim))
-        throw error("SpeculativeDecoder::prefill: the target's prefill_features() has " + std::to_string(rows.size()) +
-                    " floats, expected " + std::to_string(features.rows) + " tokens x " + std::to_string(features.dim));
+    if constexpr (!checked) {
+      return;  // the composition failed a check: its sentence is the error
+    } else {
+      context_.clear();  // a prefill that throws leaves no sequence to step
+      if (prompt.empty()) throw error("SpeculativeDecoder::prefill: the prompt is empty (it needs at least one token)");
+      if (options_.budget < 0)
+        throw error("SpeculativeDecoder: budget must be >= 0, got " + std::to_string(options_.budget));
+      vocab_ = static_cast<int>(target_.vocab_size());
+      for (std::size_t i = 0; i < prompt.size(); ++i) check_token(prompt[i], "prompt token " + std::to_string(i));
+      if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget, vocab_);
+      target_.prefill(prompt.first(prompt.size() - 1));
+      TargetFeatures features{};
+      if constexpr (gathers_features) {
+        const std::span<const float> rows = target_.prefill_features();
+        features = {0, static_cast<int>(prompt.size()) - 1, feature_dim(), rows.data()};
+        if (rows.size() != static_cast<std::size_t>(features.rows) * static_cast<std::size_t>(features.dim))
+          throw error("SpeculativeDecoder::prefill: the target's prefill_features() has " + std::to_string(rows.size()) +
+                      " floats, expected " + std::to_string(features.rows) + " tokens x " + std::to_string(features.dim));
+      }
+      std::apply([&](auto&... d) { (begin_one(d, prompt, features), ...); }, drafters_);
+      context_.assign(prompt.begin(), prompt.end());
+      prompt_length_ = static_cast<int>(prompt.size());
+      cached_ = prompt_length_ - 1;
+      stats_ = DecodeStats{};
+      stats_.accepted_by_drafter.assign(num_drafters, {});
+      stats_.drafter_names = names();
     }
-    std::apply([&](auto&... d) { (begin_one(d, prompt, features), ...); }, drafters_);
-    context_.assign(prompt.begin(), prompt.end());
-    prompt_length_ = static_cast<int>(prompt.size());
-    cached_ = prompt_length_ - 1;
-    stats_ = DecodeStats{};
-    stats_.accepted_by_drafter.assign(num_drafters, {});
-    stats_.drafter_names = names();
   }
 
   /// One speculative step: draft, one target forward, verify, commit. Returns the tokens
   /// committed by this step (accepted draft tokens, then the next token), valid until the next call.
   std::span<const token_t> step() {
-    if (context_.empty()) throw error("SpeculativeDecoder::step: call prefill() first");
-    using clock = std::chrono::steady_clock;
-    const auto t0 = clock::now();
-
-    int budget = options_.budget;
-    int max_depth = options_.budget;
-    if constexpr (BackendTarget<Target>) {
-      // The forward writes every tree node's K/V behind the cache, so the whole tree must fit.
-      const int max_positions = target_.kv_cache().layout.max_positions;
-      const int room = max_positions - cached_;
-      if (room < 1) throw error("SpeculativeDecoder::step: the target is full (" + std::to_string(max_positions) + " positions)");
-      budget = std::min(budget, room - 1);
-      max_depth = budget;
-    } else if constexpr (BoundedTarget<Target>) {
-      const int room = static_cast<int>(target_.max_positions()) - cached_ - 1;
-      if (room < 0) {
-        throw error("SpeculativeDecoder::step: the target is full (" +
-                    std::to_string(target_.max_positions()) + " positions)");
-      }
-      max_depth = std::min(max_depth, room);
-    }
-    const DraftContext ctx{context_, prompt_length_, budget, max_depth, vocab_};
-    if constexpr (num_drafters == 0) trees_[0].reset(context_.back());
-    std::size_t d = 0;
-    std::apply([&](auto&... drafter) { (propose_one(drafter, d++, ctx), ...); }, drafters_);
-    merger_.merge(tree_ptrs_, budget, max_depth);
-    TreeView view = merger_.view();
-    view.base_position = cached_;
-    const auto t1 = clock::now();
-
-    auto t2 = t1, t3 = t1;
-    if constexpr (BackendTarget<Target>) {
-      // Forward, verification and compaction run behind each other on the backend: their time
-      // is the target's (see DecodeStats).
-      try {
-        backend_step_.run(target_, verifier_, view, verdict_);
-      } catch (...) {
-        context_.clear();  // the cache may be partly compacted: only a new prefill can go on
-        throw;
-      }
-      t2 = t3 = clock::now();
-      check_verdict(view);
+    if constexpr (!checked) {
+      return {};  // the composition failed a check: its sentence is the error
     } else {
-      decltype(auto) out = target_.forward(view);
-      t2 = clock::now();
-      verifier_.verify(view, out, verdict_);
-      check_verdict(view);
-      t3 = clock::now();
-      if constexpr (gathers_features) gather_features(out);  // before commit: it ends the output's life
-      target_.commit(std::span<const node_t>(verdict_.path));
+      if (context_.empty()) throw error("SpeculativeDecoder::step: call prefill() first");
+      using clock = std::chrono::steady_clock;
+      const auto t0 = clock::now();
+
+      int budget = options_.budget;
+      int max_depth = options_.budget;
+      if constexpr (BackendTarget<Target>) {
+        // The forward writes every tree node's K/V behind the cache, so the whole tree must fit.
+        const int max_positions = target_.kv_cache().layout.max_positions;
+        const int room = max_positions - cached_;
+        if (room < 1) throw error("SpeculativeDecoder::step: the target is full (" + std::to_string(max_positions) + " positions)");
+        budget = std::min(budget, room - 1);
+        max_depth = budget;
+      } else if constexpr (BoundedTarget<Target>) {
+        const int room = static_cast<int>(target_.max_positions()) - cached_ - 1;
+        if (room < 0) {
+          throw error("SpeculativeDecoder::step: the target is full (" +
+                      std::to_string(target_.max_positions()) + " positions)");
+        }
+        max_depth = std::min(max_depth, room);
+      }
+      const DraftContext ctx{context_, prompt_length_, budget, max_depth, vocab_};
+      if constexpr (num_drafters == 0) trees_[0].reset(context_.back());
+      std::size_t d = 0;
+      std::apply([&](auto&... drafter) { (propose_one(drafter, d++, ctx), ...); }, drafters_);
+      merger_.merge(tree_ptrs_, budget, max_depth);
+      TreeView view = merger_.view();
+      view.base_position = cached_;
+      const auto t1 = clock::now();
+
+      auto t2 = t1, t3 = t1;
+      if constexpr (BackendTarget<Target>) {
+        // Forward, verification and compaction run behind each other on the backend: their time
+        // is the target's (see DecodeStats).
+        try {
+          backend_step_.run(target_, verifier_, view, verdict_);
+        } catch (...) {
+          context_.clear();  // the cache may be partly compacted: only a new prefill can go on
+          throw;
+        }
+        t2 = t3 = clock::now();
+        check_verdict(view);
+      } else {
+        decltype(auto) out = target_.forward(view);
+        t2 = clock::now();
+        verifier_.verify(view, out, verdict_);
+        check_verdict(view);
+        t3 = clock::now();
+        if constexpr (gathers_features) gather_features(out);  // before commit: it ends the output's life
+        target_.commit(std::span<const node_t>(verdict_.path));
+      }
+      const auto t4 = clock::now();
+
+      const TargetFeatures features{cached_, static_cast<int>(verdict_.path.size()), feature_dim(), feature_rows_.data()};
+      committed_.clear();
+      for (std::size_t k = 1; k < verdict_.path.size(); ++k) committed_.push_back(view.token[verdict_.path[k]]);
+      committed_.push_back(verdict_.next_token);
+      context_.insert(context_.end(), committed_.begin(), committed_.end());
+      cached_ += static_cast<int>(verdict_.path.size());
+      std::apply([&](auto&... drafter) { (observe_one(drafter, features), ...); }, drafters_);
+      const auto t5 = clock::now();
+
+      record(view, t0, t1, t2, t3, t4, t5);
+      return committed_;
     }
-    const auto t4 = clock::now();
-
-    const TargetFeatures features{cached_, static_cast<int>(verdict_.path.size()), feature_dim(), feature_rows_.data()};
-    committed_.clear();
-    for (std::size_t k = 1; k < verdict_.path.size(); ++k) committed_.push_back(view.token[verdict_.path[k]]);
-    committed_.push_back(verdict_.next_token);
-    context_.insert(context_.end(), committed_.begin(), committed_.end());
-    cached_ += static_cast<int>(verdict_.path.size());
-    std::apply([&](auto&... drafter) { (observe_one(drafter, features), ...); }, drafters_);
-    const auto t5 = clock::now();
-
-    record(view, t0, t1, t2, t3, t4, t5);
-    return committed_;
   }
 
   /// Steps until `max_new_tokens` tokens were generated or a stop token was produced. Returns the
@@ -339,7 +390,8 @@ class SpeculativeDecoder {
   std::array<const DraftTree*, std::max<std::size_t>(num_drafters, 1)> tree_ptrs_{};
   TreeMerger merger_;
   Verdict verdict_;
-  [[no_unique_address]] typename detail::backend_step_for<Target>::type backend_step_;
+  [[no_unique_address]] std::conditional_t<step_defined, typename detail::backend_step_for<Target>::type,
+                                           detail::NoBackendStep> backend_step_;
   std::vector<token_t> committed_;
   std::vector<float> feature_rows_;  // the last step's accepted path's features, for feature drafters
   DecodeStats stats_;

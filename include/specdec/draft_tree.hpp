@@ -2,9 +2,8 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <numeric>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,7 +27,7 @@ class DraftTree {
   void reset(token_t root_token) {
     parent_.assign(1, -1);
     token_.assign(1, root_token);
-    score_.assign(1, INFINITY);
+    score_.assign(1, std::numeric_limits<float>::infinity());
     source_.assign(1, 0u);
     dist_parent_.clear();
     dist_draw_begin_.assign(1, 0);
@@ -43,7 +42,7 @@ class DraftTree {
       throw error("DraftTree::add: parent " + std::to_string(parent) + " does not exist (tree has " +
                   std::to_string(size()) + " nodes)");
     }
-    if (std::isnan(score)) throw error("DraftTree::add: score is NaN");
+    if (score != score) throw error("DraftTree::add: score is NaN");
     parent_.push_back(parent);
     token_.push_back(token);
     score_.push_back(score);
@@ -81,12 +80,12 @@ class DraftTree {
                   std::to_string(dist_q_.size() / dist_parent_.size()));
     double total = 0.0;
     for (std::size_t v = 0; v < q.size(); ++v) {
-      if (!(q[v] >= 0.0f) || std::isinf(q[v]))
+      if (!(q[v] >= 0.0f) || q[v] > std::numeric_limits<float>::max())
         throw error("DraftTree::add_sampled: q[" + std::to_string(v) + "] = " + std::to_string(q[v]) +
                     " is not a probability");
       total += q[v];
     }
-    if (std::abs(total - 1.0) > 1e-3)
+    if (!(total >= 1.0 - 1e-3 && total <= 1.0 + 1e-3))
       throw error("DraftTree::add_sampled: q sums to " + std::to_string(total) + ", not 1");
     for (token_t x : draws) {
       if (x < 0 || static_cast<std::size_t>(x) >= q.size() || q[x] <= 0.0f)
@@ -278,10 +277,10 @@ class TreeMerger {
   void keep_budget(int budget) {
     const int n = all_.size();
     priority_.resize(n);
-    priority_[0] = INFINITY;
+    priority_[0] = std::numeric_limits<float>::infinity();
     for (int i = 1; i < n; ++i) priority_[i] = std::min(all_.score_[i], priority_[all_.parent_[i]]);
     order_.resize(n - 1);
-    std::iota(order_.begin(), order_.end(), 1);
+    for (std::size_t k = 0; k < order_.size(); ++k) order_[k] = static_cast<int>(k) + 1;
     const int keep = std::min(budget, n - 1);
     // Parents precede children in this order (priority never rises along a path, and a parent's
     // index is smaller), so any prefix is a connected tree.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <specdec/backend.hpp>
 #include <specdec/concepts.hpp>
 #include <specdec/core/conditional.hpp>
 #include <specdec/core/sampling.hpp>

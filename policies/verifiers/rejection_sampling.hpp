@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <specdec/backend.hpp>
 #include <specdec/concepts.hpp>
 #include <specdec/core/rejection.hpp>
 #include <specdec/core/sampling.hpp>

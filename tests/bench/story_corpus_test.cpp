@@ -14,11 +14,11 @@
 
 #include <specdec/index/token_file.hpp>
 #include <specdec/targets/llama2c.hpp>
+#include <specdec/testing/laid_out_tree.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "input_error.hpp"
 #include "story_corpus.hpp"
-#include "support/laid_out_tree.hpp"
 #include "support/stories260k.hpp"
 #include "tasks.hpp"
 

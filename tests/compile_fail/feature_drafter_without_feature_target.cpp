@@ -1,6 +1,8 @@
 // Must not compile: a drafter that reads the target's features, with a target that has none
 // (HashTarget gives argmaxes and logits only). The expected error is one sentence from
-// specdec::detail::check_drafter_for_target.
+// specdec::detail::check_drafter_for_target; prefill and generate add no knock-on error.
+#include <vector>
+
 #include <specdec/decoder.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/targets/hash_target.hpp>
@@ -15,5 +17,6 @@ struct FeatureDrafter {
 int main() {
   specdec::HashTarget target;
   specdec::SpeculativeDecoder<specdec::HashTarget, FeatureDrafter, specdec::ExactVerifier> decoder(target);
-  (void)decoder;
+  decoder.prefill(std::vector<specdec::token_t>{1, 2});
+  return static_cast<int>(decoder.generate(4).size());
 }

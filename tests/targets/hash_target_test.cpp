@@ -4,6 +4,7 @@
 
 #include <specdec/draft_tree.hpp>
 #include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/target_conformance.hpp>
 
 using namespace specdec;
 
@@ -45,3 +46,14 @@ TEST_CASE("HashTarget: wrong positions and bad tokens are refused", "[targets][e
   view.base_position = 5;
   CHECK_THROWS_WITH(target.forward(view), Catch::Contains("starts at position 5 but the cache holds 2"));
 }
+
+// [conformance]
+TEST_CASE("HashTarget passes the target conformance kit", "[targets][conformance]") {
+  for (int vocab : {2, 64, 1000}) {
+    HashTarget target(vocab, /*seed=*/3);
+    const testing::ConformanceReport report = testing::check_target(target, {.prompts = 4, .tree_nodes = 24});
+    INFO("vocab " << vocab << ": " << report.str());  // what failed, one sentence each
+    CHECK(report.ok());
+  }
+}
+// [conformance]

@@ -12,12 +12,14 @@
 
 #include <specdec/core/tree.hpp>
 #include <specdec/targets/llama2c.hpp>
+#include <specdec/testing/laid_out_tree.hpp>
+#include <specdec/testing/target_conformance.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "support/data.hpp"
-#include "support/laid_out_tree.hpp"
 #include "support/random_tree.hpp"
 #include "support/temp_dir.hpp"
+#include "support/tiny_llama.hpp"
 #include "targets/llama2c_plain.hpp"
 
 using namespace specdec;
@@ -401,4 +403,18 @@ TEST_CASE("Llama2cTarget: a small checkpoint claiming 1024 layers x 2^20 positio
   const std::vector<token_t> prompt{1, 0, 1, 1};
   target.prefill(prompt);
   CHECK(target.cached() == 4);
+}
+
+TEST_CASE("Llama2cTarget passes the target conformance kit bit for bit", "[llama2c][conformance]") {
+  TempDir dir;
+  testing::write_tiny_llama(dir.path / "tiny.bin");
+  Llama2cTarget tiny(dir.path / "tiny.bin");
+  const testing::ConformanceReport report = testing::check_target(tiny);
+  INFO(report.str());
+  CHECK(report.ok());
+  if (!stories()) return;  // data_file printed the skip
+  Llama2cTarget target(stories());
+  const testing::ConformanceReport stories_report = testing::check_target(target, {.prompts = 2});
+  INFO(stories_report.str());
+  CHECK(stories_report.ok());
 }

@@ -6,8 +6,9 @@
 // compilers fuse a * b + c into one FMA (one rounding instead of two) when they may. Either
 // difference can flip a sampling decision whose uniform lies within an ulp of its threshold.
 // Device code therefore uses the __f*_rn intrinsics, which nvcc never fuses; host code relies on
-// the specdec target's -ffp-contract=off (CMakeLists.txt; tests/core/portable_math_test.cpp
-// checks it) and must not be built with -ffast-math or flush-to-zero.
+// -ffp-contract=off, which the specdec::portable_fp CMake target adds (CMakeLists.txt;
+// tests/core/portable_math_test.cpp checks it) and must not be built with -ffast-math or
+// flush-to-zero.
 #pragma once
 
 #include <cstdint>

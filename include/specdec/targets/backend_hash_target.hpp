@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <specdec/backend.hpp>
+#include <specdec/backend_step.hpp>  // the decoder's step for a BackendTarget
 #include <specdec/concepts.hpp>
 #include <specdec/core/kv_compaction.hpp>
 #include <specdec/error.hpp>

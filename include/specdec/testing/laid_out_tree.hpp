@@ -1,5 +1,5 @@
 // A draft tree with its layout, built without the decoder, as the decoder would hand it to a
-// target: for tests that drive a target directly.
+// target: for tests that drive a target directly (part of the target conformance kit).
 #pragma once
 
 #include <cstdint>
