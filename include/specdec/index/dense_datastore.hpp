@@ -109,7 +109,7 @@ inline float dense_dot(const float* a, const float* b, int n) {
   int i = 0;
   for (; i + 8 <= n; i += 8)
     for (int u = 0; u < 8; ++u) s[u] += a[i + u] * b[i + u];
-  for (int u = 0; i < n; ++i, ++u) s[u] += a[i] * b[i];
+  for (; i < n; ++i) s[i & 7] += a[i] * b[i];  // the tail: i & 7 is its offset from a multiple of 8
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
