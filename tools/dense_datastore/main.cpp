@@ -6,6 +6,8 @@
 //   specdec-dense-datastore info DS [--verify]
 //   specdec-dense-datastore mrr DS [--queries Q] [--seed S]
 //   specdec-dense-datastore bench DS [--queries Q] [--neighbours K]
+//   specdec-dense-datastore compare --dense DS --rest RDS --model M --prompts TOKENS [--prompt-tokens P]
+//                                   [--max-prompts N] [--new N] [--budget B]
 //
 // The features are read, not computed: FEATURES holds one float32 row per token of TOKENS
 // (separators excluded, in order), as `specbench corpus --features` writes them, the target's
@@ -29,7 +31,13 @@
 #include <specdec/index/dense_datastore.hpp>
 #include <specdec/index/dense_datastore_builder.hpp>
 #include <specdec/index/dense_search.hpp>
+#include <specdec/index/token_datastore.hpp>
 #include <specdec/index/token_file.hpp>
+#include <specdec/decoder.hpp>
+#include <specdec/policies/drafters/dresd.hpp>
+#include <specdec/policies/drafters/rest.hpp>
+#include <specdec/policies/verifiers/exact.hpp>
+#include <specdec/targets/llama2c.hpp>
 
 namespace fs = std::filesystem;
 
@@ -183,6 +191,64 @@ void run_bench(const std::string& file, std::uint64_t queries, int neighbours) {
                            100.0 * self_first / chosen.size());
 }
 
+struct CompareArgs {
+  std::string dense, rest, model, prompts;
+  int prompt_tokens = 16, max_prompts = 40, new_tokens = 128, budget = 64;
+};
+
+/// Greedy decoding of the same prompts with REST and DReSD (exact verifier), each checked against
+/// plain decoding: mean acceptance rate (accepted / drafted, per prompt, then averaged, as the
+/// DReSD paper's MAR), τ (tokens per target call, bonus token included) and drafting µs per step.
+/// The prompts are the first prompt_tokens tokens of each document of a token file (e.g. a
+/// corpus sampled with another seed than the datastore's).
+void run_compare(const CompareArgs& a) {
+  auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(a.model));
+  specdec::TokenDocuments docs;
+  specdec::read_token_file(a.prompts, docs);
+  std::vector<std::vector<specdec::token_t>> prompts;
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < docs.text.size() && static_cast<int>(prompts.size()) < a.max_prompts; ++i) {
+    if (docs.text[i] != specdec::kDocumentEnd) continue;
+    if (i - begin >= static_cast<std::size_t>(a.prompt_tokens))
+      prompts.emplace_back(docs.text.begin() + static_cast<std::ptrdiff_t>(begin),
+                           docs.text.begin() + static_cast<std::ptrdiff_t>(begin + a.prompt_tokens));
+    begin = i + 1;
+  }
+  specdec::Llama2cTarget target(model);
+  std::vector<std::vector<specdec::token_t>> expected;
+  for (const auto& p : prompts) expected.push_back(target.generate(p, a.new_tokens));
+  const auto run = [&](const std::string& name, auto make) {
+    double mar = 0, seconds = 0;
+    std::int64_t steps = 0, tokens = 0, drafted = 0, wrong = 0;
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      specdec::SpeculativeDecoder<specdec::Llama2cTarget, decltype(make()), specdec::ExactVerifier> decoder(
+          target, specdec::DecoderOptions{.budget = a.budget}, make(), specdec::ExactVerifier{});
+      decoder.prefill(prompts[p]);
+      wrong += decoder.generate(a.new_tokens) != expected[p];
+      const auto& st = decoder.stats();
+      mar += st.drafted_nodes ? static_cast<double>(st.tokens - st.steps) / static_cast<double>(st.drafted_nodes) : 0.0;
+      steps += st.steps, tokens += st.tokens, drafted += st.drafted_nodes, seconds += st.draft_seconds;
+    }
+    std::cout << fmt::format("{:<22} prompts {:3}  MAR {:5.1f}%  accepted {:6} of {:7} drafted  tau {:.2f}  "
+                             "drafting {:7.0f} us/step  outputs differing from plain decoding: {}\n",
+                             name, prompts.size(), 100.0 * mar / prompts.size(), tokens - steps, drafted,
+                             static_cast<double>(tokens) / steps, 1e6 * seconds / steps, wrong);
+  };
+  const auto rest = std::make_shared<const specdec::TokenDatastore>(a.rest);
+  const auto dense = std::make_shared<const specdec::DenseDatastore>(a.dense);
+  const auto search = std::make_shared<const specdec::ExactDenseSearch>(dense);
+  std::cout << fmt::format("{} prompts of {} tokens, {} new tokens each, budget {}; REST {} ({} tokens), DReSD {} "
+                           "(l = {})\n",
+                           prompts.size(), a.prompt_tokens, a.new_tokens, a.budget, a.rest, rest->tokens(), a.dense,
+                           dense->key_dim());
+  run("rest", [&] { return specdec::RestDrafter(rest); });
+  run("dresd 3x20 (greedy)", [&] { return specdec::DresdDrafter(dense, specdec::DresdOptions::greedy(), search); });
+  run("dresd 10x10 (sampling)", [&] { return specdec::DresdDrafter(dense, specdec::DresdOptions::sampling(), search); });
+  run("dresd 10x6 (REST's)", [&] {
+    return specdec::DresdDrafter(dense, {.neighbours = 64, .drafts = 10, .draft_length = 6}, search);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -219,6 +285,18 @@ int main(int argc, char** argv) {
   bench->add_option("--queries", queries, "Queries (default 1000)")->check(CLI::PositiveNumber);
   bench->add_option("--neighbours", neighbours, "k (default 32)")->check(CLI::PositiveNumber);
 
+  CompareArgs c;
+  auto* compare = app.add_subcommand("compare", "Greedy decoding with REST and DReSD on the same prompts");
+  compare->add_option("--dense", c.dense, "Dense datastore")->required();
+  compare->add_option("--rest", c.rest, "REST token datastore of the same corpus (specdec-datastore build)")->required();
+  compare->add_option("--model", c.model, "llama2.c checkpoint the features came from")->required();
+  compare->add_option("--prompts", c.prompts, "Token file: each document's first --prompt-tokens tokens are a prompt")
+      ->required();
+  compare->add_option("--prompt-tokens", c.prompt_tokens, "Tokens per prompt (default 16)")->check(CLI::PositiveNumber);
+  compare->add_option("--max-prompts", c.max_prompts, "Prompts at most (default 40)")->check(CLI::PositiveNumber);
+  compare->add_option("--new", c.new_tokens, "New tokens per prompt (default 128)")->check(CLI::PositiveNumber);
+  compare->add_option("--budget", c.budget, "Draft nodes per step (default 64)")->check(CLI::PositiveNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -230,6 +308,7 @@ int main(int argc, char** argv) {
     if (build->parsed()) run_build(b);
     else if (info->parsed()) run_info(file, verify);
     else if (mrr->parsed()) run_mrr(file, queries, seed);
+    else if (compare->parsed()) run_compare(c);
     else run_bench(file, queries, neighbours);
   } catch (const specdec::error& e) {
     std::cerr << "specdec-dense-datastore: " << e.what() << "\n";
