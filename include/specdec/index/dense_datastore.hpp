@@ -40,14 +40,8 @@
 // checked on request (DatastoreVerify::full), as for TokenDatastore.
 #pragma once
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +53,7 @@
 #include <vector>
 
 #include <specdec/error.hpp>
+#include <specdec/index/mapped_file.hpp>
 #include <specdec/index/token_datastore.hpp>
 #include <specdec/index/token_file.hpp>
 
@@ -144,51 +139,18 @@ class DenseDatastore {
   /// Maps `path` and checks it (`verify`). Throws specdec::error naming the file and what is
   /// wrong: missing, truncated, not a dense datastore, another version, bad checksum, empty.
   explicit DenseDatastore(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::header)
-      : path_(path) {
-    const std::string who = "dense datastore " + path.string();
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw error(who + " cannot be opened (" + std::strerror(errno) + ")");
-    struct stat st {};
-    const bool sized = ::fstat(fd, &st) == 0;
-    if (!sized || st.st_size < static_cast<off_t>(sizeof(DenseDatastoreHeader))) {
-      ::close(fd);
-      throw error(who + " is truncated: " + std::to_string(st.st_size) + " bytes, the header alone has 128");
-    }
-    bytes_ = static_cast<std::size_t>(st.st_size);
-    void* map = ::mmap(nullptr, bytes_, PROT_READ, MAP_SHARED, fd, 0);
-    ::close(fd);  // the mapping keeps the file
-    if (map == MAP_FAILED) throw error(who + " cannot be mapped (" + std::strerror(errno) + ")");
-    map_ = map;
-    try {
-      check(who, verify);
-    } catch (...) {
-      unmap();
-      throw;
-    }
+      : path_(path), file_(path, "dense datastore " + path.string(), sizeof(DenseDatastoreHeader)) {
+    check("dense datastore " + path.string(), verify);
   }
-
-  DenseDatastore(const DenseDatastore&) = delete;
-  DenseDatastore& operator=(const DenseDatastore&) = delete;
-  DenseDatastore(DenseDatastore&& o) noexcept { *this = std::move(o); }
-  DenseDatastore& operator=(DenseDatastore&& o) noexcept {
-    if (this != &o) {
-      unmap();
-      path_ = std::move(o.path_);
-      map_ = std::exchange(o.map_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
-    }
-    return *this;
-  }
-  ~DenseDatastore() { unmap(); }
 
   const std::filesystem::path& path() const { return path_; }
-  const DenseDatastoreHeader& header() const { return *static_cast<const DenseDatastoreHeader*>(map_); }
+  const DenseDatastoreHeader& header() const { return *static_cast<const DenseDatastoreHeader*>(file_.data()); }
   int vocab_size() const { return static_cast<int>(header().vocab_size); }
   int feature_dim() const { return static_cast<int>(header().feature_dim); }
   int key_dim() const { return static_cast<int>(header().key_dim); }
   std::uint64_t keys() const { return header().keys; }
   std::uint64_t documents() const { return header().documents; }
-  std::size_t file_bytes() const { return bytes_; }
+  std::size_t file_bytes() const { return file_.size(); }
 
   std::span<const float> mean() const { return {floats(), static_cast<std::size_t>(feature_dim())}; }
   std::span<const float> inv_scale() const { return {floats() + feature_dim(), static_cast<std::size_t>(feature_dim())}; }
@@ -226,25 +188,18 @@ class DenseDatastore {
 
   /// The checksum of the payload as it is now (reads the whole file).
   std::uint64_t payload_checksum() const {
-    return datastore_checksum(static_cast<const char*>(map_) + sizeof(DenseDatastoreHeader),
-                              bytes_ - sizeof(DenseDatastoreHeader));
+    return datastore_checksum(static_cast<const char*>(file_.data()) + sizeof(DenseDatastoreHeader),
+                              file_bytes() - sizeof(DenseDatastoreHeader));
   }
 
  private:
   const float* floats() const {
-    return reinterpret_cast<const float*>(static_cast<const char*>(map_) + sizeof(DenseDatastoreHeader));
+    return reinterpret_cast<const float*>(static_cast<const char*>(file_.data()) + sizeof(DenseDatastoreHeader));
   }
 
   void check(const std::string& who, DatastoreVerify verify) const {
     const DenseDatastoreHeader& h = header();
-    if (std::memcmp(h.magic, kDenseDatastoreMagic, sizeof kDenseDatastoreMagic) != 0)
-      throw error(who + " is not a specdec dense datastore (bad magic)");
-    if (h.version != kDenseDatastoreVersion)
-      throw error(who + " has format version " + std::to_string(h.version) + ", this build reads version " +
-                  std::to_string(kDenseDatastoreVersion));
-    if (h.header_bytes != sizeof(DenseDatastoreHeader))
-      throw error(who + " has a header of " + std::to_string(h.header_bytes) + " bytes, expected 128");
-    if (h.header_checksum != header_checksum(h)) throw error(who + " has a damaged header (header checksum mismatch)");
+    detail::check_file_header(h, kDenseDatastoreMagic, kDenseDatastoreVersion, "dense datastore", who);
     if (h.keys == 0 || h.documents == 0) throw error(who + " is empty (no keys)");
     if (h.text_length >= kDocumentEnd)
       throw error(who + " has " + std::to_string(h.text_length) + " words of text, more than 32-bit positions address");
@@ -256,22 +211,16 @@ class DenseDatastore {
       throw error(who + " has " + std::to_string(h.keys) + " keys for " + std::to_string(h.text_length - h.documents) +
                   " tokens");
     const std::uint64_t expected = dense_datastore_bytes(h);
-    if (bytes_ != expected)
-      throw error(who + (bytes_ < expected ? " is truncated: " : " has trailing bytes: ") + std::to_string(bytes_) +
+    if (file_bytes() != expected)
+      throw error(who + (file_bytes() < expected ? " is truncated: " : " has trailing bytes: ") + std::to_string(file_bytes()) +
                   " bytes, its header says " + std::to_string(expected));
     if (text().back() != kDocumentEnd) throw error(who + " has a text that does not end with a document separator");
     if (verify == DatastoreVerify::full && payload_checksum() != h.payload_checksum)
       throw error(who + " is damaged (payload checksum mismatch)");
   }
 
-  void unmap() {
-    if (map_) ::munmap(map_, bytes_);
-    map_ = nullptr;
-  }
-
   std::filesystem::path path_;
-  void* map_ = nullptr;
-  std::size_t bytes_ = 0;
+  MappedFile file_;
 };
 
 }  // namespace specdec
