@@ -5,7 +5,7 @@
 //                                 [--sample S] [--seed S] [--vocab N]
 //   specdec-dense-datastore info DS [--verify]
 //   specdec-dense-datastore mrr DS [--queries Q] [--seed S]
-//   specdec-dense-datastore bench DS [--queries Q] [--neighbours K]
+//   specdec-dense-datastore bench DS [--queries Q] [--neighbours K] [--backend exact|faiss-flat|faiss-hnsw|faiss-ivf]
 //   specdec-dense-datastore compare --dense DS --rest RDS --model M --prompts TOKENS [--prompt-tokens P]
 //                                   [--max-prompts N] [--new N] [--budget B]
 //
@@ -31,6 +31,9 @@
 #include <specdec/index/dense_datastore.hpp>
 #include <specdec/index/dense_datastore_builder.hpp>
 #include <specdec/index/dense_search.hpp>
+#if SPECDEC_HAS_FAISS
+#include <specdec/index/faiss_search.hpp>
+#endif
 #include <specdec/index/token_datastore.hpp>
 #include <specdec/index/token_file.hpp>
 #include <specdec/decoder.hpp>
@@ -166,29 +169,54 @@ void run_mrr(const std::string& file, std::uint64_t queries, std::uint64_t seed)
                            std::chrono::duration<double>(Clock::now() - start).count());
 }
 
-/// Drafting's search cost: µs per query of the exact host search (stored keys as queries).
-void run_bench(const std::string& file, std::uint64_t queries, int neighbours) {
+/// Drafting's search cost: µs per query of a backend (stored keys as queries), and for an
+/// approximate one its recall@k against the exact search on the same queries.
+void run_bench(const std::string& file, std::uint64_t queries, int neighbours, const std::string& backend) {
   const auto ds = std::make_shared<const specdec::DenseDatastore>(file);
-  const specdec::ExactDenseSearch search(ds);
+  const auto exact = std::make_shared<const specdec::ExactDenseSearch>(ds);
+  std::shared_ptr<const specdec::DenseSearch> search = exact;
+  const auto built = Clock::now();
+#if SPECDEC_HAS_FAISS
+  if (backend != "exact") {
+    using kind = specdec::FaissOptions::kind;
+    const kind k = backend == "faiss-flat" ? kind::flat : backend == "faiss-ivf" ? kind::ivf : kind::hnsw;
+    search = std::make_shared<const specdec::FaissDenseSearch>(ds, specdec::FaissOptions{.index = k});
+  }
+#else
+  if (backend != "exact") throw specdec::error("backend " + backend + ": this build has no FAISS (libfaiss-dev)");
+#endif
+  const double build_s = std::chrono::duration<double>(Clock::now() - built).count();
   const auto chosen = specdec::detail::sample_indices(ds->keys(), std::min(ds->keys(), queries), 1);
-  std::vector<specdec::DenseNeighbour> found;
+  std::vector<std::vector<specdec::DenseNeighbour>> found(chosen.size());
   std::vector<float> query(static_cast<std::size_t>(ds->key_dim()));
-  double self_first = 0;
   const auto start = Clock::now();
   const std::clock_t cpu_start = std::clock();
-  for (const auto i : chosen) {
-    const auto key = ds->key(i);
+  for (std::size_t q = 0; q < chosen.size(); ++q) {
+    const auto key = ds->key(chosen[q]);
     query.assign(key.begin(), key.end());
-    search.search(query, neighbours, found);
-    self_first += !found.empty() && found[0].key == i;
+    search->search(query, neighbours, found[q]);
   }
   const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / chosen.size();
   // CPU time too: on a shared machine the wall time mostly measures the other processes.
   const double cpu_us = 1e6 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / chosen.size();
-  std::cout << fmt::format("{}: exact search, {} keys of dim {}, k = {}: {:.0f} us CPU ({:.0f} us wall) per query "
-                           "({} queries; the query's own key first in {:.1f}%)\n",
-                           file, ds->keys(), ds->key_dim(), neighbours, cpu_us, us, chosen.size(),
-                           100.0 * self_first / chosen.size());
+  std::string recall;
+  if (search != exact) {
+    double hits = 0, total = 0;
+    std::vector<specdec::DenseNeighbour> truth;
+    for (std::size_t q = 0; q < chosen.size(); ++q) {
+      const auto key = ds->key(chosen[q]);
+      query.assign(key.begin(), key.end());
+      exact->search(query, neighbours, truth);
+      for (const auto& t : truth)
+        hits += std::any_of(found[q].begin(), found[q].end(), [&](const auto& f) { return f.key == t.key; });
+      total += static_cast<double>(truth.size());
+    }
+    recall = fmt::format(", recall@{} {:.3f}, index built in {:.1f} s", neighbours, hits / total, build_s);
+  }
+  std::cout << fmt::format("{}: {} search, {} keys of dim {}, k = {}: {:.0f} us CPU ({:.0f} us wall) per query "
+                           "({} queries{})\n",
+                           file, search->name(), ds->keys(), ds->key_dim(), neighbours, cpu_us, us, chosen.size(),
+                           recall);
 }
 
 struct CompareArgs {
@@ -284,6 +312,9 @@ int main(int argc, char** argv) {
   bench->add_option("datastore", file, "Dense datastore file")->required();
   bench->add_option("--queries", queries, "Queries (default 1000)")->check(CLI::PositiveNumber);
   bench->add_option("--neighbours", neighbours, "k (default 32)")->check(CLI::PositiveNumber);
+  std::string backend = "exact";
+  bench->add_option("--backend", backend, "exact (default), faiss-flat, faiss-hnsw or faiss-ivf")
+      ->check(CLI::IsMember({"exact", "faiss-flat", "faiss-hnsw", "faiss-ivf"}));
 
   CompareArgs c;
   auto* compare = app.add_subcommand("compare", "Greedy decoding with REST and DReSD on the same prompts");
@@ -309,7 +340,7 @@ int main(int argc, char** argv) {
     else if (info->parsed()) run_info(file, verify);
     else if (mrr->parsed()) run_mrr(file, queries, seed);
     else if (compare->parsed()) run_compare(c);
-    else run_bench(file, queries, neighbours);
+    else run_bench(file, queries, neighbours, backend);
   } catch (const specdec::error& e) {
     std::cerr << "specdec-dense-datastore: " << e.what() << "\n";
     return 2;
