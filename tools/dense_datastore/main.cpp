@@ -7,7 +7,7 @@
 //   specdec-dense-datastore mrr DS [--queries Q] [--seed S]
 //   specdec-dense-datastore bench DS [--queries Q] [--neighbours K] [--backend exact|faiss-flat|faiss-hnsw|faiss-ivf]
 //   specdec-dense-datastore compare --dense DS --rest RDS --model M --prompts TOKENS [--prompt-tokens P]
-//                                   [--max-prompts N] [--new N] [--budget B]
+//                                   [--max-prompts N] [--new N] [--budget B] [--backend B]
 //
 // The features are read, not computed: FEATURES holds one float32 row per token of TOKENS
 // (separators excluded, in order), as `specbench corpus --features` writes them, the target's
@@ -169,22 +169,26 @@ void run_mrr(const std::string& file, std::uint64_t queries, std::uint64_t seed)
                            std::chrono::duration<double>(Clock::now() - start).count());
 }
 
+/// The search backend named `backend` (exact, faiss-flat, faiss-hnsw, faiss-ivf) over `ds`.
+std::shared_ptr<const specdec::DenseSearch> make_search(const std::shared_ptr<const specdec::DenseDatastore>& ds,
+                                                        const std::string& backend) {
+  if (backend == "exact") return std::make_shared<const specdec::ExactDenseSearch>(ds);
+#if SPECDEC_HAS_FAISS
+  using kind = specdec::FaissOptions::kind;
+  const kind k = backend == "faiss-flat" ? kind::flat : backend == "faiss-ivf" ? kind::ivf : kind::hnsw;
+  return std::make_shared<const specdec::FaissDenseSearch>(ds, specdec::FaissOptions{.index = k});
+#else
+  throw specdec::error("backend " + backend + ": this build has no FAISS (libfaiss-dev)");
+#endif
+}
+
 /// Drafting's search cost: µs per query of a backend (stored keys as queries), and for an
 /// approximate one its recall@k against the exact search on the same queries.
 void run_bench(const std::string& file, std::uint64_t queries, int neighbours, const std::string& backend) {
   const auto ds = std::make_shared<const specdec::DenseDatastore>(file);
   const auto exact = std::make_shared<const specdec::ExactDenseSearch>(ds);
-  std::shared_ptr<const specdec::DenseSearch> search = exact;
   const auto built = Clock::now();
-#if SPECDEC_HAS_FAISS
-  if (backend != "exact") {
-    using kind = specdec::FaissOptions::kind;
-    const kind k = backend == "faiss-flat" ? kind::flat : backend == "faiss-ivf" ? kind::ivf : kind::hnsw;
-    search = std::make_shared<const specdec::FaissDenseSearch>(ds, specdec::FaissOptions{.index = k});
-  }
-#else
-  if (backend != "exact") throw specdec::error("backend " + backend + ": this build has no FAISS (libfaiss-dev)");
-#endif
+  const std::shared_ptr<const specdec::DenseSearch> search = backend == "exact" ? exact : make_search(ds, backend);
   const double build_s = std::chrono::duration<double>(Clock::now() - built).count();
   const auto chosen = specdec::detail::sample_indices(ds->keys(), std::min(ds->keys(), queries), 1);
   std::vector<std::vector<specdec::DenseNeighbour>> found(chosen.size());
@@ -220,7 +224,7 @@ void run_bench(const std::string& file, std::uint64_t queries, int neighbours, c
 }
 
 struct CompareArgs {
-  std::string dense, rest, model, prompts;
+  std::string dense, rest, model, prompts, backend = "exact";
   int prompt_tokens = 16, max_prompts = 40, new_tokens = 128, budget = 64;
 };
 
@@ -264,11 +268,11 @@ void run_compare(const CompareArgs& a) {
   };
   const auto rest = std::make_shared<const specdec::TokenDatastore>(a.rest);
   const auto dense = std::make_shared<const specdec::DenseDatastore>(a.dense);
-  const auto search = std::make_shared<const specdec::ExactDenseSearch>(dense);
+  const auto search = make_search(dense, a.backend);
   std::cout << fmt::format("{} prompts of {} tokens, {} new tokens each, budget {}; REST {} ({} tokens), DReSD {} "
-                           "(l = {})\n",
+                           "(l = {}, {} search)\n",
                            prompts.size(), a.prompt_tokens, a.new_tokens, a.budget, a.rest, rest->tokens(), a.dense,
-                           dense->key_dim());
+                           dense->key_dim(), search->name());
   run("rest", [&] { return specdec::RestDrafter(rest); });
   run("dresd 3x20 (greedy)", [&] { return specdec::DresdDrafter(dense, specdec::DresdOptions::greedy(), search); });
   run("dresd 10x10 (sampling)", [&] { return specdec::DresdDrafter(dense, specdec::DresdOptions::sampling(), search); });
@@ -327,6 +331,8 @@ int main(int argc, char** argv) {
   compare->add_option("--max-prompts", c.max_prompts, "Prompts at most (default 40)")->check(CLI::PositiveNumber);
   compare->add_option("--new", c.new_tokens, "New tokens per prompt (default 128)")->check(CLI::PositiveNumber);
   compare->add_option("--budget", c.budget, "Draft nodes per step (default 64)")->check(CLI::PositiveNumber);
+  compare->add_option("--backend", c.backend, "DReSD's search: exact (default), faiss-flat, faiss-hnsw or faiss-ivf")
+      ->check(CLI::IsMember({"exact", "faiss-flat", "faiss-hnsw", "faiss-ivf"}));
 
   try {
     app.parse(argc, argv);
