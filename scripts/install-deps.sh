@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
   catch2 librange-v3-dev libbenchmark-dev
-  libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev libdivsufsort-dev
+  libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev libdivsufsort-dev libeigen3-dev libfaiss-dev
 )
 
 missing=()

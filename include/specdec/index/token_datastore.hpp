@@ -26,14 +26,8 @@
 // whole file (measured in docs/performance.md). A reader never writes: the mapping is PROT_READ.
 #pragma once
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,6 +37,7 @@
 #include <utility>
 
 #include <specdec/error.hpp>
+#include <specdec/index/mapped_file.hpp>
 #include <specdec/index/token_file.hpp>
 
 namespace specdec {
@@ -120,6 +115,23 @@ inline std::uint64_t header_checksum(const DatastoreHeader& h) {
   return datastore_checksum(&h, offsetof(DatastoreHeader, header_checksum));
 }
 
+namespace detail {
+/// The checks every specdec file header shares: magic, version, header size and checksum
+/// (header_checksum(h), found by argument-dependent lookup). `kind` names the format in the error.
+template <class Header>
+void check_file_header(const Header& h, const char (&magic)[8], std::uint32_t version, const char* kind,
+                       const std::string& who) {
+  if (std::memcmp(h.magic, magic, sizeof magic) != 0) throw error(who + " is not a specdec " + kind + " (bad magic)");
+  if (h.version != version)
+    throw error(who + " has format version " + std::to_string(h.version) + ", this build reads version " +
+                std::to_string(version));
+  if (h.header_bytes != sizeof(Header))
+    throw error(who + " has a header of " + std::to_string(h.header_bytes) + " bytes, expected " +
+                std::to_string(sizeof(Header)));
+  if (h.header_checksum != header_checksum(h)) throw error(who + " has a damaged header (header checksum mismatch)");
+}
+}  // namespace detail
+
 /// How much of a datastore file open checks.
 enum class DatastoreVerify {
   header,  ///< magic, version, sizes, header checksum: O(1)
@@ -142,53 +154,21 @@ class TokenDatastore {
   /// Maps `path` and checks it (`verify`). Throws specdec::error naming the file and what is wrong:
   /// missing, truncated, not a datastore, another version, bad checksum, empty.
   explicit TokenDatastore(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::header)
-      : path_(path) {
-    const std::string who = "datastore " + path.string();
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw error(who + " cannot be opened (" + std::strerror(errno) + ")");
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(DatastoreHeader))) {
-      ::close(fd);
-      throw error(who + " is truncated: " + std::to_string(st.st_size) + " bytes, the header alone has 64");
-    }
-    bytes_ = static_cast<std::size_t>(st.st_size);
-    void* map = ::mmap(nullptr, bytes_, PROT_READ, MAP_SHARED, fd, 0);
-    ::close(fd);  // the mapping keeps the file
-    if (map == MAP_FAILED) throw error(who + " cannot be mapped (" + std::strerror(errno) + ")");
-    map_ = map;
-    try {
-      check(who, verify);
-    } catch (...) {
-      unmap();
-      throw;
-    }
+      : path_(path), file_(path, "datastore " + path.string(), sizeof(DatastoreHeader)) {
+    check("datastore " + path.string(), verify);
   }
-
-  TokenDatastore(const TokenDatastore&) = delete;
-  TokenDatastore& operator=(const TokenDatastore&) = delete;
-  TokenDatastore(TokenDatastore&& o) noexcept { *this = std::move(o); }
-  TokenDatastore& operator=(TokenDatastore&& o) noexcept {
-    if (this != &o) {
-      unmap();
-      path_ = std::move(o.path_);
-      map_ = std::exchange(o.map_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
-    }
-    return *this;
-  }
-  ~TokenDatastore() { unmap(); }
 
   const std::filesystem::path& path() const { return path_; }
-  const DatastoreHeader& header() const { return *static_cast<const DatastoreHeader*>(map_); }
+  const DatastoreHeader& header() const { return *static_cast<const DatastoreHeader*>(file_.data()); }
   int vocab_size() const { return static_cast<int>(header().vocab_size); }
   std::uint64_t documents() const { return header().documents; }
   /// Tokens stored (separators not counted).
   std::uint64_t tokens() const { return header().suffixes; }
-  std::size_t file_bytes() const { return bytes_; }
+  std::size_t file_bytes() const { return file_.size(); }
 
   /// The text: documents, each ended by kDocumentEnd.
   std::span<const std::uint32_t> text() const {
-    return {reinterpret_cast<const std::uint32_t*>(static_cast<const char*>(map_) + sizeof(DatastoreHeader)),
+    return {reinterpret_cast<const std::uint32_t*>(static_cast<const char*>(file_.data()) + sizeof(DatastoreHeader)),
             static_cast<std::size_t>(header().text_length)};
   }
   /// The suffix array: text positions sorted by the token sequence that starts there.
@@ -237,14 +217,7 @@ class TokenDatastore {
  private:
   void check(const std::string& who, DatastoreVerify verify) const {
     const DatastoreHeader& h = header();
-    if (std::memcmp(h.magic, kDatastoreMagic, sizeof kDatastoreMagic) != 0)
-      throw error(who + " is not a specdec token datastore (bad magic)");
-    if (h.version != kDatastoreVersion)
-      throw error(who + " has format version " + std::to_string(h.version) + ", this build reads version " +
-                  std::to_string(kDatastoreVersion));
-    if (h.header_bytes != sizeof(DatastoreHeader))
-      throw error(who + " has a header of " + std::to_string(h.header_bytes) + " bytes, expected 64");
-    if (h.header_checksum != header_checksum(h)) throw error(who + " has a damaged header (header checksum mismatch)");
+    detail::check_file_header(h, kDatastoreMagic, kDatastoreVersion, "token datastore", who);
     if (h.text_length == 0 || h.documents == 0) throw error(who + " is empty (no documents)");
     if (h.text_length >= kDocumentEnd)
       throw error(who + " has " + std::to_string(h.text_length) + " words of text, more than 32-bit positions address");
@@ -253,22 +226,16 @@ class TokenDatastore {
       throw error(who + " has " + std::to_string(h.suffixes) + " suffixes for " +
                   std::to_string(h.text_length - h.documents) + " tokens");
     const std::uint64_t expected = sizeof(DatastoreHeader) + 4 * (h.text_length + h.suffixes);
-    if (bytes_ != expected)
-      throw error(who + (bytes_ < expected ? " is truncated: " : " has trailing bytes: ") + std::to_string(bytes_) +
+    if (file_bytes() != expected)
+      throw error(who + (file_bytes() < expected ? " is truncated: " : " has trailing bytes: ") + std::to_string(file_bytes()) +
                   " bytes, its header says " + std::to_string(expected));
     if (text().back() != kDocumentEnd) throw error(who + " has a text that does not end with a document separator");
     if (verify == DatastoreVerify::full && payload_checksum() != h.payload_checksum)
       throw error(who + " is damaged (payload checksum mismatch)");
   }
 
-  void unmap() {
-    if (map_) ::munmap(map_, bytes_);
-    map_ = nullptr;
-  }
-
   std::filesystem::path path_;
-  void* map_ = nullptr;
-  std::size_t bytes_ = 0;
+  MappedFile file_;
 };
 
 }  // namespace specdec
