@@ -154,6 +154,15 @@ class Llama2cModel {
     return n;
   }
 
+  /// `a` [rows][cols] transposed: [cols][rows] (how projections are kept, see above).
+  static std::vector<float> transpose(const std::vector<float>& a, int rows, int cols) {
+    std::vector<float> t(a.size());
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c)
+        t[static_cast<std::size_t>(c) * rows + r] = a[static_cast<std::size_t>(r) * cols + c];
+    return t;
+  }
+
   static std::string describe(const Llama2cConfig& c) {
     return "dim " + std::to_string(c.dim) + ", hidden_dim " + std::to_string(c.hidden_dim) + ", n_layers " +
            std::to_string(c.n_layers) + ", n_heads " + std::to_string(c.n_heads) + ", n_kv_heads " +
@@ -177,14 +186,6 @@ class Llama2cModel {
     else if (!in_range(c.vocab_size, 1 << 24)) why = "vocab_size " + std::to_string(raw_vocab) + " is out of range";
     else if (!in_range(c.seq_len, 1 << 20)) why = "seq_len " + std::to_string(c.seq_len) + " is not in [1, 1048576]";
     if (!why.empty()) throw error(name + ": not a llama2.c checkpoint: header says " + why);
-  }
-
-  static std::vector<float> transpose(const std::vector<float>& a, int rows, int cols) {
-    std::vector<float> t(a.size());
-    for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < cols; ++c)
-        t[static_cast<std::size_t>(c) * rows + r] = a[static_cast<std::size_t>(r) * cols + c];
-    return t;
   }
 
   Llama2cConfig config_;
