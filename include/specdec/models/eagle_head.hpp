@@ -31,7 +31,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include <specdec/config.hpp>
@@ -67,12 +66,8 @@ class EagleHead {
   /// header implies.
   static EagleHead load(const std::filesystem::path& path) {
     const std::string name = "EAGLE head '" + path.string() + "'";
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) throw error(name + ": no such file");
-    const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
-    if (ec) throw error(name + ": cannot read its size: " + ec.message());
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw error(name + ": cannot open it");
+    std::uintmax_t file_size = 0;
+    std::ifstream in = detail::open_weights(path, name, file_size);
     if (file_size < header_bytes)
       throw error(name + ": " + std::to_string(file_size) + " bytes, shorter than the " + std::to_string(header_bytes) +
                   "-byte header (truncated file?)");
@@ -95,11 +90,7 @@ class EagleHead {
     c.seq_len = 1;  // unused: the head's positions are the target's
     check_header(c, name);
 
-    const std::uintmax_t expected = header_bytes + sizeof(float) * weight_floats(c);
-    if (file_size != expected)
-      throw error(name + ": " + std::to_string(file_size) + " bytes, but its header (" + describe(c) + ") needs exactly " +
-                  std::to_string(expected) + " bytes" +
-                  (file_size < expected ? " (truncated file?)" : " (trailing data or a different format)"));
+    detail::check_weights_size(name, file_size, header_bytes + sizeof(float) * weight_floats(c), describe(c));
 
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim;
     auto read = [&](std::vector<float>& v, std::size_t n) {

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <span>
@@ -251,6 +253,40 @@ TEST_CASE("eagle: after partial acceptance the head drafts what a fresh head fed
   const TempDir dir;
   const auto random_head = load_head(dir, testing::random_eagle_head());
   check_rollback(random_head, s->model, s->prompts[1], 8, EagleOptions{30, 3, 6}, CasdDrafter{});
+}
+
+TEST_CASE("eagle: the committed stories260K head on held-out prompts (greedy, 60 nodes)", "[eagle][trained]") {
+  // The head tools/eagle/train.py made (tools/eagle/README.md has the command); $SPECDEC_EAGLE_HEAD
+  // tries another one. The prompts are specbench's `stories` task's, which the training corpus
+  // does not contain.
+  const Stories* s = Stories::get();
+  if (!s) return;
+  const char* env = std::getenv("SPECDEC_EAGLE_HEAD");
+  const std::filesystem::path path =
+      env && *env ? std::filesystem::path(env) : std::filesystem::path(SPECDEC_SOURCE_DIR) / "tools/eagle/heads/stories260K.eagle";
+  if (!std::filesystem::exists(path)) {
+    std::cout << "specdec-skip: no trained head at " << path << "\n";
+    return;
+  }
+  const auto tok_path = testing::data_file("models/tok512.bin");
+  const auto tokenizer = Llama2cTokenizer::load(*tok_path, 512);
+  std::vector<Tokens> prompts;
+  for (const char* text : {"Once upon a time, there was a little girl named Lily.",
+                           "One day, a boy named Tom found a shiny stone in the garden.",
+                           "There was a big brown dog who lived next to a farm.",
+                           "Mia had a new red hat. She wanted to show it to her friends.",
+                           "The sun was hot and the sky was blue.", "Ben and his sister Sue liked to play in the sand."})
+    prompts.push_back(tokenizer.encode(text));
+  const auto head = std::make_shared<const EagleHead>(EagleHead::load(path));
+  const DecoderOptions options{.budget = 60};
+  const DecodeStats eagle = require_greedy(s->model, prompts, 150, options, EagleDrafter(head, s->model));
+  const DecodeStats with_casd = require_greedy(s->model, prompts, 150, options, EagleDrafter(head, s->model), CasdDrafter{});
+  const double steps = static_cast<double>(eagle.steps);
+  std::cout << "eagle (trained head " << path.filename().string() << ") on stories260K, 6 held-out prompts x 150 tokens: tau "
+            << eagle.tau() << ", with casd " << with_casd.tau() << " (tokens per target call, bonus included); "
+            << "per step: drafting " << 1e6 * eagle.draft_seconds / steps << " us, target forward + commit "
+            << 1e6 * eagle.target_seconds / steps << " us\n";
+  CHECK(eagle.tau() > 2.0);
 }
 
 TEST_CASE("eagle: head file errors are one clear sentence", "[eagle][errors]") {
