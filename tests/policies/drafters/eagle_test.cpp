@@ -286,7 +286,8 @@ TEST_CASE("eagle: the committed stories260K head on held-out prompts (greedy, 60
             << eagle.tau() << ", with casd " << with_casd.tau() << " (tokens per target call, bonus included); "
             << "per step: drafting " << 1e6 * eagle.draft_seconds / steps << " us, target forward + commit "
             << 1e6 * eagle.target_seconds / steps << " us\n";
-  CHECK(eagle.tau() > 2.0);
+  CHECK(eagle.tau() >= 3.5);  // issue 15's target (3.77 measured: decoding is deterministic)
+  CHECK(with_casd.tau() > eagle.tau());
 }
 
 TEST_CASE("eagle: head file errors are one clear sentence", "[eagle][errors]") {
