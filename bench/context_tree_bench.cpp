@@ -1,6 +1,7 @@
 // Per-step cost of the tree drafters against context (and history) length: one propose() of 64
 // nodes plus observe() of the committed tokens, on synthetic text of 1k, 100k and 1M tokens.
-// The index is updated per token, so the cost should not grow with the length.
+// The index is updated per token, so the cost should not grow with the length. Periodic text
+// (a repeated token or line) gets its own rows: it must not cost more per token.
 //
 //   context_tree_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -75,15 +76,45 @@ void BM_TreeHistoryStep(benchmark::State& state) {
   step(state, drafter, context, next);
 }
 
-void BM_AutomatonAppend(benchmark::State& state) {
-  const auto text = synthetic_text(static_cast<std::size_t>(state.range(0)), 4);
+/// Appends the whole text to an emptied automaton per iteration.
+void append_all(benchmark::State& state, const std::vector<token_t>& text) {
   index::ContinuationAutomaton automaton;
   for (auto _ : state) {
     automaton.clear();
     for (token_t t : text) automaton.append(t);
     benchmark::DoNotOptimize(automaton.size());
   }
-  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(text.size()));
+}
+
+void BM_AutomatonAppend(benchmark::State& state) {
+  append_all(state, synthetic_text(static_cast<std::size_t>(state.range(0)), 4));
+}
+
+/// Periodic text: a line of `period` distinct tokens written over and over (one token repeated
+/// when the period is 1): whitespace runs, repeated lines, a model stuck in a loop.
+std::vector<token_t> periodic_text(std::size_t n, int period) {
+  std::vector<token_t> text(n);
+  for (std::size_t i = 0; i < n; ++i) text[i] = static_cast<token_t>(100 + i % static_cast<std::size_t>(period));
+  return text;
+}
+
+void BM_AutomatonAppendPeriodic(benchmark::State& state) {
+  append_all(state, periodic_text(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1))));
+}
+
+/// begin() on a periodic prompt, then one step: what a request whose prompt repeats costs.
+void BM_TreeBeginPeriodic(benchmark::State& state) {
+  const auto context = periodic_text(static_cast<std::size_t>(state.range(0)), static_cast<int>(state.range(1)));
+  ContextTreeDrafter drafter;
+  DraftTree tree;
+  for (auto _ : state) {
+    drafter.begin(context);
+    tree.reset(context.back());
+    drafter.propose(DraftContext{context, static_cast<int>(context.size()), 64, 64, kVocab}, tree);
+    benchmark::DoNotOptimize(tree.size());
+  }
+  state.counters["nodes"] = tree.size() - 1;
 }
 
 }  // namespace
@@ -91,5 +122,9 @@ void BM_AutomatonAppend(benchmark::State& state) {
 BENCHMARK(BM_TreeStep)->Arg(1000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TreeHistoryStep)->Arg(1000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AutomatonAppend)->Arg(1000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+// Periodic text must cost what text does (the suffix chain of a run is as long as the run).
+BENCHMARK(BM_AutomatonAppendPeriodic)
+    ->Args({1000, 1})->Args({100000, 1})->Args({1000000, 1})->Args({1000000, 7})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TreeBeginPeriodic)->Args({80000, 1})->Args({160000, 3})->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -76,7 +76,7 @@ StoryPlan plan(std::int64_t s, double greedy_share, std::size_t openings) {
 
 class StoryWriter {
  public:
-  StoryWriter(const StoryCorpusOptions& o) : options_(o) {
+  explicit StoryWriter(const StoryCorpusOptions& o) : options_(o) {
     std::error_code ec;
     std::filesystem::create_directories(o.out, ec);
     if (ec) throw input_error("cannot create the output directory " + o.out.string() + ": " + ec.message());

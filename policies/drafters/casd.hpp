@@ -57,8 +57,7 @@ class BasicCasdDrafter {
   explicit BasicCasdDrafter(CasdOptions options = {})
       : options_(validated(options)),
         index_(options.max_match),
-        levels_(static_cast<std::size_t>(options.max_match)),
-        matches_(static_cast<std::size_t>(options.k)) {}
+        levels_(static_cast<std::size_t>(options.max_match)) {}
 
   const CasdOptions& options() const { return options_; }
   /// The index of the searched tokens (its size and memory, for diagnostics).
@@ -102,17 +101,21 @@ class BasicCasdDrafter {
     const token_t* back = tokens.data() + n - 1;  // back[-j]: the j-th token from the end
     const auto indexed = index_.tokens();
     int found = 0;
+    matches_.clear();  // grows to the occurrences found, not to k (which may be INT_MAX)
     int above = 0;  // occurrences one level deeper, all taken already
     for (int m = longest; m >= options_.min_match && found < options_.k; --m) {
       const Occurrences& level = levels_[static_cast<std::size_t>(m - 1)];
       if (level.count == above) continue;  // the same positions as the level above
       for (int p = level.latest; p >= 0 && found < options_.k; p = index_.previous(p, m)) {
         const bool longer = m < longest && p - m >= 0 && indexed[static_cast<std::size_t>(p - m)] == back[-m];
-        if (!longer) matches_[static_cast<std::size_t>(found++)] = {p, m};
+        if (!longer) {
+          matches_.push_back({p, m});
+          ++found;
+        }
       }
       above = level.count;
     }
-    return std::span<const core::SuffixMatch>(matches_).first(static_cast<std::size_t>(found));
+    return matches_;
   }
 
  private:

@@ -237,8 +237,9 @@ class ContextTreeDrafter {
   void remember_output() {
     const int output = index_.size() - prompt_length_;
     if (output <= 0) return;
-    if (history_.size() + output + 1 > options_.history_tokens) history_.clear();
-    if (output + 1 > options_.history_tokens) return;
+    // history + separator + output must fit; compared without the sum, which can pass INT_MAX
+    if (output >= options_.history_tokens - history_.size()) history_.clear();
+    if (output >= options_.history_tokens) return;
     history_.append(-1);
     for (int i = prompt_length_; i < index_.size(); ++i) history_.append(index_.tokens()[i]);
   }

@@ -16,7 +16,7 @@
 #include "model.hpp"
 #include "registry.hpp"
 #include "report.hpp"
-#include "support/data.hpp"
+#include "support/stories260k.hpp"
 #include "support/tiny_llama.hpp"
 #include "tasks.hpp"
 
@@ -27,13 +27,10 @@ namespace {
 
 /// stories260K with the first `per_task` prompts of each task, or nullopt without the data.
 std::optional<ModelBench> stories_bench(int per_task, int max_new_tokens) {
-  const auto model_path = specdec::testing::data_file("models/stories260K.bin");
-  const auto tok_path = specdec::testing::data_file("models/tok512.bin");
-  if (!model_path || !tok_path) return std::nullopt;
-  auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(*model_path));
-  const auto tokenizer = specdec::Llama2cTokenizer::load(*tok_path, model->config().vocab_size);
+  const specdec::testing::Stories260K* stories = specdec::testing::stories260k();
+  if (!stories) return std::nullopt;
   const std::vector<std::string> all{"all"};
-  return make_model_bench(model, tokenizer, find_tasks(all), max_new_tokens, per_task, nullptr);
+  return make_model_bench(stories->model, stories->tokenizer, find_tasks(all), max_new_tokens, per_task, nullptr);
 }
 
 std::vector<std::vector<token_t>> outputs(const ModelRun& run) {
@@ -42,7 +39,9 @@ std::vector<std::vector<token_t>> outputs(const ModelRun& run) {
   return out;
 }
 
-const Combination& combination(const std::string& name) { return find_combination(std::vector<std::string>{name}); }
+ModelRunner runner(const std::string& combination, VerifierKind verifier) {
+  return find_combination(std::vector<std::string>{combination}).model[static_cast<std::size_t>(verifier)];
+}
 
 /// Exact-verifier options whose rest datastore holds the bench's prompts (so rest drafts).
 ModelOptions with_datastore(const ModelBench& bench, const std::string& name) {
@@ -87,15 +86,15 @@ TEST_CASE("model: rejection sampling is reproducible by seed", "[specbench][mode
   options.verifier = VerifierKind::rejection;
   options.sampling.temperature = 0.8f;
   options.seed = 5;
-  const auto runner = combination("casd").model[static_cast<std::size_t>(VerifierKind::rejection)];
-  const ModelRun first = runner(*bench, options);
-  CHECK(outputs(runner(*bench, options)) == outputs(first));
+  const ModelRunner casd = runner("casd", VerifierKind::rejection);
+  const ModelRun first = casd(*bench, options);
+  CHECK(outputs(casd(*bench, options)) == outputs(first));
   options.seed = 6;
-  CHECK(outputs(runner(*bench, options)) != outputs(first));
+  CHECK(outputs(casd(*bench, options)) != outputs(first));
   // Sampling at temperature 0 is greedy decoding.
   options.sampling.temperature = 0.0f;
-  const ModelRun greedy = combination("tree").model[static_cast<std::size_t>(VerifierKind::rejection)](*bench, options);
-  const ModelRun exact = combination("tree").model[static_cast<std::size_t>(VerifierKind::exact)](*bench, ModelOptions{});
+  const ModelRun greedy = runner("tree", VerifierKind::rejection)(*bench, options);
+  const ModelRun exact = runner("tree", VerifierKind::exact)(*bench, ModelOptions{});
   CHECK(outputs(greedy) == outputs(exact));
 }
 
@@ -105,7 +104,7 @@ TEST_CASE("model: conditional verification runs and reports itself lossy", "[spe
   ModelOptions options;
   options.verifier = VerifierKind::conditional;
   options.conditional.delta = 0.05f;
-  const ModelRun run = combination("casd").model[static_cast<std::size_t>(VerifierKind::conditional)](*bench, options);
+  const ModelRun run = runner("casd", VerifierKind::conditional)(*bench, options);
   const ModelReport report = summarise_model(*bench, run, options);
   CHECK(report.report.overall.tau() >= 1.0);
   CHECK(report.verifier.find("LOSSY") != std::string::npos);
@@ -131,7 +130,7 @@ TEST_CASE("model: another checkpoint (vocabulary 350, 128 positions) with genera
   const ModelOptions options = with_datastore(bench, "tiny");
   for (const char* name : {"casd", "tree", "pld,casd", "frequent", "rest"}) {
     CAPTURE(name);
-    const ModelRun run = combination(name).model[static_cast<std::size_t>(VerifierKind::exact)](bench, options);
+    const ModelRun run = runner(name, VerifierKind::exact)(bench, options);
     for (std::size_t p = 0; p < run.turns.size(); ++p) {
       CHECK(run.turns[p].equals_plain);
       CHECK(run.turns[p].output.size() <= static_cast<std::size_t>(bench.prompts[p].max_new_tokens));

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,8 +18,8 @@
 
 #include "input_error.hpp"
 #include "story_corpus.hpp"
-#include "support/data.hpp"
 #include "support/laid_out_tree.hpp"
+#include "support/stories260k.hpp"
 #include "tasks.hpp"
 
 using namespace specbench;
@@ -28,19 +27,6 @@ namespace fs = std::filesystem;
 using specdec::token_t;
 
 namespace {
-
-struct Model {
-  std::shared_ptr<const specdec::Llama2cModel> model;
-  specdec::Llama2cTokenizer tokenizer;
-};
-
-std::optional<Model> stories260k() {
-  const auto model_path = specdec::testing::data_file("models/stories260K.bin");
-  const auto tok_path = specdec::testing::data_file("models/tok512.bin");
-  if (!model_path || !tok_path) return std::nullopt;
-  auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(*model_path));
-  return Model{model, specdec::Llama2cTokenizer::load(*tok_path, model->config().vocab_size)};
-}
 
 std::string file_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -63,7 +49,7 @@ StoryCorpusOptions options(const std::string& name, int threads) {
 }  // namespace
 
 TEST_CASE("corpus: token file, features and metadata", "[specbench][corpus]") {
-  const auto m = stories260k();
+  const auto* m = specdec::testing::stories260k();
   if (!m) return;
   const StoryCorpusOptions o = options("one_thread", 1);
   const StoryCorpusSummary summary = generate_story_corpus(m->model, m->tokenizer, o, nullptr);
@@ -109,7 +95,7 @@ TEST_CASE("corpus: token file, features and metadata", "[specbench][corpus]") {
 
 TEST_CASE("corpus: the same files with any number of threads; another seed gives other stories",
           "[specbench][corpus]") {
-  const auto m = stories260k();
+  const auto* m = specdec::testing::stories260k();
   if (!m) return;
   const StoryCorpusOptions one = options("threads_1", 1), three = options("threads_3", 3);
   generate_story_corpus(m->model, m->tokenizer, one, nullptr);
@@ -125,7 +111,7 @@ TEST_CASE("corpus: the same files with any number of threads; another seed gives
 }
 
 TEST_CASE("corpus: stops after the story that reaches --tokens; bad options", "[specbench][corpus]") {
-  const auto m = stories260k();
+  const auto* m = specdec::testing::stories260k();
   if (!m) return;
   StoryCorpusOptions o = options("tokens", 2);
   o.stories = 0;

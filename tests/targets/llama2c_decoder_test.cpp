@@ -15,7 +15,7 @@
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
-#include "support/data.hpp"
+#include "support/stories260k.hpp"
 
 using namespace specdec;
 
@@ -40,12 +40,11 @@ struct Fixture {
 
   static const Fixture* get() {
     static const std::unique_ptr<Fixture> fixture = []() -> std::unique_ptr<Fixture> {
-      auto model_path = testing::data_file("models/stories260K.bin");
-      auto tok_path = testing::data_file("models/tok512.bin");
-      if (!model_path || !tok_path) return nullptr;
+      const testing::Stories260K* stories = testing::stories260k();
+      if (!stories) return nullptr;
       auto f = std::make_unique<Fixture>();
-      f->model = std::make_shared<const Llama2cModel>(Llama2cModel::load(*model_path));
-      const auto tokenizer = Llama2cTokenizer::load(*tok_path, f->model->config().vocab_size);
+      f->model = stories->model;
+      const Llama2cTokenizer& tokenizer = stories->tokenizer;
       Llama2cTarget target(f->model);
       for (const char* text : kPrompts) {
         f->prompts.push_back(tokenizer.encode(text));

@@ -389,3 +389,16 @@ TEST_CASE("Llama2cTokenizer: encode, decode and bad files", "[llama2c][tokenizer
                     Contains("token 0 has length 9"));
   CHECK_THROWS_WITH(Llama2cTokenizer::load(*path, 32000), Contains("512 tokens") && Contains("32000"));
 }
+
+TEST_CASE("Llama2cTarget: a small checkpoint claiming 1024 layers x 2^20 positions does not reserve its whole KV cache (std::bad_alloc)",
+          "[llama2c][errors]") {
+  // Issue 20: this 8.5 MB file passed every check and the constructor reserved about 17 GB.
+  TempDir dir;
+  const auto path = dir.write("huge_cache.bin", random_checkpoint({2, 1, 1024, 1, 1, 2, 1 << 20}, 20));
+  Llama2cTarget target(path);
+  CHECK(target.max_positions() == (1 << 20));
+  CHECK(target.kv_cache_bytes() < (std::size_t{64} << 20));
+  const std::vector<token_t> prompt{1, 0, 1, 1};
+  target.prefill(prompt);
+  CHECK(target.cached() == 4);
+}

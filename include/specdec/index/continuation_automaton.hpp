@@ -2,10 +2,12 @@
 // for every state (a set of substrings with the same end positions), which tokens followed its
 // occurrences, how often, and where most recently.
 //
-// Appending a token costs amortised O(1) automaton work plus one step per state on the suffix
-// chain of the sequence before it (the distinct occurrence classes of its suffixes: a handful in
-// natural text, the number of repetitions in a looping one), never a rescan of the sequence.
-// Looking up the continuations of any matched text is then O(1) per token of the text.
+// Contexts are at most max_context tokens long (256 unless told): matches are the longest suffix
+// of at most that length, and counts are kept for those. Appending a token costs amortised O(1)
+// automaton work plus one step per state on the suffix chain of the sequence's last max_context
+// tokens (a handful in natural text; in periodic text, a token run or a repeated line, one per
+// repetition, which the bound keeps from growing with the sequence: counting every suffix made
+// appends quadratic). Looking up the continuations of any matched text is O(1) per token of it.
 #pragma once
 
 #include <algorithm>
@@ -22,7 +24,8 @@ namespace specdec::index {
 class ContinuationAutomaton {
  public:
   /// A token that followed the occurrences of a state, `count` times; `target` is the state of the
-  /// text extended by it.
+  /// text extended by it (whose own counts are kept only while that text is at most max_context
+  /// tokens: extend() follows a text within the bound).
   struct Continuation {
     token_t token;
     std::int32_t target;
@@ -36,7 +39,14 @@ class ContinuationAutomaton {
     std::int32_t length = 0;
   };
 
-  ContinuationAutomaton() { clear(); }
+  static constexpr int kDefaultMaxContext = 256;
+
+  /// Matches contexts of up to `max_context` tokens. Throws specdec::error when it is < 1.
+  explicit ContinuationAutomaton(int max_context = kDefaultMaxContext) : max_context_(max_context) {
+    if (max_context < 1)
+      throw error("ContinuationAutomaton: max_context must be >= 1, got " + std::to_string(max_context));
+    clear();
+  }
 
   /// Forgets the sequence (keeps the storage).
   void clear() {
@@ -46,7 +56,11 @@ class ContinuationAutomaton {
     slots_.assign(kInitialSlots, Slot{kEmpty, 0});
     used_slots_ = 0;
     last_ = 0;
+    tail_ = Match{};
   }
+
+  /// The longest context a match holds.
+  int max_context() const { return max_context_; }
 
   /// Appends one token to the sequence.
   void append(token_t token) {
@@ -54,6 +68,7 @@ class ContinuationAutomaton {
       throw error("ContinuationAutomaton: the sequence is full (" + std::to_string(tokens_.size()) + " tokens)");
     const std::int32_t position = static_cast<std::int32_t>(tokens_.size());
     tokens_.push_back(token);
+    Match before = tail_;  // the last min(position, max_context) tokens before this one
     const std::int32_t previous = last_;
     const std::int32_t current = new_state(states_[previous].length + 1, -1);
     std::int32_t p = previous;
@@ -75,13 +90,16 @@ class ContinuationAutomaton {
           e.target = clone;
         }
         states_[current].link = clone;
+        if (before.state == q && before.length <= states_[clone].length) before.state = clone;
       }
     }
-    // Every suffix of the sequence before this token is now followed by it once more.
-    for (std::int32_t s = previous; s >= 0; s = states_[s].link) {
+    // Every suffix of the sequence before this token, up to max_context tokens, is now followed
+    // by it once more. (Longer ones are in states no match reaches: their counts are not kept.)
+    for (std::int32_t s = before.state; s >= 0; s = states_[s].link) {
       count_continuation(s, token);
       states_[s].recent_end = position - 1;
     }
+    tail_ = capped({edge(before.state, find(before.state, token)).target, before.length + 1});
     last_ = current;
   }
 
@@ -89,19 +107,22 @@ class ContinuationAutomaton {
   int size() const { return static_cast<int>(tokens_.size()); }
   std::span<const token_t> tokens() const { return tokens_; }
 
-  /// The longest suffix of the sequence that also ends earlier in it (so its earlier occurrences
-  /// have continuations); the root (length 0) when there is none.
-  Match suffix_match() const { return {states_[last_].link < 0 ? 0 : states_[last_].link, link_length(last_)}; }
+  /// The longest suffix of the sequence, of at most max_context tokens, that also ends earlier in
+  /// it (so its earlier occurrences have continuations); the root (length 0) when there is none.
+  Match suffix_match() const {
+    if (tail_.state != last_) return tail_;  // another state than the whole sequence's: it occurred before
+    return {states_[last_].link < 0 ? 0 : states_[last_].link, link_length(last_)};
+  }
 
-  /// The match of (matched text + token): the longest suffix of it that occurs in the sequence,
-  /// falling back to shorter suffixes of the matched text when the token never followed it.
-  /// The root with length 0 when the token never occurs.
+  /// The match of (matched text + token): the longest suffix of it, of at most max_context
+  /// tokens, that occurs in the sequence, falling back to shorter suffixes of the matched text
+  /// when the token never followed it. The root with length 0 when the token never occurs.
   Match extend(Match match, token_t token) const {
     std::int32_t s = match.state;
     std::int32_t length = match.length;
     for (;;) {
       const int i = find(s, token);
-      if (i >= 0) return {edge(s, i).target, length + 1};
+      if (i >= 0) return capped({edge(s, i).target, length + 1});
       if (s == 0) return {0, 0};
       s = states_[s].link;
       length = states_[s].length;
@@ -156,6 +177,15 @@ class ContinuationAutomaton {
   };
   static constexpr std::uint64_t kEmpty = ~0ull;
   static constexpr std::size_t kInitialSlots = 1024;
+
+  // A match one token longer than max_context, cut to max_context tokens: at most one step to a
+  // shorter state, whose longest text is then exactly max_context tokens.
+  Match capped(Match m) const {
+    if (m.length <= max_context_) return m;
+    m.length = max_context_;
+    if (link_length(m.state) >= max_context_) m.state = states_[m.state].link;
+    return m;
+  }
 
   std::int32_t link_length(std::int32_t state) const {
     const std::int32_t link = states_[state].link;
@@ -295,6 +325,8 @@ class ContinuationAutomaton {
   std::vector<Slot> slots_;
   std::size_t used_slots_ = 0;
   std::int32_t last_ = 0;
+  int max_context_;
+  Match tail_;  // the sequence's last min(size, max_context) tokens
 };
 
 }  // namespace specdec::index

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,11 +65,16 @@ class Llama2cTarget {
     const Llama2cConfig& c = model_->config();
     out_.vocab_ = c.vocab_size;
     out_.dim_ = c.dim;
-    reserve_slots(c.seq_len + 64);
+    // The cache grows with the sequence: seq_len comes from the file's header, and a small file
+    // can claim a cache of many GB (1024 layers x 2^20 positions).
+    reserve_slots(std::min(c.seq_len, 1024) + 64);
   }
   /// Loads a llama2.c checkpoint (see Llama2cModel::load for the errors it throws).
   explicit Llama2cTarget(const std::filesystem::path& checkpoint)
       : Llama2cTarget(std::make_shared<const Llama2cModel>(Llama2cModel::load(checkpoint))) {}
+
+  /// Bytes the KV cache holds now (K and V; it grows as the sequence does).
+  std::size_t kv_cache_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
 
   int vocab_size() const { return config().vocab_size; }
   int feature_dim() const { return config().dim; }
@@ -187,8 +193,16 @@ class Llama2cTarget {
     const Llama2cConfig& c = config();
     const int new_slots = std::max(slots, slots_ + slots_ / 2);
     const std::size_t row = static_cast<std::size_t>(c.kv_dim());
+    const std::size_t floats = static_cast<std::size_t>(c.n_layers) * static_cast<std::size_t>(new_slots) * row;
     for (std::vector<float>* cache : {&k_cache_, &v_cache_}) {
-      std::vector<float> grown(static_cast<std::size_t>(c.n_layers) * new_slots * row);
+      std::vector<float> grown;
+      try {
+        grown.resize(floats);
+      } catch (const std::bad_alloc&) {  // an error naming the sizes, not a bare std::bad_alloc
+        throw error("Llama2cTarget: cannot allocate the KV cache for " + std::to_string(new_slots) + " positions (" +
+                    std::to_string(2 * floats * sizeof(float)) + " bytes: 2 x " + std::to_string(c.n_layers) +
+                    " layers x " + std::to_string(row) + " floats per position)");
+      }
       for (int l = 0; l < c.n_layers; ++l)
         std::copy_n(cache->data() + static_cast<std::size_t>(l) * slots_ * row, static_cast<std::size_t>(cached_) * row,
                     grown.data() + static_cast<std::size_t>(l) * new_slots * row);

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -112,7 +113,12 @@ class Llama2cModel {
 
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, L = c.n_layers;
     auto read = [&](std::vector<float>& v, std::size_t n) {
-      v.resize(n);
+      try {
+        v.resize(n);
+      } catch (const std::bad_alloc&) {
+        throw error(name + ": cannot allocate " + std::to_string(n * sizeof(float)) + " bytes for its weights (" +
+                    describe(c) + ")");
+      }
       in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
       if (!in) throw error(name + ": read failed");
     };

@@ -5,6 +5,7 @@
 // Host-only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -83,6 +84,7 @@ class Llama2cTokenizer {
   /// text is not empty; each UTF-8 character as its token, or its bytes as <0xXX> tokens when the
   /// vocabulary lacks it; then, repeatedly, the adjacent pair whose concatenation is the
   /// highest-scoring token is merged (leftmost on ties) until none is; optional EOS.
+  /// O(n log n) in the text's length (a heap of candidate pairs), not llama2.c's rescan per merge.
   std::vector<token_t> encode(std::string_view text, bool add_bos = true, bool add_eos = false) const {
     std::vector<token_t> tokens;
     if (add_bos) tokens.push_back(bos);
@@ -100,22 +102,7 @@ class Llama2cTokenizer {
       }
       character.clear();
     }
-    for (;;) {
-      float best_score = -1e10f;
-      token_t best_id = -1;
-      std::size_t best_at = 0;
-      for (std::size_t i = first; i + 1 < tokens.size(); ++i) {
-        auto it = lookup_.find(pieces_[static_cast<std::size_t>(tokens[i])] + pieces_[static_cast<std::size_t>(tokens[i + 1])]);
-        if (it != lookup_.end() && scores_[static_cast<std::size_t>(it->second)] > best_score) {
-          best_score = scores_[static_cast<std::size_t>(it->second)];
-          best_id = it->second;
-          best_at = i;
-        }
-      }
-      if (best_id < 0) break;
-      tokens[best_at] = best_id;
-      tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
-    }
+    merge_pairs(tokens, first);
     if (add_eos) tokens.push_back(eos);
     return tokens;
   }
@@ -149,6 +136,57 @@ class Llama2cTokenizer {
                   std::to_string(vocab_size()) + ")");
     return static_cast<std::size_t>(token);
   }
+  // The merges of encode() from tokens[first..]: the best pair (highest score, then leftmost) is
+  // taken from a heap; pairs whose sides have changed since they were pushed are skipped, and
+  // positions keep their order, so "leftmost" is the smallest left position.
+  void merge_pairs(std::vector<token_t>& tokens, std::size_t first) const {
+    const std::size_t n = tokens.size();
+    if (n < first + 2) return;
+    struct Pair {
+      float score;
+      std::size_t left, right;
+      token_t left_token, right_token, merged;
+      bool operator<(const Pair& o) const { return score != o.score ? score < o.score : left > o.left; }
+    };
+    std::vector<std::size_t> next(n), prev(n);
+    for (std::size_t i = first; i < n; ++i) {
+      next[i] = i + 1;  // n: none
+      prev[i] = i == first ? n : i - 1;
+    }
+    std::vector<Pair> heap;
+    std::string joined;
+    auto push = [&](std::size_t left, std::size_t right) {
+      if (left >= n || right >= n) return;
+      joined = pieces_[static_cast<std::size_t>(tokens[left])];
+      joined += pieces_[static_cast<std::size_t>(tokens[right])];
+      const auto it = lookup_.find(joined);
+      // llama2.c starts its search at -1e10: pairs scoring no more (or NaN) are never merged.
+      if (it == lookup_.end() || !(scores_[static_cast<std::size_t>(it->second)] > -1e10f)) return;
+      heap.push_back(Pair{scores_[static_cast<std::size_t>(it->second)], left, right, tokens[left], tokens[right], it->second});
+      std::push_heap(heap.begin(), heap.end());
+    };
+    for (std::size_t i = first; i + 1 < n; ++i) push(i, i + 1);
+    std::vector<bool> gone(n, false);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end());
+      const Pair p = heap.back();
+      heap.pop_back();
+      if (gone[p.left] || gone[p.right] || next[p.left] != p.right || tokens[p.left] != p.left_token ||
+          tokens[p.right] != p.right_token)
+        continue;  // stale: a side was merged away or changed
+      tokens[p.left] = p.merged;
+      gone[p.right] = true;
+      next[p.left] = next[p.right];
+      if (next[p.right] < n) prev[next[p.right]] = p.left;
+      push(prev[p.left], p.left);
+      push(p.left, next[p.left]);
+    }
+    std::size_t out = first;
+    for (std::size_t i = first; i < n; ++i)
+      if (!gone[i]) tokens[out++] = tokens[i];
+    tokens.resize(out);
+  }
+
   token_t find_piece(const std::string& piece) const {
     auto it = lookup_.find(piece);
     if (it == lookup_.end()) throw error("Llama2cTokenizer: the vocabulary has no token for '" + piece + "'");
