@@ -29,6 +29,7 @@
 #include "support/data.hpp"
 #include "support/eagle_head.hpp"
 #include "support/laid_out_tree.hpp"
+#include "support/stories260k.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tiny_llama.hpp"
 
@@ -70,14 +71,12 @@ struct Stories {
   std::vector<Tokens> prompts;
   static const Stories* get() {
     static const std::unique_ptr<Stories> stories = []() -> std::unique_ptr<Stories> {
-      auto model_path = testing::data_file("models/stories260K.bin");
-      auto tok_path = testing::data_file("models/tok512.bin");
-      if (!model_path || !tok_path) return nullptr;
+      const testing::Stories260K* loaded = testing::stories260k();
+      if (!loaded) return nullptr;
       auto s = std::make_unique<Stories>();
-      s->model = load_model(*model_path);
-      const auto tokenizer = Llama2cTokenizer::load(*tok_path, s->model->config().vocab_size);
+      s->model = loaded->model;
       for (const char* text : {"Once upon a time", "Tom had a big red ball. Tom had a big", "The cat sat on the mat."})
-        s->prompts.push_back(tokenizer.encode(text));
+        s->prompts.push_back(loaded->tokenizer.encode(text));
       return s;
     }();
     return stories.get();
@@ -268,8 +267,7 @@ TEST_CASE("eagle: the committed stories260K head on held-out prompts (greedy, 60
     std::cout << "specdec-skip: no trained head at " << path << "\n";
     return;
   }
-  const auto tok_path = testing::data_file("models/tok512.bin");
-  const auto tokenizer = Llama2cTokenizer::load(*tok_path, 512);
+  const Llama2cTokenizer& tokenizer = testing::stories260k()->tokenizer;
   std::vector<Tokens> prompts;
   for (const char* text : {"Once upon a time, there was a little girl named Lily.",
                            "One day, a boy named Tom found a shiny stone in the garden.",
