@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages specdec needs that are missing. Safe to run again.
+# Installs the Debian 12 packages specdec needs that are missing, or the packages given as
+# arguments (scripts/install-train-deps.sh). Safe to run again.
 set -euo pipefail
 
 packages=(
@@ -7,6 +8,7 @@ packages=(
   catch2 librange-v3-dev libbenchmark-dev
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev libdivsufsort-dev libeigen3-dev libfaiss-dev
 )
+[ $# -eq 0 ] || packages=("$@")
 
 missing=()
 for p in "${packages[@]}"; do

@@ -26,6 +26,7 @@
 #include <specdec/core/kv_compaction.hpp>
 #include <specdec/core/tree.hpp>
 #include <specdec/error.hpp>
+#include <specdec/models/llama_layer.hpp>
 #include <specdec/targets/llama2c_model.hpp>
 #include <specdec/tree_view.hpp>
 
@@ -210,41 +211,10 @@ class Llama2cTarget {
     slots_ = new_slots;
   }
 
-  // y[out_n] = W x for W given transposed ([in][out_n]); y[r] sums x[j] * W[r][j] over j = 0, 1, ...
-  // (the order of a plain dot product), vectorized over r.
-  static void matvec(float* __restrict y, const float* __restrict x, const float* __restrict w_t, int in, int out_n) {
-    for (int r = 0; r < out_n; ++r) y[r] = 0.0f;
-    for (int j = 0; j < in; ++j) {
-      const float xj = x[j];
-      const float* __restrict row = w_t + static_cast<std::size_t>(j) * out_n;
-      for (int r = 0; r < out_n; ++r) y[r] += row[r] * xj;
-    }
-  }
-
-  static void rmsnorm(float* out, const float* x, const float* weight, int n) {
-    float ss = 0.0f;
-    for (int j = 0; j < n; ++j) ss += x[j] * x[j];
-    ss /= static_cast<float>(n);
-    ss += 1e-5f;
-    ss = 1.0f / std::sqrt(ss);
-    for (int j = 0; j < n; ++j) out[j] = weight[j] * (ss * x[j]);
-  }
-
   // The features of the last run's token i: its residual stream after the final RMSNorm.
   void final_norm(int i, float* features) const {
     const int dim = config().dim;
-    rmsnorm(features, x_.data() + static_cast<std::size_t>(i) * dim, model_->rms_final().data(), dim);
-  }
-
-  // Rotates pairs (2p, 2p + 1) of every head of `v` (`width` floats) by the node's angles.
-  void rope(float* v, int width, const float* cos_sin) const {
-    for (int i = 0; i < width; i += 2) {
-      const int p = (i % config().head_size()) / 2;
-      const float c = cos_sin[2 * p], s = cos_sin[2 * p + 1];
-      const float v0 = v[i], v1 = v[i + 1];
-      v[i] = v0 * c - v1 * s;
-      v[i + 1] = v0 * s + v1 * c;
-    }
+    llama::rmsnorm(features, x_.data() + static_cast<std::size_t>(i) * dim, model_->rms_final().data(), dim);
   }
 
   // Runs `n` tokens at positions_[0..n) on top of the cache. Token i writes its K/V at slot
@@ -253,16 +223,10 @@ class Llama2cTarget {
   template <class Attends>
   void run(const token_t* tokens, int n, Attends&& attends, bool with_output) {
     const Llama2cConfig& c = config();
-    const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), hidden = c.hidden_dim;
+    const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size();
     reserve_slots(cached_ + n);
     const std::size_t un = static_cast<std::size_t>(n);
     x_.resize(un * dim);
-    xb_.resize(un * dim);
-    attn_.resize(un * dim);
-    q_.resize(un * dim);
-    hb_.resize(un * hidden);
-    hb2_.resize(un * hidden);
-    scores_.resize(static_cast<std::size_t>(cached_ + n));
 
     // Per node: its token's embedding, its RoPE angles, and the tree slots it attends to.
     rope_.resize(un * hs);
@@ -271,83 +235,16 @@ class Llama2cTarget {
     for (int i = 0; i < n; ++i) {
       const float* e = model_->embedding().data() + static_cast<std::size_t>(tokens[i]) * dim;
       std::copy_n(e, dim, x_.data() + static_cast<std::size_t>(i) * dim);
-      float* cs = rope_.data() + static_cast<std::size_t>(i) * hs;
-      for (int p = 0; p < hs / 2; ++p) {
-        const float freq = 1.0f / std::pow(10000.0f, static_cast<float>(2 * p) / static_cast<float>(hs));
-        const float angle = static_cast<float>(positions_[static_cast<std::size_t>(i)]) * freq;
-        cs[2 * p] = std::cos(angle);
-        cs[2 * p + 1] = std::sin(angle);
-      }
+      llama::rope_angles(positions_[static_cast<std::size_t>(i)], hs, rope_.data() + static_cast<std::size_t>(i) * hs);
       for (int j = 0; j <= i; ++j)
         if (j == i || attends(i, j)) visible_.push_back(cached_ + j);
       visible_begin_[static_cast<std::size_t>(i) + 1] = static_cast<int>(visible_.size());
     }
 
-    const float sqrt_hs = std::sqrt(static_cast<float>(hs));
-    for (int l = 0; l < c.n_layers; ++l) {
-      const Llama2cModel::Layer& w = model_->layer(l);
-      float* k_layer = k_cache_.data() + static_cast<std::size_t>(l) * slots_ * kv_dim;
-      float* v_layer = v_cache_.data() + static_cast<std::size_t>(l) * slots_ * kv_dim;
-      // Q, K, V of every node first: a node's attention reads its ancestors' K/V.
-      for (int i = 0; i < n; ++i) {
-        float* xb = xb_.data() + static_cast<std::size_t>(i) * dim;
-        float* q = q_.data() + static_cast<std::size_t>(i) * dim;
-        float* k = k_layer + static_cast<std::size_t>(cached_ + i) * kv_dim;
-        float* v = v_layer + static_cast<std::size_t>(cached_ + i) * kv_dim;
-        const float* cs = rope_.data() + static_cast<std::size_t>(i) * hs;
-        rmsnorm(xb, x_.data() + static_cast<std::size_t>(i) * dim, w.rms_att.data(), dim);
-        matvec(q, xb, w.wq_t.data(), dim, dim);
-        matvec(k, xb, w.wk_t.data(), dim, kv_dim);
-        matvec(v, xb, w.wv_t.data(), dim, kv_dim);
-        rope(q, dim, cs);
-        rope(k, kv_dim, cs);
-      }
-      for (int i = 0; i < n; ++i) {
-        const int* tree_slots = visible_.data() + visible_begin_[static_cast<std::size_t>(i)];
-        const int tree_count = visible_begin_[static_cast<std::size_t>(i) + 1] - visible_begin_[static_cast<std::size_t>(i)];
-        const int count = cached_ + tree_count;
-        auto slot = [&](int t) { return t < cached_ ? t : tree_slots[t - cached_]; };
-        for (int h = 0; h < c.n_heads; ++h) {
-          const float* q = q_.data() + static_cast<std::size_t>(i) * dim + h * hs;
-          const int kv_offset = (h / c.kv_group()) * hs;
-          float* att = scores_.data();
-          float best = 0.0f;
-          for (int t = 0; t < count; ++t) {
-            const float* k = k_layer + static_cast<std::size_t>(slot(t)) * kv_dim + kv_offset;
-            float score = 0.0f;
-            for (int e = 0; e < hs; ++e) score += q[e] * k[e];
-            att[t] = score / sqrt_hs;
-            if (t == 0 || att[t] > best) best = att[t];
-          }
-          float sum = 0.0f;
-          for (int t = 0; t < count; ++t) {
-            att[t] = std::exp(att[t] - best);
-            sum += att[t];
-          }
-          for (int t = 0; t < count; ++t) att[t] /= sum;
-          float* out = attn_.data() + static_cast<std::size_t>(i) * dim + h * hs;
-          for (int e = 0; e < hs; ++e) out[e] = 0.0f;
-          for (int t = 0; t < count; ++t) {
-            const float* v = v_layer + static_cast<std::size_t>(slot(t)) * kv_dim + kv_offset;
-            for (int e = 0; e < hs; ++e) out[e] += att[t] * v[e];
-          }
-        }
-      }
-      for (int i = 0; i < n; ++i) {
-        float* x = x_.data() + static_cast<std::size_t>(i) * dim;
-        float* xb = xb_.data() + static_cast<std::size_t>(i) * dim;
-        float* hb = hb_.data() + static_cast<std::size_t>(i) * hidden;
-        float* hb2 = hb2_.data() + static_cast<std::size_t>(i) * hidden;
-        matvec(xb, attn_.data() + static_cast<std::size_t>(i) * dim, w.wo_t.data(), dim, dim);
-        for (int e = 0; e < dim; ++e) x[e] += xb[e];
-        rmsnorm(xb, x, w.rms_ffn.data(), dim);
-        matvec(hb, xb, w.w1_t.data(), dim, hidden);
-        matvec(hb2, xb, w.w3_t.data(), dim, hidden);
-        for (int e = 0; e < hidden; ++e) hb[e] = hb[e] * (1.0f / (1.0f + std::exp(-hb[e]))) * hb2[e];
-        matvec(xb, hb, w.w2_t.data(), hidden, dim);
-        for (int e = 0; e < dim; ++e) x[e] += xb[e];
-      }
-    }
+    const llama::LayerBatch batch{n, cached_, cached_, x_.data(), rope_.data(), visible_.data(), visible_begin_.data()};
+    for (int l = 0; l < c.n_layers; ++l)
+      llama::decoder_layer(model_->layer(l), c, batch, k_cache_.data() + static_cast<std::size_t>(l) * slots_ * kv_dim,
+                           v_cache_.data() + static_cast<std::size_t>(l) * slots_ * kv_dim, scratch_);
     if (!with_output) return;
 
     out_.size_ = n;
@@ -358,7 +255,7 @@ class Llama2cTarget {
       float* f = out_.features_.data() + static_cast<std::size_t>(i) * dim;
       float* row = out_.logits_.data() + static_cast<std::size_t>(i) * c.vocab_size;
       final_norm(i, f);
-      matvec(row, f, model_->classifier_t().data(), dim, c.vocab_size);
+      llama::matvec(row, f, model_->classifier_t().data(), dim, c.vocab_size);
       const int best = core::argmax_row(row, c.vocab_size);
       if (best < 0) throw error("Llama2cTarget: NaN in the logits of tree node " + std::to_string(i));
       out_.argmax_[static_cast<std::size_t>(i)] = best;
@@ -372,7 +269,8 @@ class Llama2cTarget {
   std::vector<float> k_cache_, v_cache_;  // [layer][slot][kv_head][head_size]
   std::vector<node_t> pending_parent_;    // the last forward's tree, until commit
   std::vector<int> positions_;
-  std::vector<float> x_, xb_, attn_, q_, hb_, hb2_, scores_, rope_;
+  std::vector<float> x_, rope_;
+  llama::LayerScratch scratch_;
   std::vector<float> prefill_features_;
   std::vector<int> visible_, visible_begin_;
   Output out_;

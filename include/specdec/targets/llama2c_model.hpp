@@ -24,6 +24,32 @@
 
 namespace specdec {
 
+namespace detail {
+
+/// Opens a weights file `path` (called `name` in messages) and sets `size` to its bytes. Throws
+/// specdec::error when it does not exist or cannot be read.
+inline std::ifstream open_weights(const std::filesystem::path& path, const std::string& name, std::uintmax_t& size) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw error(name + ": no such file");
+  size = std::filesystem::file_size(path, ec);
+  if (ec) throw error(name + ": cannot read its size: " + ec.message());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error(name + ": cannot open it");
+  return in;
+}
+
+/// Throws specdec::error unless a weights file of `size` bytes has the `expected` size its
+/// header (described by `header`) implies.
+inline void check_weights_size(const std::string& name, std::uintmax_t size, std::uintmax_t expected,
+                               const std::string& header) {
+  if (size != expected)
+    throw error(name + ": " + std::to_string(size) + " bytes, but its header (" + header + ") needs exactly " +
+                std::to_string(expected) + " bytes" +
+                (size < expected ? " (truncated file?)" : " (trailing data or a different format)"));
+}
+
+}  // namespace detail
+
 /// The header of a llama2.c checkpoint.
 struct Llama2cConfig {
   int dim = 0;         ///< width of the residual stream
@@ -62,12 +88,8 @@ class Llama2cModel {
   /// read, has an implausible header, or its size differs from what the header implies.
   static Llama2cModel load(const std::filesystem::path& path) {
     const std::string name = "llama2.c checkpoint '" + path.string() + "'";
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) throw error(name + ": no such file");
-    const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
-    if (ec) throw error(name + ": cannot read its size: " + ec.message());
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw error(name + ": cannot open it");
+    std::uintmax_t file_size = 0;
+    std::ifstream in = detail::open_weights(path, name, file_size);
 
     constexpr std::uintmax_t header_bytes = 7 * sizeof(std::int32_t);
     if (file_size < header_bytes)
@@ -87,12 +109,7 @@ class Llama2cModel {
     c.seq_len = h[6];
     check_header(c, name, h[5]);
 
-    const std::uintmax_t expected = header_bytes + sizeof(float) * weight_floats(c);
-    if (file_size != expected) {
-      throw error(name + ": " + std::to_string(file_size) + " bytes, but its header (" + describe(c) +
-                  ") needs exactly " + std::to_string(expected) + " bytes" +
-                  (file_size < expected ? " (truncated file?)" : " (trailing data or a different format)"));
-    }
+    detail::check_weights_size(name, file_size, header_bytes + sizeof(float) * weight_floats(c), describe(c));
 
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, L = c.n_layers;
     auto read = [&](std::vector<float>& v, std::size_t n) {
@@ -160,6 +177,15 @@ class Llama2cModel {
     return n;
   }
 
+  /// `a` [rows][cols] transposed: [cols][rows] (how projections are kept, see above).
+  static std::vector<float> transpose(const std::vector<float>& a, int rows, int cols) {
+    std::vector<float> t(a.size());
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c)
+        t[static_cast<std::size_t>(c) * rows + r] = a[static_cast<std::size_t>(r) * cols + c];
+    return t;
+  }
+
   static std::string describe(const Llama2cConfig& c) {
     return "dim " + std::to_string(c.dim) + ", hidden_dim " + std::to_string(c.hidden_dim) + ", n_layers " +
            std::to_string(c.n_layers) + ", n_heads " + std::to_string(c.n_heads) + ", n_kv_heads " +
@@ -183,14 +209,6 @@ class Llama2cModel {
     else if (!in_range(c.vocab_size, 1 << 24)) why = "vocab_size " + std::to_string(raw_vocab) + " is out of range";
     else if (!in_range(c.seq_len, 1 << 20)) why = "seq_len " + std::to_string(c.seq_len) + " is not in [1, 1048576]";
     if (!why.empty()) throw error(name + ": not a llama2.c checkpoint: header says " + why);
-  }
-
-  static std::vector<float> transpose(const std::vector<float>& a, int rows, int cols) {
-    std::vector<float> t(a.size());
-    for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < cols; ++c)
-        t[static_cast<std::size_t>(c) * rows + r] = a[static_cast<std::size_t>(r) * cols + c];
-    return t;
   }
 
   Llama2cConfig config_;

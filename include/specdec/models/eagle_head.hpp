@@ -1,0 +1,208 @@
+// EagleHead: the weights of an EAGLE-1/2 draft head for a llama2.c target, read from a head file,
+// and its forward pass.
+//
+// Architecture: element k of the head's sequence is (token t_k, the target's feature f_{k-1})
+// (f_{-1} = 0: the first token is read with a zero feature, so the head sees every token);
+//   x = fc [embedding(t_k) ; f_{k-1}] + fc_bias                       (2·dim -> dim)
+//   x = one Llama decoder layer (RMSNorm, RoPE attention at position k over the head's own KV
+//       cache, SwiGLU FFN)
+//   predicted feature = RMSNorm(x, rms_out)   -> the target's classifier -> logits of t_{k+1}
+// The predicted feature regresses the target's feature f_k, which is its final-RMSNorm output
+// (the classifier's input), hence the head's own output norm. The embedding and the classifier
+// are the target's, read from its Llama2cModel, not stored in the head file: EAGLE trains with
+// them frozen, and a copy would be most of the file (32000 x 288 floats for stories15M) and could
+// drift from the target.
+//
+// File format, version 1 (little-endian):
+//   8 bytes  magic "SPDEAGLE"
+//   6 int32  version (1), dim, hidden_dim, n_heads, n_kv_heads, vocab_size
+//   fp32     fc [dim][2·dim], fc_bias [dim],
+//            rms_att [dim], wq [dim][dim], wk [kv_dim][dim], wv [kv_dim][dim], wo [dim][dim],
+//            rms_ffn [dim], w1 [hidden][dim], w2 [dim][hidden], w3 [hidden][dim],
+//            rms_out [dim]
+// Matrices are [out][in] (torch's nn.Linear.weight), the layer in llama2.c's order; kv_dim =
+// dim / n_heads · n_kv_heads. The file's size must be exactly what its header implies.
+// dim, n_heads, n_kv_heads and vocab_size must equal the target's (check_fits).
+// Host-only.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <specdec/config.hpp>
+#include <specdec/error.hpp>
+#include <specdec/models/llama_layer.hpp>
+#include <specdec/targets/llama2c_model.hpp>
+
+namespace specdec {
+
+class EagleHead {
+ public:
+  static constexpr char magic[9] = "SPDEAGLE";
+  static constexpr std::int32_t version = 1;
+  static constexpr std::uintmax_t header_bytes = 8 + 6 * sizeof(std::int32_t);
+
+  /// The head's K/V cache and scratch space (one per sequence being drafted).
+  struct Cache {
+    std::vector<float> k, v;  // [slot][kv_dim]
+    std::vector<float> input, x, rope;  // input: [embedding ; feature] of one element
+    llama::LayerScratch scratch;
+    /// Makes room for `slots` slots, keeping the ones written.
+    void reserve(int slots, int kv_dim) {
+      const std::size_t n = static_cast<std::size_t>(slots) * static_cast<std::size_t>(kv_dim);
+      if (k.size() < n) {
+        k.resize(std::max(n, k.size() + k.size() / 2));
+        v.resize(k.size());
+      }
+    }
+  };
+
+  /// Reads a head file. Throws specdec::error naming the file when it does not exist, is not a
+  /// head file, has another version or an implausible header, or its size differs from what the
+  /// header implies.
+  static EagleHead load(const std::filesystem::path& path) {
+    const std::string name = "EAGLE head '" + path.string() + "'";
+    std::uintmax_t file_size = 0;
+    std::ifstream in = detail::open_weights(path, name, file_size);
+    if (file_size < header_bytes)
+      throw error(name + ": " + std::to_string(file_size) + " bytes, shorter than the " + std::to_string(header_bytes) +
+                  "-byte header (truncated file?)");
+    char m[8];
+    std::int32_t h[6];
+    in.read(m, sizeof m);
+    in.read(reinterpret_cast<char*>(h), sizeof h);
+    if (std::memcmp(m, magic, 8) != 0) throw error(name + ": not an EAGLE head file (no \"SPDEAGLE\" magic)");
+    if (h[0] != version)
+      throw error(name + ": format version " + std::to_string(h[0]) + ", this build reads version " +
+                  std::to_string(version));
+    EagleHead head;
+    Llama2cConfig& c = head.config_;
+    c.dim = h[1];
+    c.hidden_dim = h[2];
+    c.n_heads = h[3];
+    c.n_kv_heads = h[4];
+    c.vocab_size = h[5];
+    c.n_layers = 1;
+    c.seq_len = 1;  // unused: the head's positions are the target's
+    check_header(c, name);
+
+    detail::check_weights_size(name, file_size, header_bytes + sizeof(float) * weight_floats(c), describe(c));
+
+    const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim;
+    auto read = [&](std::vector<float>& v, std::size_t n) {
+      v.resize(n);
+      in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
+      if (!in) throw error(name + ": read failed");
+    };
+    auto read_transposed = [&](std::vector<float>& v, int rows, int cols) {
+      std::vector<float> raw;
+      read(raw, static_cast<std::size_t>(rows) * cols);
+      v = Llama2cModel::transpose(raw, rows, cols);
+    };
+    Llama2cModel::Layer& w = head.layer_;
+    read_transposed(head.fc_t_, d, 2 * d);
+    read(head.fc_bias_, static_cast<std::size_t>(d));
+    read(w.rms_att, static_cast<std::size_t>(d));
+    read_transposed(w.wq_t, d, d);
+    read_transposed(w.wk_t, kv, d);
+    read_transposed(w.wv_t, kv, d);
+    read_transposed(w.wo_t, d, d);
+    read(w.rms_ffn, static_cast<std::size_t>(d));
+    read_transposed(w.w1_t, hid, d);
+    read_transposed(w.w2_t, d, hid);
+    read_transposed(w.w3_t, hid, d);
+    read(head.rms_out_, static_cast<std::size_t>(d));
+    return head;
+  }
+
+  /// Floats after the header of a head file with this shape.
+  static std::uint64_t weight_floats(const Llama2cConfig& c) {
+    const std::uint64_t d = c.dim, kv = static_cast<std::uint64_t>(c.kv_dim()), hid = c.hidden_dim;
+    return 2 * d * d + d                     // fc, fc_bias
+           + d + 2 * d * d + 2 * kv * d + d  // rms_att, wq, wo, wk, wv, rms_ffn
+           + 3 * hid * d                     // w1, w2, w3
+           + d;                              // rms_out
+  }
+
+  /// Throws specdec::error unless the head was trained for a target of this shape (dim, heads,
+  /// vocabulary). `what` names the target in the message.
+  void check_fits(const Llama2cConfig& target, const std::string& what) const {
+    const Llama2cConfig& c = config_;
+    auto mismatch = [&](const char* field, int head_value, int target_value) {
+      throw error("EAGLE head: its " + std::string(field) + " is " + std::to_string(head_value) + " but " + what +
+                  "'s is " + std::to_string(target_value) + " (the head was trained for another model)");
+    };
+    if (c.dim != target.dim) mismatch("dim", c.dim, target.dim);
+    if (c.vocab_size != target.vocab_size) mismatch("vocab_size", c.vocab_size, target.vocab_size);
+    if (c.n_heads != target.n_heads) mismatch("n_heads", c.n_heads, target.n_heads);
+    if (c.n_kv_heads != target.n_kv_heads) mismatch("n_kv_heads", c.n_kv_heads, target.n_kv_heads);
+  }
+
+  /// The head's shape as a one-layer Llama (n_layers 1; seq_len unused).
+  const Llama2cConfig& config() const { return config_; }
+
+  /// Runs `n` elements on top of `cache`: element i is (tokens[i], features row i: dim floats, or
+  /// zeros where `features` is null) at RoPE position positions[i]; it writes its K/V at slot
+  /// first_slot + i and attends to slots [0, cached) and to visible[visible_begin[i] ..
+  /// visible_begin[i + 1]) (see llama::LayerBatch). Writes each element's predicted feature to
+  /// out[i * dim ...]. `embedding` is the target's, [vocab][dim].
+  void run(Cache& cache, int cached, int first_slot, int n, const token_t* tokens, const float* features,
+           const int* positions, const int* visible, const int* visible_begin, const float* embedding,
+           float* out) const {
+    const int d = config_.dim, hs = config_.head_size();
+    const std::size_t un = static_cast<std::size_t>(n);
+    cache.reserve(first_slot + n, config_.kv_dim());
+    cache.x.resize(un * d);
+    cache.rope.resize(un * hs);
+    std::vector<float>& in = cache.input;
+    in.resize(2 * static_cast<std::size_t>(d));
+    for (int i = 0; i < n; ++i) {
+      std::copy_n(embedding + static_cast<std::size_t>(tokens[i]) * d, d, in.data());
+      if (features) std::copy_n(features + static_cast<std::size_t>(i) * d, d, in.data() + d);
+      else std::fill_n(in.data() + d, d, 0.0f);
+      float* x = cache.x.data() + static_cast<std::size_t>(i) * d;
+      llama::matvec(x, in.data(), fc_t_.data(), 2 * d, d);
+      for (int e = 0; e < d; ++e) x[e] += fc_bias_[static_cast<std::size_t>(e)];
+      llama::rope_angles(positions[i], hs, cache.rope.data() + static_cast<std::size_t>(i) * hs);
+    }
+    const llama::LayerBatch batch{n, cached, first_slot, cache.x.data(), cache.rope.data(), visible, visible_begin};
+    llama::decoder_layer(layer_, config_, batch, cache.k.data(), cache.v.data(), cache.scratch);
+    for (int i = 0; i < n; ++i)
+      llama::rmsnorm(out + static_cast<std::size_t>(i) * d, cache.x.data() + static_cast<std::size_t>(i) * d,
+                     rms_out_.data(), d);
+  }
+
+  static std::string describe(const Llama2cConfig& c) {
+    return "dim " + std::to_string(c.dim) + ", hidden_dim " + std::to_string(c.hidden_dim) + ", n_heads " +
+           std::to_string(c.n_heads) + ", n_kv_heads " + std::to_string(c.n_kv_heads) + ", vocab_size " +
+           std::to_string(c.vocab_size);
+  }
+
+ private:
+  static void check_header(const Llama2cConfig& c, const std::string& name) {
+    // Generous bounds: they only keep a garbage header from asking for absurd allocations.
+    auto in_range = [](int v, int hi) { return v >= 1 && v <= hi; };
+    std::string why;
+    if (!in_range(c.dim, 1 << 16)) why = "dim " + std::to_string(c.dim) + " is not in [1, 65536]";
+    else if (!in_range(c.hidden_dim, 1 << 18)) why = "hidden_dim " + std::to_string(c.hidden_dim) + " is not in [1, 262144]";
+    else if (!in_range(c.n_heads, c.dim) || c.dim % c.n_heads != 0)
+      why = "n_heads " + std::to_string(c.n_heads) + " does not divide dim " + std::to_string(c.dim);
+    else if (c.head_size() % 2 != 0) why = "head size " + std::to_string(c.head_size()) + " is odd (RoPE rotates pairs)";
+    else if (!in_range(c.n_kv_heads, c.n_heads) || c.n_heads % c.n_kv_heads != 0)
+      why = "n_kv_heads " + std::to_string(c.n_kv_heads) + " does not divide n_heads " + std::to_string(c.n_heads);
+    else if (!in_range(c.vocab_size, 1 << 24)) why = "vocab_size " + std::to_string(c.vocab_size) + " is not in [1, 16777216]";
+    if (!why.empty()) throw error(name + ": bad header: " + why);
+  }
+
+  Llama2cConfig config_;
+  std::vector<float> fc_t_;  // [2·dim][dim]
+  std::vector<float> fc_bias_;
+  Llama2cModel::Layer layer_;
+  std::vector<float> rms_out_;
+};
+
+}  // namespace specdec
