@@ -1,9 +1,10 @@
 // The drafter combinations specbench is compiled with: the one list to edit.
 //
 // A combination is a set of drafters (each with a static `name`) merged into one decoder. Each
-// drafter is default-constructible or constructible from `const DrafterResources&` (replay.hpp).
-// Every combination is compiled for `replay` (registry.cpp) and, with each verifier, for `model`
-// (registry_model.cpp). To add one: include its drafters' headers and add a line to the list.
+// drafter is default-constructible or constructible from `(const DrafterResources&, const
+// TargetInfo&)` (replay.hpp). Every combination is compiled, with each verifier, for `model`
+// (registry_model.cpp) and, unless a drafter reads the target's features, for `replay`
+// (registry.cpp). To add one: include its drafters' headers and add a line to the list.
 // See docs/specbench.md.
 #pragma once
 
@@ -11,12 +12,15 @@
 
 #include <specdec/policies/drafters/casd.hpp>
 #include <specdec/policies/drafters/context_tree.hpp>
+#include <specdec/policies/drafters/dresd.hpp>
+#include <specdec/policies/drafters/eagle.hpp>
 #include <specdec/policies/drafters/empty.hpp>
 #include <specdec/policies/drafters/fixed_tree.hpp>
 #include <specdec/policies/drafters/pld.hpp>
 #include <specdec/policies/drafters/rest.hpp>
 #include <specdec/type_list.hpp>
 
+#include "input_error.hpp"
 #include "replay.hpp"
 
 namespace specbench {
@@ -32,8 +36,25 @@ struct FrequentTokensDrafter : specdec::FixedTreeDrafter {
 
 /// REST over the datastore given with --datastore, with the options given on the command line.
 struct RestFromDatastore : specdec::RestDrafter {
-  RestFromDatastore(const DrafterResources& resources, int vocab_size)
-      : RestDrafter(resources.datastore(vocab_size), resources.rest) {}
+  RestFromDatastore(const DrafterResources& resources, const TargetInfo& target)
+      : RestDrafter(resources.token_datastore(target), resources.rest) {}
+};
+
+/// DReSD over the dense datastore given with --dense-datastore (exact search). Feature drafters
+/// run in `model` only.
+struct DresdFromDatastore : specdec::DresdDrafter {
+  DresdFromDatastore(const DrafterResources& resources, const TargetInfo& target)
+      : DresdDrafter(resources.dense(target), resources.dresd) {}
+};
+
+/// EAGLE-2 with the head given with --eagle-head (default: the committed stories260K head) and the
+/// model's embedding and classifier.
+struct EagleFromHead : specdec::EagleDrafter {
+  EagleFromHead(const DrafterResources& resources, const TargetInfo& target) try
+      : EagleDrafter(resources.eagle_head, target.model) {
+  } catch (const specdec::error& e) {
+    throw input_error(e.what());
+  }
 };
 
 template <class... Drafters>
@@ -53,6 +74,11 @@ using registered_combinations = specdec::detail::type_list<
     drafters<specdec::ContextTreeDrafter, specdec::CasdDrafter>,
     drafters<RestFromDatastore>,
     drafters<RestFromDatastore, specdec::CasdDrafter>,
-    drafters<RestFromDatastore, specdec::HistoryTreeDrafter>>;
+    drafters<RestFromDatastore, specdec::HistoryTreeDrafter>,
+    drafters<DresdFromDatastore>,
+    drafters<DresdFromDatastore, specdec::CasdDrafter>,
+    drafters<EagleFromHead>,
+    drafters<EagleFromHead, specdec::CasdDrafter>,
+    drafters<EagleFromHead, specdec::ContextTreeDrafter>>;
 
 }  // namespace specbench

@@ -30,6 +30,25 @@ using namespace specbench;
 
 namespace {
 
+/// The files and options of drafters built from DrafterResources.
+struct ResourceArgs {
+  std::string datastore;
+  specdec::RestOptions rest;
+  std::string dense_datastore;
+  specdec::DresdOptions dresd;
+  std::string eagle_head = SPECDEC_DEFAULT_EAGLE_HEAD;
+
+  DrafterResources resources() const {
+    DrafterResources r;
+    r.datastore = datastore;
+    r.rest = rest;
+    r.dense_datastore = dense_datastore;
+    r.dresd = dresd;
+    r.eagle_head = eagle_head;
+    return r;
+  }
+};
+
 /// The data options shared by `replay` and `compare`.
 struct DataArgs {
   std::string data_dir;
@@ -41,8 +60,7 @@ struct DataArgs {
   std::vector<std::string> categories;
   int max_turns = 0;
   std::string parity;
-  std::string datastore;
-  specdec::RestOptions rest;
+  ResourceArgs drafters;
   int budget = 64;
   std::string json;
 };
@@ -60,12 +78,22 @@ CLI::Validator whole_number_at_least(long least) {
       "INT>=" + std::to_string(least));
 }
 
-/// The drafter rest's options.
-void add_rest_options(CLI::App& cmd, std::string& datastore, specdec::RestOptions& rest) {
-  cmd.add_option("--datastore", datastore, "Token datastore of the drafter rest (specdec-datastore build)");
-  cmd.add_option("--rest-occurrences", rest.max_occurrences,
+/// rest's options; with `features`, also those of the feature drafters (dresd, eagle: `model` only).
+void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
+  cmd.add_option("--datastore", a.datastore, "Token datastore of the drafter rest (specdec-datastore build)");
+  cmd.add_option("--rest-occurrences", a.rest.max_occurrences,
                  "Occurrences rest reads at most per step (default 5000, REST's)")
       ->check(whole_number_at_least(1));
+  if (!features) return;
+  cmd.add_option("--dense-datastore", a.dense_datastore,
+                 "Dense datastore of the drafter dresd (specdec-dense-datastore build)");
+  cmd.add_option("--dresd-neighbours", a.dresd.neighbours, "Neighbours dresd retrieves per step (default 32)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--dresd-drafts", a.dresd.drafts, "Drafts dresd keeps (default 3)")->check(whole_number_at_least(1));
+  cmd.add_option("--dresd-length", a.dresd.draft_length, "Tokens per dresd draft (default 20)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--eagle-head", a.eagle_head, "EAGLE head file of the drafter eagle (default: the stories260K head "
+                                               "in tools/eagle/heads)");
 }
 
 void add_data_options(CLI::App& cmd, DataArgs& a) {
@@ -84,7 +112,7 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
       ->check(whole_number_at_least(1));
   cmd.add_option("--parity", a.parity, "Replay only the questions with odd or even ids")
       ->check(CLI::IsMember({"odd", "even"}));
-  add_rest_options(cmd, a.datastore, a.rest);
+  add_resource_options(cmd, a.drafters, false);
   cmd.add_option("--budget", a.budget, "Most draft nodes per target call, after merging (default 64)")
       ->check(whole_number_at_least(0));
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
@@ -147,8 +175,7 @@ struct ModelArgs {
   int max_new_tokens = 256;
   int max_prompts = 0;
   int show = 0;
-  std::string datastore;
-  specdec::RestOptions rest;
+  ResourceArgs resources;
   std::string json;
   std::string plot;
 };
@@ -197,7 +224,7 @@ int run_model(const ModelArgs& a) {
   const Combination& combination = find_combination(a.drafters);
   ModelOptions options;
   options.budget = a.budget;
-  options.resources = DrafterResources(a.datastore, a.rest);
+  options.resources = a.resources.resources();
   options.seed = a.seed;
   options.sampling.temperature = static_cast<float>(a.temperature);
   options.sampling.top_p = static_cast<float>(a.top_p);
@@ -246,7 +273,7 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
       ->check(whole_number_at_least(1));
   cmd.add_option("--max-prompts", a.max_prompts, "Decode at most this many prompts of each task")
       ->check(whole_number_at_least(1));
-  add_rest_options(cmd, a.datastore, a.rest);
+  add_resource_options(cmd, a.resources, true);
   cmd.add_option("--show", a.show, "Print the first N prompts and their continuations")->check(whole_number_at_least(1));
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
   cmd.add_option("--plot", a.plot, "Write the accepted-length histogram as an SVG bar chart");
@@ -331,11 +358,20 @@ void add_verifier_options(CLI::App& cmd, ModelArgs& a) {
   });
 }
 
+/// The combination's replay runner; input_error when a drafter reads the target's features.
+auto replay_of(const Combination& c) {
+  if (!c.replay)
+    throw input_error("the combination " + c.name() + " reads the target's features, which a replay has not: run it "
+                      "with `specbench model`");
+  return c.replay;
+}
+
 void run_replay(const DataArgs& a, const std::vector<std::string>& drafters, const std::string& plot) {
   const Combination& combination = find_combination(drafters);
+  const auto runner = replay_of(combination);
   const Corpus corpus = load_corpus(a);
-  const ReplayOptions options{.budget = a.budget, .resources = DrafterResources(a.datastore, a.rest)};
-  const Report report = summarise(corpus, combination.replay(corpus, options), options);
+  const ReplayOptions options{.budget = a.budget, .resources = a.drafters.resources()};
+  const Report report = summarise(corpus, runner(corpus, options), options);
   print_report(std::cout, report);
   if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
   if (!plot.empty()) write_file(plot, histogram_svg(report));
@@ -343,11 +379,14 @@ void run_replay(const DataArgs& a, const std::vector<std::string>& drafters, con
 
 void run_compare(const DataArgs& a, const std::vector<std::string>& names) {
   std::vector<const Combination*> chosen;
-  for (const auto& name : names) chosen.push_back(&find_combination(std::span(&name, 1)));
+  for (const auto& name : names) {
+    chosen.push_back(&find_combination(std::span(&name, 1)));
+    replay_of(*chosen.back());
+  }
   const Corpus corpus = load_corpus(a);
-  const ReplayOptions options{.budget = a.budget, .resources = DrafterResources(a.datastore, a.rest)};
+  const ReplayOptions options{.budget = a.budget, .resources = a.drafters.resources()};
   std::vector<Report> reports;
-  for (const Combination* c : chosen) reports.push_back(summarise(corpus, c->replay(corpus, options), options));
+  for (const Combination* c : chosen) reports.push_back(summarise(corpus, replay_of(*c)(corpus, options), options));
   print_comparison(std::cout, reports);
   if (!a.json.empty()) {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();

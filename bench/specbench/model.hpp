@@ -109,7 +109,7 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
   run.drafters = Decoder::names();
   specdec::Llama2cTarget target(bench.model);
   Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
-                  make_drafter<Drafters>(options.resources, bench.model->config().vocab_size)..., detail::make_verifier<Verifier>(options, 0, eos));
+                  make_drafter<Drafters>(options.resources, TargetInfo{bench.model->config().vocab_size, bench.model})..., detail::make_verifier<Verifier>(options, 0, eos));
   for (std::size_t p = 0; p < bench.prompts.size(); ++p) {
     const ModelPrompt& prompt = bench.prompts[p];
     const auto sequence = static_cast<std::uint32_t>(p);

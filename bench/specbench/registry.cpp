@@ -12,7 +12,10 @@ namespace {
 
 template <class... Drafters>
 Combination combination(specdec::detail::type_list<Drafters...>, const ModelRunners& model) {
-  return {{specdec::drafter_name<Drafters>()...}, &replay<Drafters...>, model};
+  // The replay target has no features: feature drafters run in `model` only.
+  if constexpr ((specdec::drafter_traits<Drafters>::needs_target_features || ...))
+    return {{specdec::drafter_name<Drafters>()...}, nullptr, model};
+  else return {{specdec::drafter_name<Drafters>()...}, &replay<Drafters...>, model};
 }
 
 template <class... Lists, std::size_t... I>

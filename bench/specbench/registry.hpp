@@ -20,6 +20,7 @@ const std::vector<ModelRunners>& model_runners();
 
 struct Combination {
   std::vector<std::string> drafters;  ///< the drafters' names, in template order
+  /// Null when a drafter reads the target's features (the replay target has none).
   ReplayRun (*replay)(const Corpus&, const ReplayOptions&);
   ModelRunners model;
   /// "pld,casd": the drafters' names joined by commas.

@@ -15,7 +15,10 @@
 
 #include <specdec/decoder.hpp>
 #include <specdec/index/token_datastore.hpp>
+#include <specdec/index/dense_datastore.hpp>
+#include <specdec/policies/drafters/dresd.hpp>
 #include <specdec/policies/drafters/rest.hpp>
+#include <specdec/targets/llama2c_model.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/stats.hpp>
 #include <specdec/targets/replay_target.hpp>
@@ -24,30 +27,40 @@
 
 namespace specbench {
 
+/// What a drafter built from DrafterResources is told about the target.
+struct TargetInfo {
+  int vocab_size = 0;
+  std::shared_ptr<const specdec::Llama2cModel> model;  ///< `model` runs; null in a replay
+};
+
 /// Files some drafters read, given on the command line, each opened once and shared by every
-/// decoder of the run. A drafter constructible from `const DrafterResources&` is built from them;
-/// any other is default-constructed.
+/// decoder of the run. A drafter constructible from `(const DrafterResources&, const TargetInfo&)`
+/// is built from them; any other is default-constructed. The accessors throw input_error naming
+/// the option when a file was not given, cannot be opened or does not fit the target.
 class DrafterResources {
  public:
   DrafterResources() = default;
-  explicit DrafterResources(std::filesystem::path datastore, specdec::RestOptions rest = {})
-      : rest(rest), datastore_path_(std::move(datastore)) {}
+  /// Only rest's datastore (tests).
+  explicit DrafterResources(std::filesystem::path token_datastore) : datastore(std::move(token_datastore)) {}
 
-  /// The options of the drafter rest (--rest-occurrences sets max_occurrences).
-  specdec::RestOptions rest;
+  std::filesystem::path datastore;        ///< rest: --datastore
+  specdec::RestOptions rest;              ///< rest: --rest-occurrences
+  std::filesystem::path dense_datastore;  ///< dresd: --dense-datastore
+  specdec::DresdOptions dresd;            ///< dresd: --dresd-drafts, --dresd-length, --dresd-neighbours
+  std::filesystem::path eagle_head;       ///< eagle: --eagle-head
 
-  /// REST's token datastore (--datastore). Throws input_error when none was given, or when it
-  /// cannot be opened or its vocabulary is larger than `vocab_size`.
-  std::shared_ptr<const specdec::TokenDatastore> datastore(int vocab_size) const;
+  std::shared_ptr<const specdec::TokenDatastore> token_datastore(const TargetInfo& target) const;
+  std::shared_ptr<const specdec::DenseDatastore> dense(const TargetInfo& target) const;
 
  private:
-  std::filesystem::path datastore_path_;
-  mutable std::shared_ptr<const specdec::TokenDatastore> datastore_;
+  mutable std::shared_ptr<const specdec::TokenDatastore> token_datastore_;
+  mutable std::shared_ptr<const specdec::DenseDatastore> dense_;
 };
 
 template <class Drafter>
-Drafter make_drafter(const DrafterResources& resources, int vocab_size) {
-  if constexpr (std::is_constructible_v<Drafter, const DrafterResources&, int>) return Drafter(resources, vocab_size);
+Drafter make_drafter(const DrafterResources& resources, const TargetInfo& target) {
+  if constexpr (std::is_constructible_v<Drafter, const DrafterResources&, const TargetInfo&>)
+    return Drafter(resources, target);
   else return Drafter{};
 }
 
@@ -87,7 +100,7 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
   // turn puts its reference in the target the decoder holds.
   specdec::ReplayTarget target({corpus.stop_token}, corpus.vocab_size, corpus.stop_token);
   Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
-                  make_drafter<Drafters>(options.resources, corpus.vocab_size)..., specdec::ExactVerifier{});
+                  make_drafter<Drafters>(options.resources, TargetInfo{corpus.vocab_size, nullptr})..., specdec::ExactVerifier{});
   std::vector<token_t> reference;
   for (const Turn& turn : corpus.turns) {
     reference.assign(turn.prompt.begin(), turn.prompt.end());

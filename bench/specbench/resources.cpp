@@ -1,25 +1,52 @@
 #include <string>
 
+#include <fmt/format.h>
+
 #include "input_error.hpp"
 #include "replay.hpp"
 
 namespace specbench {
 
-std::shared_ptr<const specdec::TokenDatastore> DrafterResources::datastore(int vocab_size) const {
-  if (datastore_path_.empty())
-    throw input_error("the drafter rest needs a token datastore: --datastore FILE (see docs/drafters.md, REST)");
-  if (!datastore_) {
+namespace {
+
+template <class File>
+std::shared_ptr<const File> open_once(std::shared_ptr<const File>& cache, const std::filesystem::path& path,
+                                      const char* drafter, const char* option) {
+  if (path.empty())
+    throw input_error(fmt::format("the drafter {} needs {} FILE (see docs/drafters.md)", drafter, option));
+  if (!cache) {
     try {
-      datastore_ = std::make_shared<const specdec::TokenDatastore>(datastore_path_);
+      cache = std::make_shared<const File>(path);
     } catch (const specdec::error& e) {
       throw input_error(e.what());
     }
   }
-  if (datastore_->vocab_size() > vocab_size)
-    throw input_error("token datastore " + datastore_path_.string() + " has vocabulary size " +
-                      std::to_string(datastore_->vocab_size()) + ", larger than the target's " + std::to_string(vocab_size) +
-                      " (built for another tokenizer?)");
-  return datastore_;
+  return cache;
+}
+
+void check_vocabulary(int datastore_vocab, const std::filesystem::path& path, const TargetInfo& target) {
+  if (datastore_vocab > target.vocab_size)
+    throw input_error(fmt::format("datastore {} has vocabulary size {}, larger than the target's {} (built for another "
+                                  "tokenizer?)",
+                                  path.string(), datastore_vocab, target.vocab_size));
+}
+
+}  // namespace
+
+std::shared_ptr<const specdec::TokenDatastore> DrafterResources::token_datastore(const TargetInfo& target) const {
+  auto ds = open_once(token_datastore_, datastore, "rest", "a token datastore: --datastore");
+  check_vocabulary(ds->vocab_size(), datastore, target);
+  return ds;
+}
+
+std::shared_ptr<const specdec::DenseDatastore> DrafterResources::dense(const TargetInfo& target) const {
+  auto ds = open_once(dense_, dense_datastore, "dresd", "a dense datastore: --dense-datastore");
+  check_vocabulary(ds->vocab_size(), dense_datastore, target);
+  if (target.model && ds->feature_dim() != target.model->config().dim)
+    throw input_error(fmt::format("dense datastore {} holds features of {} floats, but the model's are {} (built "
+                                  "for another model?)",
+                                  dense_datastore.string(), ds->feature_dim(), target.model->config().dim));
+  return ds;
 }
 
 }  // namespace specbench

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <specdec/index/datastore_builder.hpp>
+#include <specdec/index/dense_datastore_builder.hpp>
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
@@ -43,14 +44,25 @@ ModelRunner runner(const std::string& combination, VerifierKind verifier) {
   return find_combination(std::vector<std::string>{combination}).model[static_cast<std::size_t>(verifier)];
 }
 
-/// Exact-verifier options whose rest datastore holds the bench's prompts (so rest drafts).
-ModelOptions with_datastore(const ModelBench& bench, const std::string& name) {
+/// Exact-verifier options whose datastores hold the bench's prompts (so rest and dresd draft),
+/// with the committed stories260K EAGLE head.
+ModelOptions with_datastores(const ModelBench& bench, const std::string& name) {
   specdec::TokenDocuments docs;
-  for (const ModelPrompt& p : bench.prompts) docs.add(std::vector<std::uint32_t>(p.tokens.begin(), p.tokens.end()));
-  const fs::path path = fs::temp_directory_path() / ("specbench_model_test_" + name + ".ds");
-  specdec::build_datastore(docs, path, {.vocab_size = bench.model->config().vocab_size});
+  std::vector<float> features;
+  specdec::Llama2cTarget target(bench.model);
+  for (const ModelPrompt& p : bench.prompts) {
+    docs.add(std::vector<std::uint32_t>(p.tokens.begin(), p.tokens.end()));
+    target.prefill(p.tokens);
+    features.insert(features.end(), target.prefill_features().begin(), target.prefill_features().end());
+  }
+  const int vocab = bench.model->config().vocab_size;
   ModelOptions options;
-  options.resources = DrafterResources(path);
+  options.resources.datastore = fs::temp_directory_path() / ("specbench_model_test_" + name + ".ds");
+  specdec::build_datastore(docs, options.resources.datastore, {.vocab_size = vocab});
+  options.resources.dense_datastore = fs::temp_directory_path() / ("specbench_model_test_" + name + ".dense");
+  specdec::build_dense_datastore(docs, features, bench.model->config().dim, options.resources.dense_datastore,
+                                 {.key_dim = 16, .vocab_size = vocab});
+  options.resources.eagle_head = fs::path(SPECDEC_SOURCE_DIR) / "tools/eagle/heads/stories260K.eagle";
   return options;
 }
 
@@ -60,7 +72,7 @@ TEST_CASE("model: every combination is lossless on stories260K with the exact ve
   const auto bench = stories_bench(2, 48);
   if (!bench) return;
   REQUIRE(bench->prompts.size() == 4);
-  const ModelOptions options = with_datastore(*bench, "stories260k");
+  const ModelOptions options = with_datastores(*bench, "stories260k");
   for (const Combination& c : combinations()) {
     CAPTURE(c.name());
     const ModelRun run = c.model[static_cast<std::size_t>(VerifierKind::exact)](*bench, options);
@@ -127,7 +139,11 @@ TEST_CASE("model: another checkpoint (vocabulary 350, 128 positions) with genera
   CHECK(clamped == 3);
   for (const ModelPrompt& p : bench.prompts)
     CHECK(p.max_new_tokens == 128 - static_cast<int>(p.tokens.size()) + 1);
-  const ModelOptions options = with_datastore(bench, "tiny");
+  ModelOptions options;
+  options.resources.datastore = fs::temp_directory_path() / "specbench_model_test_tiny.ds";
+  specdec::TokenDocuments docs;
+  for (const ModelPrompt& p : bench.prompts) docs.add(std::vector<std::uint32_t>(p.tokens.begin(), p.tokens.end()));
+  specdec::build_datastore(docs, options.resources.datastore, {.vocab_size = 350});
   for (const char* name : {"casd", "tree", "pld,casd", "frequent", "rest"}) {
     CAPTURE(name);
     const ModelRun run = runner(name, VerifierKind::exact)(bench, options);
