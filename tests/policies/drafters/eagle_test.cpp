@@ -23,12 +23,12 @@
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/policies/verifiers/rejection_sampling.hpp>
 #include <specdec/targets/llama2c.hpp>
+#include <specdec/testing/laid_out_tree.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "support/chi_square.hpp"
 #include "support/data.hpp"
 #include "support/eagle_head.hpp"
-#include "support/laid_out_tree.hpp"
 #include "support/stories260k.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tiny_llama.hpp"
