@@ -25,6 +25,7 @@
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "chat_template.hpp"
+#include "common/progress.hpp"
 #include "corpus.hpp"
 #include "input_error.hpp"
 #include "synthetic_text.hpp"
@@ -34,13 +35,8 @@ using specdec::TokenDocuments;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-const Clock::time_point kStart = Clock::now();
-
-void progress(std::string_view what) {
-  const double seconds = std::chrono::duration<double>(Clock::now() - kStart).count();
-  std::cerr << fmt::format("[{:8.1f} s] {}\n", seconds, what);
-}
+using specdec::tools::Clock;
+using specdec::tools::progress;
 
 /// Text to tokens with a SentencePiece model (*.model) or a llama2.c tokenizer (*.bin).
 class TextTokenizer {

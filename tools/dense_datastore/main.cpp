@@ -42,17 +42,14 @@
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/targets/llama2c.hpp>
 
+#include "common/progress.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-const Clock::time_point kStart = Clock::now();
-
-void progress(std::string_view what) {
-  const double seconds = std::chrono::duration<double>(Clock::now() - kStart).count();
-  std::cerr << fmt::format("[{:8.1f} s] {}\n", seconds, what);
-}
+using specdec::tools::Clock;
+using specdec::tools::progress;
 
 struct BuildArgs {
   std::string tokens, features, out;
