@@ -16,6 +16,7 @@
 #include <specdec/index/dense_datastore_builder.hpp>
 #include <specdec/index/dense_search.hpp>
 
+#include "support/datastore_files.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace specdec;
@@ -48,26 +49,13 @@ Corpus random_corpus(int docs, int dim, std::uint64_t seed, int vocab = 50) {
   return c;
 }
 
+using testing::poke;
+
 std::string open_error(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::header) {
-  try {
-    DenseDatastore ds(path, verify);
-  } catch (const error& e) {
-    return e.what();
-  }
-  return {};
+  return testing::open_error<DenseDatastore>(path, verify);
 }
 
-template <class T>
-void poke(std::string& bytes, std::size_t offset, T value) {
-  std::memcpy(bytes.data() + offset, &value, sizeof value);
-}
-
-void reseal(std::string& bytes) {
-  DenseDatastoreHeader h;
-  std::memcpy(&h, bytes.data(), sizeof h);
-  h.header_checksum = header_checksum(h);
-  std::memcpy(bytes.data(), &h, sizeof h);
-}
+void reseal(std::string& bytes) { testing::reseal<DenseDatastoreHeader>(bytes); }
 
 /// Every key scored, sorted by ranks_before, the first k.
 std::vector<DenseNeighbour> brute_force(const DenseDatastore& ds, std::span<const float> query, int k) {

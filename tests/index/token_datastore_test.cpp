@@ -16,6 +16,7 @@
 #include <specdec/index/token_datastore.hpp>
 #include <specdec/index/token_file.hpp>
 
+#include "support/datastore_files.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace specdec;
@@ -135,29 +136,13 @@ TEST_CASE("token files: documents, separators, a missing last separator", "[data
 
 namespace {
 
-/// The message of the error opening `path` throws ("" when it opens), checked to be one line.
+using testing::poke;
+
 std::string open_error(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::header) {
-  try {
-    TokenDatastore ds(path, verify);
-  } catch (const error& e) {
-    const std::string what = e.what();
-    CHECK(what.find('\n') == std::string::npos);
-    return what;
-  }
-  return "";
+  return testing::open_error<TokenDatastore>(path, verify);
 }
 
-template <class T>
-void poke(std::string& bytes, std::size_t offset, T value) {
-  std::memcpy(bytes.data() + offset, &value, sizeof value);
-}
-
-/// Rewrites the header checksum so that a header edit reaches the check after it.
-void reseal(std::string& bytes) {
-  DatastoreHeader h;
-  std::memcpy(&h, bytes.data(), sizeof h);
-  poke(bytes, offsetof(DatastoreHeader, header_checksum), header_checksum(h));
-}
+void reseal(std::string& bytes) { testing::reseal<DatastoreHeader>(bytes); }
 
 }  // namespace
 
