@@ -250,6 +250,73 @@ TEST_CASE("bad input gets a clear error", "[decoder][errors]") {
   CHECK_THROWS_WITH(negative.prefill(std::vector<token_t>{1}), Catch::Contains("budget must be >= 0, got -2"));
 }
 
+namespace {
+/// A HashTarget that counts its forwards and the tree nodes they ran.
+struct CountingTarget : HashTarget {
+  using HashTarget::HashTarget;
+  int forwards = 0, nodes = 0;
+  const Output& forward(const TreeView& tree) {
+    ++forwards;
+    nodes += tree.size;
+    return HashTarget::forward(tree);
+  }
+};
+}  // namespace
+
+TEST_CASE("resume goes on from another context, keeping the common cache", "[decoder][resume][lossless]") {
+  CountingTarget target(kVocab, 13);
+  std::vector<token_t> seen;
+  const auto prompt = prompt_for(2);
+  const auto truth = reference(target, prompt, 400);
+  SpeculativeDecoder<CountingTarget, RecordingDrafter, OracleDrafter, ExactVerifier> dec(
+      target, RecordingDrafter{&seen}, OracleDrafter(truth, 4, 0.3, 7), ExactVerifier{});
+  dec.prefill(prompt);
+  dec.generate(40);
+  const std::vector<token_t> before(dec.context().begin(), dec.context().end());
+
+  // Cases: a prefix (rewind only), a prefix with another root (free), a fork two tokens back,
+  // and an extension by other tokens (one forward feeds them).
+  struct Case {
+    const char* what;
+    std::vector<token_t> context;
+    int forwards;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"prefix", {before.begin(), before.end() - 10}, 0});
+  cases.push_back({"another root", {before.begin(), before.end() - 5}, 0});
+  cases.back().context.back() = (cases.back().context.back() + 1) % kVocab;
+  cases.push_back({"fork", {before.begin(), before.end() - 3}, 1});
+  cases.back().context.insert(cases.back().context.end() - 1, {7, 8, 9});
+  cases.push_back({"extension", before, 1});
+  cases.back().context.insert(cases.back().context.end(), {1, 2, 3, 4});
+  for (const Case& c : cases) {
+    INFO(c.what);
+    dec.prefill(prompt);
+    dec.generate(40);
+    target.forwards = 0;
+    dec.resume(c.context);
+    CHECK(target.forwards == c.forwards);
+    CHECK(target.cached() == static_cast<int>(c.context.size()) - 1);
+    CHECK(std::equal(dec.context().begin(), dec.context().end(), c.context.begin(), c.context.end()));
+    CHECK(seen == c.context);  // drafters began again on it
+    // Going on from there is plain greedy decoding of the new context.
+    const auto out = dec.generate(60);
+    CHECK(out == target.greedy(c.context, 60));
+  }
+}
+
+TEST_CASE("resume errors", "[decoder][resume][errors]") {
+  HashTarget target(kVocab, 14);
+  SpeculativeDecoder<HashTarget, EmptyDrafter, ExactVerifier> dec(target);
+  CHECK_THROWS_WITH(dec.resume(std::vector<token_t>{1, 2}), Catch::Contains("resume: call prefill() first"));
+  dec.prefill(std::vector<token_t>{1, 2, 3});
+  CHECK_THROWS_WITH(dec.resume(std::vector<token_t>{}), Catch::Contains("the context is empty"));
+  CHECK_THROWS_WITH(dec.resume(std::vector<token_t>{1, kVocab}),
+                    Catch::Contains("resume: token 1 is 50, outside the vocabulary [0, 50)"));
+  // A refused resume leaves the decoder as it was.
+  CHECK(dec.generate(20) == target.greedy(std::vector<token_t>{1, 2, 3}, 20));
+}
+
 TEST_CASE("a target with few positions is never overrun", "[decoder]") {
   struct SmallTarget : HashTarget {
     using HashTarget::HashTarget;

@@ -128,6 +128,11 @@ concept FeatureTarget = Target<T> && FeatureOutput<target_output_t<T>> && requir
   { ct.prefill_features() } -> std::convertible_to<std::span<const float>>;
 };
 
+/// Optional: a target whose KV cache can be cut back: rewind(n) keeps its first n tokens (n at
+/// most what it holds) and drops any uncommitted forward. SpeculativeDecoder::resume() needs it.
+template <class T>
+concept RewindableTarget = Target<T> && requires(T& t, int tokens) { t.rewind(tokens); };
+
 /// Optional: a target with a fixed number of positions (max_positions()); the decoder then never
 /// drafts past it.
 template <class T>

@@ -254,6 +254,44 @@ class SpeculativeDecoder {
     return out;
   }
 
+  /// Goes on from `context` instead of context(), e.g. when this decoder drafts for another one
+  /// whose sequence went elsewhere (StagedDrafter). Keeps the target's KV cache for the longest
+  /// common prefix of context() and `context` (the new root excluded), feeds the rest of
+  /// `context` but its last token to the target with one forward (none when the cache already
+  /// holds it), and begins every drafter again on `context`. The statistics go on (not reset);
+  /// prompt_length() is cut to `context`'s size. Needs a RewindableTarget (a host Target with
+  /// rewind()) and drafters that read no features (begin() would need the whole context's).
+  /// Throws specdec::error before prefill(), on an empty context or a token outside the
+  /// vocabulary (the decoder is then left as before), and passes on the target's errors (e.g. a
+  /// context longer than its positions; only prefill() can go on after those).
+  void resume(std::span<const token_t> context)
+    requires RewindableTarget<Target>
+  {
+    static_assert(!gathers_features,
+                  "SpeculativeDecoder::resume: a drafter reads the target's features (needs_target_features), "
+                  "and begin() would need them for the whole context; resume() is for feature-free drafters.");
+    if constexpr (checked) {
+      if (context_.empty()) throw error("SpeculativeDecoder::resume: call prefill() first");
+      if (context.empty()) throw error("SpeculativeDecoder::resume: the context is empty (it needs at least one token)");
+      for (std::size_t i = 0; i < context.size(); ++i) check_token(context[i], "resume: token " + std::to_string(i));
+      const std::size_t cacheable = context.size() - 1;
+      std::size_t keep = 0;
+      while (keep < cacheable && keep < static_cast<std::size_t>(cached_) && context_[keep] == context[keep]) ++keep;
+      target_.rewind(static_cast<int>(keep));
+      cached_ = static_cast<int>(keep);
+      context_.assign(context.begin(), context.begin() + static_cast<std::ptrdiff_t>(keep + 1));
+      try {
+        if (keep < cacheable) feed(context.subspan(keep + 1, cacheable - keep));
+      } catch (...) {
+        context_.clear();  // the cache holds part of the context: only a new prefill can go on
+        throw;
+      }
+      context_.assign(context.begin(), context.end());
+      prompt_length_ = std::min(prompt_length_, static_cast<int>(context.size()));
+      std::apply([&](auto&... d) { (begin_one(d, context, TargetFeatures{}), ...); }, drafters_);
+    }
+  }
+
   /// Prompt and generated tokens; back() is the next root (committed, not yet seen by the target).
   std::span<const token_t> context() const { return context_; }
   int prompt_length() const { return prompt_length_; }
@@ -304,6 +342,24 @@ class SpeculativeDecoder {
     const std::span<const token_t> committed(committed_);
     if constexpr (drafter_traits<D>::needs_target_features) drafter.observe(committed, features);
     else drafter.observe(committed);
+  }
+
+  // Puts the root and `tokens` but the last into the target's cache with one forward of the
+  // chain; the last of `tokens` becomes the root.
+  void feed(std::span<const token_t> tokens) {
+    DraftTree& chain = trees_[0];
+    chain.reset(context_.back());
+    chain.add_chain(0, tokens.first(tokens.size() - 1));
+    const DraftTree* one[] = {&chain};
+    const int nodes = static_cast<int>(tokens.size()) - 1;
+    merger_.merge(one, nodes, nodes);
+    TreeView view = merger_.view();
+    view.base_position = cached_;
+    target_.forward(view);
+    feed_path_.resize(tokens.size());
+    for (std::size_t k = 0; k < feed_path_.size(); ++k) feed_path_[k] = static_cast<node_t>(k);
+    target_.commit(std::span<const node_t>(feed_path_));
+    cached_ += static_cast<int>(feed_path_.size());
   }
 
   // Copies the features of the accepted path's nodes (root first) into feature_rows_.
@@ -393,6 +449,7 @@ class SpeculativeDecoder {
   [[no_unique_address]] std::conditional_t<step_defined, typename detail::backend_step_for<Target>::type,
                                            detail::NoBackendStep> backend_step_;
   std::vector<token_t> committed_;
+  std::vector<node_t> feed_path_;    // resume(): the fed chain, root first
   std::vector<float> feature_rows_;  // the last step's accepted path's features, for feature drafters
   DecodeStats stats_;
 };

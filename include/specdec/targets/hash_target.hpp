@@ -105,6 +105,14 @@ class HashTarget {
     }
   }
 
+  /// Keeps the first `tokens` tokens of the cache.
+  void rewind(int tokens) {
+    if (tokens < 0 || tokens > cached())
+      throw error("HashTarget::rewind: cannot keep " + std::to_string(tokens) + " tokens, the cache holds " +
+                  std::to_string(cached()));
+    cache_.resize(static_cast<std::size_t>(tokens) + 1);
+  }
+
   /// Plain greedy decoding of `n` tokens after `prompt`, one token at a time, without trees.
   std::vector<token_t> greedy(std::span<const token_t> prompt, int n) const {
     std::uint64_t h = seed_;
@@ -145,5 +153,6 @@ class HashTarget {
 };
 
 static_assert(Target<HashTarget>);
+static_assert(RewindableTarget<HashTarget>);
 
 }  // namespace specdec

@@ -155,6 +155,17 @@ class Llama2cTarget {
     pending_parent_.clear();
   }
 
+  /// Keeps the first `tokens` entries of the KV cache (a later forward overwrites the rest) and
+  /// drops an uncommitted forward.
+  void rewind(int tokens) {
+    if (!started_) throw error("Llama2cTarget::rewind: call prefill() first");
+    if (tokens < 0 || tokens > cached_)
+      throw error("Llama2cTarget::rewind: cannot keep " + std::to_string(tokens) + " tokens, the KV cache holds " +
+                  std::to_string(cached_));
+    cached_ = tokens;
+    pending_parent_.clear();
+  }
+
   /// Plain autoregressive greedy decoding: `n` new tokens after `prompt`, one forward per token
   /// (stops after a token of `stop`, included). Starts a new sequence.
   std::vector<token_t> generate(std::span<const token_t> prompt, int n, std::span<const token_t> stop = {}) {
@@ -278,5 +289,6 @@ class Llama2cTarget {
 
 static_assert(FeatureTarget<Llama2cTarget>, "Llama2cTarget must model specdec::FeatureTarget");
 static_assert(BoundedTarget<Llama2cTarget>, "Llama2cTarget must expose max_positions()");
+static_assert(RewindableTarget<Llama2cTarget>, "Llama2cTarget must be rewindable (StagedDrafter's draft model)");
 
 }  // namespace specdec
