@@ -18,6 +18,8 @@
 #include <specdec/policies/drafters/fixed_tree.hpp>
 #include <specdec/policies/drafters/pld.hpp>
 #include <specdec/policies/drafters/rest.hpp>
+#include <specdec/policies/drafters/staged.hpp>
+#include <specdec/targets/llama2c.hpp>
 #include <specdec/type_list.hpp>
 
 #include "input_error.hpp"
@@ -57,6 +59,13 @@ struct EagleFromHead : specdec::EagleDrafter {
   }
 };
 
+/// The draft model given with --draft-model (default: the committed stories260K draft) alone, a
+/// one-stage drafter: one draft-model forward per drafted spine token.
+struct DraftModelFromFile : specdec::StagedDrafter<specdec::Llama2cTarget> {
+  DraftModelFromFile(const DrafterResources& resources, const TargetInfo& target)
+      : StagedDrafter(specdec::Llama2cTarget(resources.draft(target)), resources.staged) {}
+};
+
 template <class... Drafters>
 using drafters = specdec::detail::type_list<Drafters...>;
 
@@ -79,6 +88,7 @@ using registered_combinations = specdec::detail::type_list<
     drafters<DresdFromDatastore, specdec::CasdDrafter>,
     drafters<EagleFromHead>,
     drafters<EagleFromHead, specdec::CasdDrafter>,
-    drafters<EagleFromHead, specdec::ContextTreeDrafter>>;
+    drafters<EagleFromHead, specdec::ContextTreeDrafter>,
+    drafters<DraftModelFromFile>>;
 
 }  // namespace specbench

@@ -37,6 +37,8 @@ struct ResourceArgs {
   std::string dense_datastore;
   specdec::DresdOptions dresd;
   std::string eagle_head = SPECDEC_DEFAULT_EAGLE_HEAD;
+  std::string draft_model = SPECDEC_DEFAULT_DRAFT_MODEL;
+  specdec::StagedOptions staged;
 
   DrafterResources resources() const {
     DrafterResources r;
@@ -45,6 +47,8 @@ struct ResourceArgs {
     r.dense_datastore = dense_datastore;
     r.dresd = dresd;
     r.eagle_head = eagle_head;
+    r.draft_model = draft_model;
+    r.staged = staged;
     return r;
   }
 };
@@ -84,6 +88,18 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
   cmd.add_option("--rest-occurrences", a.rest.max_occurrences,
                  "Occurrences rest reads at most per step (default 5000, REST's)")
       ->check(whole_number_at_least(1));
+  cmd.add_option("--draft-model", a.draft_model, "llama2.c checkpoint of the drafters staged and draft_model, with the "
+                                                 "target's vocabulary (default: the stories260K draft in "
+                                                 "tools/draft_model/models)");
+  cmd.add_option("--staged-depth", a.staged.depth, "Draft-model tokens below the root (staged, draft_model; default 8)")
+      ->check(whole_number_at_least(0));
+  cmd.add_option("--staged-top-k", a.staged.top_k, "Children per draft-model node (default 3)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--staged-budget", a.staged.budget, "Draft-model tree nodes at most (default 48)")
+      ->check(whole_number_at_least(0));
+  cmd.add_option("--staged-inner-budget", a.staged.inner_budget,
+                 "Nodes the second stage drafts per draft-model forward (default 16)")
+      ->check(whole_number_at_least(0));
   if (!features) return;
   cmd.add_option("--dense-datastore", a.dense_datastore,
                  "Dense datastore of the drafter dresd (specdec-dense-datastore build)");

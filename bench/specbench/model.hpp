@@ -10,6 +10,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <specdec/decoder.hpp>
@@ -65,10 +67,12 @@ struct ModelTurn {
   double plain_seconds = 0;          ///< the same prompt decoded plainly (see decode_model)
   std::int64_t plain_tokens = 0;
   bool equals_plain = false;         ///< output == the plain decode's output (meaningful for exact)
+  std::int64_t draft_forwards = 0;   ///< forwards of the drafters' draft models (see counts_draft_forwards)
 };
 
 struct ModelRun {
   std::vector<std::string> drafters;
+  bool counts_draft_forwards = false;  ///< some drafter runs a draft model (staged, draft_model)
   std::vector<ModelTurn> turns;  ///< one per prompt, in order
   double seconds = 0;
 };
@@ -86,6 +90,22 @@ Verifier make_verifier(const ModelOptions& o, std::uint32_t sequence, token_t eo
   } else {
     return Verifier{};
   }
+}
+
+/// A drafter that runs a draft model and counts its forwards (StagedDrafter).
+template <class D>
+concept CountsDraftForwards = requires(const D& d) {
+  { d.draft_forwards() } -> std::convertible_to<std::int64_t>;
+};
+
+/// The draft-model forwards of every drafter of `decoder` that counts them.
+template <class Decoder, std::size_t... I>
+std::int64_t draft_forwards(Decoder& decoder, std::index_sequence<I...>) {
+  const auto of = [](const auto& drafter) -> std::int64_t {
+    if constexpr (CountsDraftForwards<std::remove_cvref_t<decltype(drafter)>>) return drafter.draft_forwards();
+    else return 0;
+  };
+  return (std::int64_t{0} + ... + of(decoder.template drafter<I>()));
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -107,6 +127,8 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
   const token_t eos = bench.stop_tokens.empty() ? -1 : bench.stop_tokens.back();
   ModelRun run;
   run.drafters = Decoder::names();
+  run.counts_draft_forwards = (detail::CountsDraftForwards<Drafters> || ... || false);
+  const auto draft_forwards = [](Decoder& d) { return detail::draft_forwards(d, std::index_sequence_for<Drafters...>{}); };
   specdec::Llama2cTarget target(bench.model);
   Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
                   make_drafter<Drafters>(options.resources, TargetInfo{bench.model->config().vocab_size, bench.model})..., detail::make_verifier<Verifier>(options, 0, eos));
@@ -129,10 +151,12 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
     turn.plain_tokens = static_cast<std::int64_t>(plain.size());
 
     decoder.verifier() = detail::make_verifier<Verifier>(options, sequence, eos);
+    const std::int64_t forwards_before = draft_forwards(decoder);
     t0 = std::chrono::steady_clock::now();
     decoder.prefill(prompt.tokens);
     turn.output = decoder.generate(prompt.max_new_tokens, bench.stop_tokens);
     turn.speculative_seconds = detail::seconds_since(t0);
+    turn.draft_forwards = draft_forwards(decoder) - forwards_before;
     turn.result = {decoder.stats(), static_cast<std::int64_t>(turn.output.size())};
     turn.equals_plain = turn.output == plain;
     run.turns.push_back(std::move(turn));

@@ -183,6 +183,8 @@ std::string verifier_description(const ModelOptions& o) {
   return "?";
 }
 
+double ratio(std::int64_t a, std::int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
+
 }  // namespace
 
 double ModelReport::speculative_tokens_per_second() const { return per_second(speculative_tokens, speculative_seconds); }
@@ -201,6 +203,7 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
     m.speculative_seconds += turn.speculative_seconds;
     m.plain_seconds += turn.plain_seconds;
     m.equal_to_plain += turn.equals_plain;
+    if (run.counts_draft_forwards) m.draft_forwards = std::max<std::int64_t>(m.draft_forwards, 0) + turn.draft_forwards;
   }
   m.report = summarise(tasks, turns, run.drafters, options.budget, run.seconds);
   const specdec::Llama2cConfig& c = bench.model->config();
@@ -224,6 +227,9 @@ void print_model_report(std::ostream& out, const ModelReport& m) {
       "\nspeed (this run, same prompts, one thread): speculative {:.0f} tokens/s, plain {:.0f} tokens/s, "
       "ratio {:.3f}\n",
       spec, plain, plain > 0 ? spec / plain : 0.0);
+  if (m.draft_forwards >= 0)
+    out << fmt::format("draft model: {} forwards, {:.3f} per target step, {:.3f} per committed token\n",
+                       m.draft_forwards, ratio(m.draft_forwards, r.overall.steps), ratio(m.draft_forwards, r.overall.tokens));
   if (m.greedy)
     out << fmt::format("lossless: the output equals plain greedy decoding on {} of {} prompts{}\n", m.equal_to_plain,
                        m.prompts, m.equal_to_plain == m.prompts ? "" : "  <-- NOT LOSSLESS");
@@ -239,6 +245,10 @@ nlohmann::ordered_json to_json(const ModelReport& m) {
                       {"seconds", m.speculative_seconds},
                       {"tokens_per_second", m.speculative_tokens_per_second()}};
   j["plain"] = {{"tokens", m.plain_tokens}, {"seconds", m.plain_seconds}, {"tokens_per_second", m.plain_tokens_per_second()}};
+  if (m.draft_forwards >= 0)
+    j["draft_model"] = {{"forwards", m.draft_forwards},
+                        {"per_target_step", ratio(m.draft_forwards, m.report.overall.steps)},
+                        {"per_committed_token", ratio(m.draft_forwards, m.report.overall.tokens)}};
   if (m.greedy) j["equal_to_plain_greedy"] = m.equal_to_plain;
   return j;
 }

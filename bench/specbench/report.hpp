@@ -65,6 +65,8 @@ struct ModelReport {
   double speculative_seconds = 0, plain_seconds = 0;
   bool greedy = false;   ///< exact verifier: the output must equal plain greedy decoding
   int equal_to_plain = 0;  ///< prompts whose output equals the plain decode's
+  /// Forwards of the draft models of staged drafters (-1: no drafter runs one).
+  std::int64_t draft_forwards = -1;
   double speculative_tokens_per_second() const;
   double plain_tokens_per_second() const;
 };

@@ -49,4 +49,19 @@ std::shared_ptr<const specdec::DenseDatastore> DrafterResources::dense(const Tar
   return ds;
 }
 
+std::shared_ptr<const specdec::Llama2cModel> DrafterResources::draft(const TargetInfo& target) const {
+  if (!draft_) {
+    try {
+      draft_ = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(draft_model));
+    } catch (const specdec::error& e) {
+      throw input_error(fmt::format("--draft-model: {}", e.what()));
+    }
+  }
+  if (draft_->config().vocab_size != target.vocab_size)
+    throw input_error(fmt::format("draft model {} has a vocabulary of {} tokens, the target's has {} (a draft model "
+                                  "needs the target's tokenizer)",
+                                  draft_model.string(), draft_->config().vocab_size, target.vocab_size));
+  return draft_;
+}
+
 }  // namespace specbench
