@@ -209,7 +209,8 @@ class NgramModel {
   /// k when fewer have a probability). A k-way merge of the trigram context's successors, the
   /// bigram context's (scaled by alpha) and the unigram order (scaled by both alphas), each read
   /// from its front and skipping the words a higher order already gave: no scan of the
-  /// vocabulary, O(k + skipped) list reads and O(log) per skip test.
+  /// vocabulary, O(k + skipped) list reads and O(log) per skip test, and a lower list is only
+  /// read while its scaled head could still be among the k.
   void top_k(std::span<const token_t> context, int k, std::vector<NgramCandidate>& out) const {
     out.clear();
     if (k <= 0) return;
@@ -231,14 +232,21 @@ class NgramModel {
       const auto consider = [&](int level, std::uint32_t w, double p) {
         if (p > best_p || (p == best_p && p > 0.0 && w < best_token)) best = level, best_token = w, best_p = p;
       };
+      // Higher orders first: a lower list whose head (skipped words included, so an upper bound)
+      // is already below the best is not read this round. The alphas are mostly small, so the
+      // long lower lists are rarely walked at all.
       for (int l = 0; l < levels.count; ++l) {
         const List& list = levels.list[l];
+        if (at[l] < list.size && list.scale * list.prob[at[l]] < best_p) continue;
         while (at[l] < list.size && (list.token[at[l]] >= vocab || seen_above(l, list.token[at[l]]))) ++at[l];
         if (at[l] < list.size) consider(l, list.token[at[l]], list.scale * list.prob[at[l]]);
       }
       const int u = levels.count;
-      while (at[u] < vocab && (order[at[u]] >= vocab || seen_above(u, order[at[u]]))) ++at[u];
-      if (at[u] < vocab) consider(u, order[at[u]], levels.unigram_scale * uni[order[at[u]]]);
+      const auto unigram = [&](std::uint64_t i) { return order[i] < vocab ? levels.unigram_scale * uni[order[i]] : 0.0; };
+      if (at[u] < vocab && unigram(at[u]) >= best_p) {
+        while (at[u] < vocab && (order[at[u]] >= vocab || seen_above(u, order[at[u]]))) ++at[u];
+        if (at[u] < vocab) consider(u, order[at[u]], unigram(at[u]));
+      }
       if (best < 0) break;
       out.push_back({static_cast<token_t>(best_token), best_p});
       ++at[best];
