@@ -16,6 +16,7 @@
 #include <specdec/policies/drafters/eagle.hpp>
 #include <specdec/policies/drafters/empty.hpp>
 #include <specdec/policies/drafters/fixed_tree.hpp>
+#include <specdec/policies/drafters/ngram.hpp>
 #include <specdec/policies/drafters/pld.hpp>
 #include <specdec/policies/drafters/rest.hpp>
 #include <specdec/policies/drafters/staged.hpp>
@@ -66,6 +67,20 @@ struct DraftModelFromFile : specdec::StagedDrafter<specdec::Llama2cTarget> {
       : StagedDrafter(specdec::Llama2cTarget(resources.draft(target)), resources.staged) {}
 };
 
+/// The Katz trigram model given with --ngram.
+struct NgramFromFile : specdec::NgramDrafter {
+  NgramFromFile(const DrafterResources& resources, const TargetInfo& target)
+      : NgramDrafter(resources.ngram_model(target), resources.ngram_options) {}
+};
+
+/// Staged drafting: the draft model of --draft-model, itself sped up by the n-gram model of
+/// --ngram (sampled from the draft model, see docs/drafters.md).
+struct StagedFromFiles : specdec::StagedDrafter<specdec::Llama2cTarget, specdec::NgramDrafter> {
+  StagedFromFiles(const DrafterResources& resources, const TargetInfo& target)
+      : StagedDrafter(specdec::Llama2cTarget(resources.draft(target)), resources.staged,
+                      specdec::NgramDrafter(resources.ngram_model(target), resources.ngram_options)) {}
+};
+
 template <class... Drafters>
 using drafters = specdec::detail::type_list<Drafters...>;
 
@@ -89,6 +104,9 @@ using registered_combinations = specdec::detail::type_list<
     drafters<EagleFromHead>,
     drafters<EagleFromHead, specdec::CasdDrafter>,
     drafters<EagleFromHead, specdec::ContextTreeDrafter>,
-    drafters<DraftModelFromFile>>;
+    drafters<NgramFromFile>,
+    drafters<DraftModelFromFile>,
+    drafters<StagedFromFiles>,
+    drafters<StagedFromFiles, specdec::CasdDrafter>>;
 
 }  // namespace specbench

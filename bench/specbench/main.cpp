@@ -39,6 +39,8 @@ struct ResourceArgs {
   std::string eagle_head = SPECDEC_DEFAULT_EAGLE_HEAD;
   std::string draft_model = SPECDEC_DEFAULT_DRAFT_MODEL;
   specdec::StagedOptions staged;
+  std::string ngram;
+  specdec::NgramOptions ngram_options;
 
   DrafterResources resources() const {
     DrafterResources r;
@@ -49,6 +51,8 @@ struct ResourceArgs {
     r.eagle_head = eagle_head;
     r.draft_model = draft_model;
     r.staged = staged;
+    r.ngram = ngram;
+    r.ngram_options = ngram_options;
     return r;
   }
 };
@@ -100,6 +104,14 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
   cmd.add_option("--staged-inner-budget", a.staged.inner_budget,
                  "Nodes the second stage drafts per draft-model forward (default 16)")
       ->check(whole_number_at_least(0));
+  cmd.add_option("--ngram", a.ngram, "Katz trigram model of the drafter ngram and of staged's second stage "
+                                     "(specdec-ngram build)");
+  cmd.add_option("--ngram-nodes", a.ngram_options.max_nodes, "Nodes an n-gram draft has at most (default 16)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--ngram-depth", a.ngram_options.max_depth, "Deepest n-gram draft node (default 5)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--ngram-top-k", a.ngram_options.top_k, "Children per n-gram draft node (default 3)")
+      ->check(whole_number_at_least(1));
   if (!features) return;
   cmd.add_option("--dense-datastore", a.dense_datastore,
                  "Dense datastore of the drafter dresd (specdec-dense-datastore build)");

@@ -17,6 +17,7 @@
 #include <specdec/index/token_datastore.hpp>
 #include <specdec/index/dense_datastore.hpp>
 #include <specdec/policies/drafters/dresd.hpp>
+#include <specdec/policies/drafters/ngram.hpp>
 #include <specdec/policies/drafters/rest.hpp>
 #include <specdec/policies/drafters/staged.hpp>
 #include <specdec/targets/llama2c_model.hpp>
@@ -51,16 +52,20 @@ class DrafterResources {
   std::filesystem::path eagle_head;       ///< eagle: --eagle-head
   std::filesystem::path draft_model;      ///< staged, draft_model: --draft-model
   specdec::StagedOptions staged;          ///< staged, draft_model: --staged-depth, -top-k, -budget, -inner-budget
+  std::filesystem::path ngram;            ///< ngram, staged: --ngram
+  specdec::NgramOptions ngram_options;    ///< ngram and staged's second stage: --ngram-nodes, -depth, -top-k
 
   std::shared_ptr<const specdec::TokenDatastore> token_datastore(const TargetInfo& target) const;
   std::shared_ptr<const specdec::DenseDatastore> dense(const TargetInfo& target) const;
   /// The draft model (a llama2.c checkpoint with the target's vocabulary).
   std::shared_ptr<const specdec::Llama2cModel> draft(const TargetInfo& target) const;
+  std::shared_ptr<const specdec::NgramModel> ngram_model(const TargetInfo& target) const;
 
  private:
   mutable std::shared_ptr<const specdec::TokenDatastore> token_datastore_;
   mutable std::shared_ptr<const specdec::DenseDatastore> dense_;
   mutable std::shared_ptr<const specdec::Llama2cModel> draft_;
+  mutable std::shared_ptr<const specdec::NgramModel> ngram_;
 };
 
 template <class Drafter>

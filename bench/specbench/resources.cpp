@@ -64,4 +64,13 @@ std::shared_ptr<const specdec::Llama2cModel> DrafterResources::draft(const Targe
   return draft_;
 }
 
+std::shared_ptr<const specdec::NgramModel> DrafterResources::ngram_model(const TargetInfo& target) const {
+  auto model = open_once(ngram_, ngram, "ngram (and staged)", "an n-gram model: --ngram");
+  if (model->vocab_size() != target.vocab_size)
+    throw input_error(fmt::format("n-gram model {} has a vocabulary of {} tokens, the target's has {} (built for "
+                                  "another tokenizer? specdec-ngram build --vocab sets it)",
+                                  ngram.string(), model->vocab_size(), target.vocab_size));
+  return model;
+}
+
 }  // namespace specbench

@@ -10,6 +10,7 @@
 
 #include <specdec/index/datastore_builder.hpp>
 #include <specdec/index/dense_datastore_builder.hpp>
+#include <specdec/index/ngram_model_builder.hpp>
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
@@ -44,8 +45,8 @@ ModelRunner runner(const std::string& combination, VerifierKind verifier) {
   return find_combination(std::vector<std::string>{combination}).model[static_cast<std::size_t>(verifier)];
 }
 
-/// Exact-verifier options whose datastores hold the bench's prompts (so rest and dresd draft),
-/// with the committed stories260K EAGLE head.
+/// Exact-verifier options whose datastores (and n-gram model) hold the bench's prompts (so rest,
+/// dresd and ngram draft), with the committed stories260K EAGLE head and draft model.
 ModelOptions with_datastores(const ModelBench& bench, const std::string& name) {
   specdec::TokenDocuments docs;
   std::vector<float> features;
@@ -63,6 +64,9 @@ ModelOptions with_datastores(const ModelBench& bench, const std::string& name) {
   specdec::build_dense_datastore(docs, features, bench.model->config().dim, options.resources.dense_datastore,
                                  {.key_dim = 16, .vocab_size = vocab});
   options.resources.eagle_head = fs::path(SPECDEC_SOURCE_DIR) / "tools/eagle/heads/stories260K.eagle";
+  options.resources.draft_model = fs::path(SPECDEC_SOURCE_DIR) / "tools/draft_model/models/stories260K-draft.bin";
+  options.resources.ngram = fs::temp_directory_path() / ("specbench_model_test_" + name + ".ngram");
+  specdec::build_ngram_model(docs, options.resources.ngram, {.vocab_size = vocab});
   return options;
 }
 

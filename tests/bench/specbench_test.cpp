@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <specdec/index/datastore_builder.hpp>
+#include <specdec/index/ngram_model_builder.hpp>
 #include <specdec/policies/drafters/empty.hpp>
 
 #include "chat_template.hpp"
@@ -15,6 +16,7 @@
 #include "registry.hpp"
 #include "report.hpp"
 #include "support/data.hpp"
+#include "support/tiny_llama.hpp"
 
 using namespace specbench;
 namespace fs = std::filesystem;
@@ -314,6 +316,12 @@ TEST_CASE("every combination replays the hand-made corpus losslessly", "[specben
   docs.add(std::vector<std::uint32_t>(corpus.turns[0].answer.begin(), corpus.turns[0].answer.end()));
   const fs::path datastore = temp_file("replay.ds", "");
   specdec::build_datastore(docs, datastore, {.vocab_size = corpus.vocab_size});
+  // ngram's model, from the same answer; staged's draft model: a tiny model of the corpus's vocabulary.
+  DrafterResources resources(datastore);
+  resources.ngram = temp_file("replay.ngram", "");
+  specdec::build_ngram_model(docs, resources.ngram, {.vocab_size = corpus.vocab_size});
+  resources.draft_model = temp_file("replay_draft.bin", "");
+  specdec::testing::write_tiny_llama(resources.draft_model, {.vocab = corpus.vocab_size, .seq_len = 64});
   for (const Combination& combination : combinations()) {
     CAPTURE(combination.name());
     if (!combination.replay) {  // feature drafters: `model` only
@@ -321,7 +329,7 @@ TEST_CASE("every combination replays the hand-made corpus losslessly", "[specben
       CHECK((first == "dresd" || first == "eagle"));
       continue;
     }
-    const ReplayOptions options{.budget = 64, .resources = DrafterResources(datastore)};
+    const ReplayOptions options{.budget = 64, .resources = resources};
     const ReplayRun run = combination.replay(corpus, options);
     REQUIRE(run.turns.size() == corpus.turns.size());
     CHECK(run.drafters == combination.drafters);
