@@ -51,7 +51,7 @@ int run(int argc, char** argv) {
   const std::filesystem::path ngram_file = std::filesystem::temp_directory_path() / "specdec_04_staged.ngram";
   build_ngram_model(samples, ngram_file, {.vocab_size = target_model->config().vocab_size});
 
-  // [staged]
+// [staged]
   using Staged = StagedDrafter<Llama2cTarget, NgramDrafter>;  // draft model, then its own drafters
   Llama2cTarget target(target_model);
   SpeculativeDecoder<Llama2cTarget, Staged, ExactVerifier> decoder(
@@ -65,7 +65,7 @@ int run(int argc, char** argv) {
   std::printf("tau %.3f (target), draft-model forwards per committed token %.3f, draft model's own tau %.3f\n",
               decoder.stats().tau(), double(staged.draft_forwards()) / double(decoder.stats().tokens),
               staged.inner().stats().tau());
-  // [staged]
+// [staged]
   std::filesystem::remove(ngram_file);
 
   std::printf("%s\n", tokenizer.decode(out, prompt.back()).c_str());
