@@ -186,8 +186,9 @@ class LlamaLayer(torch.nn.Module):
         q = rope(self.wq(h).view(B, T, H, hs), positions, self.freq)
         k = rope(self.wk(h).view(B, T, KV, hs), positions, self.freq)
         v = self.wv(h).view(B, T, KV, hs)
-        k = k.repeat_interleave(H // KV, dim=2)
-        v = v.repeat_interleave(H // KV, dim=2)
+        if H != KV:  # grouped-query: each key/value head serves H / KV query heads
+            k = k.repeat_interleave(H // KV, dim=2)
+            v = v.repeat_interleave(H // KV, dim=2)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, H, T, hs]
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(hs)
         causal = torch.ones(T, T, dtype=torch.bool).triu(1)
@@ -243,11 +244,12 @@ def seed_everything(seed, threads):
     return np.random.default_rng(seed)
 
 
-def train(params, train_stories, args, rng, step_losses, clip=0.5, weight_decay=0.0):
+def train(params, train_stories, args, rng, step_losses, clip=0.5, weight_decay=0.0, warmup=0):
     """The training loop: until --steps steps (or --minutes), a batch of --batch stories picked by
     `rng`, `step_losses(picks)` -> (loss tensor, progress text), AdamW at a cosine learning rate
-    from --lr to 0, gradients clipped to norm `clip`; a progress line every 30 s. `params` in a fixed
-    order (it is the order in which the gradient norm is summed). Returns (steps, seconds)."""
+    from --lr to 0 (after a linear warm-up over the first `warmup` steps), gradients clipped to norm
+    `clip`; a progress line every 30 s. `params` in a fixed order (it is the order in which the
+    gradient norm is summed). Returns (steps, seconds)."""
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=weight_decay)
     start = time.time()
     step, last_print = 0, 0.0
@@ -260,6 +262,8 @@ def train(params, train_stories, args, rng, step_losses, clip=0.5, weight_decay=
 
     while not done():
         lr = args.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, progress())))
+        if step < warmup:
+            lr *= (step + 1) / warmup
         for g in opt.param_groups:
             g["lr"] = lr
         picks = rng.integers(0, len(train_stories), size=args.batch)
