@@ -60,7 +60,8 @@ TEST_CASE("dense_ranking_difference: near ties may swap, nothing else may differ
   CHECK(dense_ranking_difference(want, std::vector<DenseNeighbour>{{0.9f, 0}, want[1], want[2], {0.2f, 3}}, score) ==
         "rank 3: key 3 (host score 0.2), the exact search has key 5 (score 0.5)");
   // A score the host does not give that key.
-  CHECK(dense_ranking_difference(want, std::vector<DenseNeighbour>{{0.9f, 0}, want[1], want[2], {0.49f, 5}}, score) == "rank 3: key 5 scored 0.49, the host scores it 0.5");
+  CHECK(dense_ranking_difference(want, std::vector<DenseNeighbour>{{0.9f, 0}, want[1], want[2], {0.49f, 5}}, score) ==
+        "rank 3: key 5 scored 0.49, the host scores it 0.5");
   // Out of order, a key twice, a neighbour missing.
   CHECK(dense_ranking_difference(want, std::vector<DenseNeighbour>{{0.9f, 0}, {0.5f, 5}, {0.5f, 1}, {0.5f, 2}},
                                  score) == "rank 2: (0.5, key 1) does not rank after (0.5, key 5)");

@@ -72,7 +72,9 @@ TEST_CASE("faiss flat search equals the exact search", "[dense][faiss]") {
     exact.search(query, 10, b);
     // FAISS sums in another order: equal scores to rounding, and the same keys unless their
     // scores are that close.
-    const auto host_score = [&](std::uint64_t key) { return detail::dense_dot(query.data(), ds->key(key).data(), ds->key_dim()); };
+    const auto host_score = [&](std::uint64_t key) {
+      return detail::dense_dot(query.data(), ds->key(key).data(), ds->key_dim());
+    };
     CHECK(testing::dense_ranking_difference(b, a, host_score) == "");
   }
   CHECK(recall(flat, exact, *ds, 10, 50) > 0.99);

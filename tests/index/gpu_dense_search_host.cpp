@@ -30,7 +30,8 @@ class Host final : public TestedDenseSearch {
       search_.search(queries.subspan(static_cast<std::size_t>(q) * l, l), k, one);
       out.insert(out.end(), one.begin(), one.end());
     }
-    return k <= 0 ? 0 : static_cast<std::size_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(k), datastore_->keys()));
+    if (k <= 0) return 0;
+    return static_cast<std::size_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(k), datastore_->keys()));
   }
 
  private:

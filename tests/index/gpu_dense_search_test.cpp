@@ -73,7 +73,9 @@ std::string difference(const DenseDatastore& ds, const std::vector<float>& query
                        std::span<const DenseNeighbour> got) {
   std::vector<DenseNeighbour> want;
   ExactDenseSearch(std::shared_ptr<const DenseDatastore>(&ds, [](const DenseDatastore*) {})).search(query, k, want);
-  const auto host_score = [&](std::uint64_t key) { return detail::dense_dot(query.data(), ds.key(key).data(), ds.key_dim()); };
+  const auto host_score = [&](std::uint64_t key) {
+    return detail::dense_dot(query.data(), ds.key(key).data(), ds.key_dim());
+  };
   return testing::dense_ranking_difference(want, got, host_score);
 }
 

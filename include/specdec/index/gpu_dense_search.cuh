@@ -12,6 +12,7 @@
 //     keeping the tile's k best; the same kernel then reduces those lists, 2048 at a time, until
 //     one tile per query is left, whose first k are the answer, in ranks_before's order;
 //  3. one copy of Q × k rank keys to pinned host memory and one cudaStreamSynchronize.
+// (The queries go up from pinned memory too: a copy from pageable memory would wait for the stream.)
 // So a call costs one host synchronisation (it returns the neighbours to the host), one upload of
 // the queries, cuBLAS's launch and 1 + ⌈log_{2048/k}(keys / 2048)⌉ selection launches (3 for 1M
 // keys and k = 32, 4 for 10M), and memory traffic of one read of the keys plus 8 bytes per key and
@@ -19,7 +20,7 @@
 // of ExactDenseSearch; their scores come from another summation order (cuBLAS's), so they may differ
 // in the last bits, and keys whose scores are that close may swap places (tests/index/dense_parity.hpp).
 //
-// The scratch buffers (scores, rank keys, the pinned copy) grow on the first call with more
+// The scratch buffers (scores, rank keys, the pinned copies) grow on the first call with more
 // queries or a larger k than before: cudaMalloc/cudaFree there synchronise the device. Calls from
 // several threads are serialised by a mutex (they share the stream and the scratch). Limits:
 // k <= 1024, keys <= 2^31 - 1 (cuBLAS's int sizes), at most 65535 queries per batch.
@@ -116,6 +117,29 @@ class DeviceArray {
   std::size_t capacity_ = 0;
 };
 
+/// Pinned host memory of `count` T, grown (never shrunk) on request: copies from and to it are
+/// asynchronous (from pageable memory, cudaMemcpyAsync waits for the stream first).
+template <class T>
+class PinnedArray {
+ public:
+  PinnedArray() = default;
+  PinnedArray(const PinnedArray&) = delete;
+  PinnedArray& operator=(const PinnedArray&) = delete;
+  ~PinnedArray() { cudaFreeHost(data_); }
+  T* get() const { return data_; }
+  void reserve(std::size_t count, const char* what) {
+    if (count <= capacity_) return;
+    cudaFreeHost(data_);
+    data_ = nullptr, capacity_ = 0;
+    check_cuda(cudaMallocHost(reinterpret_cast<void**>(&data_), count * sizeof(T)), what);
+    capacity_ = count;
+  }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
 struct StreamDeleter {
   void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
 };
@@ -165,14 +189,14 @@ class GpuFlatDenseSearch final : public DenseSearch {
     detail::check_cublas(cublasSetMathMode(cublas_.get(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     const auto floats = datastore_->key_matrix().size();
     keys_.reserve(floats, "cudaMalloc of the keys");
-    if (floats > 0)
-      detail::check_cuda(cudaMemcpy(keys_.get(), datastore_->key_matrix().data(), floats * sizeof(float),
-                                  cudaMemcpyHostToDevice),
+    // On the search's stream, which does not wait for the legacy default stream's copies.
+    detail::check_cuda(cudaMemcpyAsync(keys_.get(), datastore_->key_matrix().data(), floats * sizeof(float),
+                                       cudaMemcpyHostToDevice, stream_.get()),
                        "upload of the keys");
+    detail::check_cuda(cudaStreamSynchronize(stream_.get()), "upload of the keys");
   }
   GpuFlatDenseSearch(const GpuFlatDenseSearch&) = delete;
   GpuFlatDenseSearch& operator=(const GpuFlatDenseSearch&) = delete;
-  ~GpuFlatDenseSearch() override { cudaFreeHost(host_); }
 
   const char* name() const override { return "gpu-flat"; }
 
@@ -207,22 +231,18 @@ class GpuFlatDenseSearch final : public DenseSearch {
     candidates_[0].reserve(queries_u * tiles0 * keep, "cudaMalloc of the candidates");
     candidates_[1].reserve(queries_u * ((tiles0 * keep + detail::gpu_flat_tile - 1) / detail::gpu_flat_tile) * keep,
                            "cudaMalloc of the candidates");
-    if (host_capacity_ < queries_u * keep) {
-      cudaFreeHost(host_);
-      host_ = nullptr, host_capacity_ = 0;
-      detail::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&host_), queries_u * keep * sizeof(std::uint64_t)),
-                         "cudaMallocHost of the results");
-      host_capacity_ = queries_u * keep;
-    }
+    host_queries_.reserve(queries.size(), "cudaMallocHost of the queries");
+    host_results_.reserve(queries_u * keep, "cudaMallocHost of the results");
 
-    detail::check_cuda(cudaMemcpyAsync(queries_.get(), queries.data(), queries.size() * sizeof(float),
+    std::copy(queries.begin(), queries.end(), host_queries_.get());
+    detail::check_cuda(cudaMemcpyAsync(queries_.get(), host_queries_.get(), queries.size() * sizeof(float),
                                        cudaMemcpyHostToDevice, stream_.get()),
                        "upload of the queries");
     const float one = 1.0f, zero = 0.0f;
     const int rows = static_cast<int>(n);
     if (count == 1)
-      detail::check_cublas(cublasSgemv(cublas_.get(), CUBLAS_OP_T, l, rows, &one, keys_.get(), l, queries_.get(), 1, &zero,
-                                       scores_.get(), 1),
+      detail::check_cublas(cublasSgemv(cublas_.get(), CUBLAS_OP_T, l, rows, &one, keys_.get(), l, queries_.get(), 1,
+                                       &zero, scores_.get(), 1),
                            "cublasSgemv");
     else
       detail::check_cublas(cublasSgemm(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, count, l, &one, keys_.get(), l,
@@ -233,25 +253,25 @@ class GpuFlatDenseSearch final : public DenseSearch {
     const auto k_keep = static_cast<int>(keep);
     std::uint64_t items = n, tiles = tiles0;
     int round = 0;
-    detail::gpu_flat_select_kernel<float><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(count)),
-                                             detail::gpu_flat_threads, 0, stream_.get()>>>(scores_.get(), items, k_keep,
-                                                                                     candidates_[0].get());
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(count));
+    detail::gpu_flat_select_kernel<float><<<grid, detail::gpu_flat_threads, 0, stream_.get()>>>(
+        scores_.get(), items, k_keep, candidates_[0].get());
     detail::check_cuda(cudaGetLastError(), "launch of the selection");
     while (tiles > 1) {
       items = tiles * keep;
       tiles = (items + detail::gpu_flat_tile - 1) / detail::gpu_flat_tile;
-      detail::gpu_flat_select_kernel<std::uint64_t>
-          <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(count)), detail::gpu_flat_threads, 0, stream_.get()>>>(
-              candidates_[round].get(), items, k_keep, candidates_[1 - round].get());
+      const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(count));
+      detail::gpu_flat_select_kernel<std::uint64_t><<<grid, detail::gpu_flat_threads, 0, stream_.get()>>>(
+          candidates_[round].get(), items, k_keep, candidates_[1 - round].get());
       detail::check_cuda(cudaGetLastError(), "launch of the selection");
       round = 1 - round;
     }
-    detail::check_cuda(cudaMemcpyAsync(host_, candidates_[round].get(), queries_u * keep * sizeof(std::uint64_t),
-                                       cudaMemcpyDeviceToHost, stream_.get()),
+    detail::check_cuda(cudaMemcpyAsync(host_results_.get(), candidates_[round].get(),
+                                       queries_u * keep * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream_.get()),
                        "copy of the neighbours");
     detail::check_cuda(cudaStreamSynchronize(stream_.get()), "search");
     out.resize(queries_u * keep);
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::dense_rank_neighbour(host_[i]);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::dense_rank_neighbour(host_results_.get()[i]);
     return keep;
   }
 
@@ -265,8 +285,8 @@ class GpuFlatDenseSearch final : public DenseSearch {
   mutable detail::DeviceArray<float> queries_;
   mutable detail::DeviceArray<float> scores_;
   mutable detail::DeviceArray<std::uint64_t> candidates_[2];
-  mutable std::uint64_t* host_ = nullptr;  // pinned
-  mutable std::size_t host_capacity_ = 0;
+  mutable detail::PinnedArray<float> host_queries_;
+  mutable detail::PinnedArray<std::uint64_t> host_results_;
 };
 
 }  // namespace specdec
