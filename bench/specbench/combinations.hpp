@@ -43,11 +43,11 @@ struct RestFromDatastore : specdec::RestDrafter {
       : RestDrafter(resources.token_datastore(target), resources.rest) {}
 };
 
-/// DReSD over the dense datastore given with --dense-datastore (exact search). Feature drafters
-/// run in `model` only.
+/// DReSD over the dense datastore given with --dense-datastore, searched by --dresd-search
+/// (default exact). Feature drafters run in `model` only.
 struct DresdFromDatastore : specdec::DresdDrafter {
   DresdFromDatastore(const DrafterResources& resources, const TargetInfo& target)
-      : DresdDrafter(resources.dense(target), resources.dresd) {}
+      : DresdDrafter(resources.dense(target), resources.dresd, resources.dense_search(target)) {}
 };
 
 /// EAGLE-2 with the head given with --eagle-head (default: the committed stories260K head) and the

@@ -18,6 +18,7 @@
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "chat_template.hpp"
+#include "common/dense_search_options.hpp"
 #include "corpus.hpp"
 #include "input_error.hpp"
 #include "registry.hpp"
@@ -36,6 +37,7 @@ struct ResourceArgs {
   specdec::RestOptions rest;
   std::string dense_datastore;
   specdec::DresdOptions dresd;
+  specdec::tools::DenseSearchChoice dresd_search;
   std::string eagle_head = SPECDEC_DEFAULT_EAGLE_HEAD;
   std::string draft_model = SPECDEC_DEFAULT_DRAFT_MODEL;
   specdec::StagedOptions staged;
@@ -48,6 +50,7 @@ struct ResourceArgs {
     r.rest = rest;
     r.dense_datastore = dense_datastore;
     r.dresd = dresd;
+    r.dresd_search = dresd_search;
     r.eagle_head = eagle_head;
     r.draft_model = draft_model;
     r.staged = staged;
@@ -120,6 +123,7 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
   cmd.add_option("--dresd-drafts", a.dresd.drafts, "Drafts dresd keeps (default 3)")->check(whole_number_at_least(1));
   cmd.add_option("--dresd-length", a.dresd.draft_length, "Tokens per dresd draft (default 20)")
       ->check(whole_number_at_least(1));
+  specdec::tools::add_dense_search_options(cmd, a.dresd_search, "--dresd-search", "dresd-");
   cmd.add_option("--eagle-head", a.eagle_head, "EAGLE head file of the drafter eagle (default: the stories260K head "
                                                "in tools/eagle/heads)");
 }

@@ -25,6 +25,7 @@
 #include <specdec/stats.hpp>
 #include <specdec/targets/replay_target.hpp>
 
+#include "common/dense_search_choice.hpp"
 #include "corpus.hpp"
 
 namespace specbench {
@@ -49,6 +50,7 @@ class DrafterResources {
   specdec::RestOptions rest;              ///< rest: --rest-occurrences
   std::filesystem::path dense_datastore;  ///< dresd: --dense-datastore
   specdec::DresdOptions dresd;            ///< dresd: --dresd-drafts, --dresd-length, --dresd-neighbours
+  specdec::tools::DenseSearchChoice dresd_search;  ///< dresd: --dresd-search and its FAISS parameters
   std::filesystem::path eagle_head;       ///< eagle: --eagle-head
   std::filesystem::path draft_model;      ///< staged, draft_model: --draft-model
   specdec::StagedOptions staged;          ///< staged, draft_model: --staged-depth, -top-k, -budget, -inner-budget
@@ -60,12 +62,17 @@ class DrafterResources {
   /// The draft model (a llama2.c checkpoint with the target's vocabulary).
   std::shared_ptr<const specdec::Llama2cModel> draft(const TargetInfo& target) const;
   std::shared_ptr<const specdec::NgramModel> ngram_model(const TargetInfo& target) const;
+  /// dresd's search over dense(target), built once (an index build for FAISS, an upload for gpu-flat).
+  std::shared_ptr<const specdec::DenseSearch> dense_search(const TargetInfo& target) const;
+  /// The search dresd ran with (describe(dresd_search)); "" when no dresd drafter was built.
+  std::string dense_search_used() const;
 
  private:
   mutable std::shared_ptr<const specdec::TokenDatastore> token_datastore_;
   mutable std::shared_ptr<const specdec::DenseDatastore> dense_;
   mutable std::shared_ptr<const specdec::Llama2cModel> draft_;
   mutable std::shared_ptr<const specdec::NgramModel> ngram_;
+  mutable std::shared_ptr<const specdec::DenseSearch> dense_search_;
 };
 
 template <class Drafter>

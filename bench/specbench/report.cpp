@@ -210,6 +210,7 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
   m.model = fmt::format("dim {}, {} layers, {} heads, vocab {}, {} positions", c.dim, c.n_layers, c.n_heads,
                         c.vocab_size, c.seq_len);
   m.verifier = verifier_description(options);
+  m.dresd_search = options.resources.dense_search_used();
   m.prompts = static_cast<int>(run.turns.size());
   m.greedy = options.verifier == VerifierKind::exact;
   return m;
@@ -219,6 +220,7 @@ void print_model_report(std::ostream& out, const ModelReport& m) {
   const Report& r = m.report;
   out << fmt::format("specbench model: {}\nverifier {}, drafters {} (budget {}), {} prompts in {:.2f} s\n", m.model,
                      m.verifier, r.combination().empty() ? "none" : r.combination(), r.budget, m.prompts, r.seconds);
+  if (!m.dresd_search.empty()) out << fmt::format("dresd search: {}\n", m.dresd_search);
   if (m.clamped > 0)
     out << fmt::format("({} prompts had max-new-tokens cut to the model's positions)\n", m.clamped);
   print_tables(out, r);
@@ -239,6 +241,7 @@ nlohmann::ordered_json to_json(const ModelReport& m) {
   nlohmann::ordered_json j = to_json(m.report);
   j["model"] = m.model;
   j["verifier"] = m.verifier;
+  if (!m.dresd_search.empty()) j["dresd_search"] = m.dresd_search;
   j["prompts"] = m.prompts;
   j["clamped_prompts"] = m.clamped;
   j["speculative"] = {{"tokens", m.speculative_tokens},

@@ -59,6 +59,7 @@ struct ModelReport {
   Report report;
   std::string model;     ///< the checkpoint and its shape
   std::string verifier;  ///< the verifier and its options
+  std::string dresd_search;  ///< dresd's search backend and parameters ("" without dresd)
   int prompts = 0;
   int clamped = 0;       ///< prompts whose max_new_tokens was cut to the model's positions
   std::int64_t speculative_tokens = 0, plain_tokens = 0;

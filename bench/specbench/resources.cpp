@@ -73,4 +73,20 @@ std::shared_ptr<const specdec::NgramModel> DrafterResources::ngram_model(const T
   return model;
 }
 
+std::shared_ptr<const specdec::DenseSearch> DrafterResources::dense_search(const TargetInfo& target) const {
+  const auto ds = dense(target);
+  if (!dense_search_) {
+    try {
+      dense_search_ = specdec::tools::make_dense_search(ds, dresd_search);
+    } catch (const specdec::error& e) {
+      throw input_error(std::string("--dresd-search: ") + e.what());
+    }
+  }
+  return dense_search_;
+}
+
+std::string DrafterResources::dense_search_used() const {
+  return dense_search_ ? specdec::tools::describe(dresd_search) : std::string();
+}
+
 }  // namespace specbench

@@ -95,6 +95,34 @@ TEST_CASE("model: every combination is lossless on stories260K with the exact ve
   }
 }
 
+TEST_CASE("model: dresd's search backend is reported; one it cannot build is a one-line input error",
+          "[specbench][model]") {
+  const auto bench = stories_bench(1, 32);
+  if (!bench) return;
+  ModelOptions options = with_datastores(*bench, "search");
+  const ModelRunner dresd = runner("dresd", VerifierKind::exact);
+  const ModelReport exact = summarise_model(*bench, dresd(*bench, options), options);
+  CHECK(exact.dresd_search == "exact");
+  CHECK(to_json(exact)["dresd_search"] == "exact");
+  CHECK(exact.equal_to_plain == 2);
+  const ModelOptions casd_options = with_datastores(*bench, "search_casd");
+  const ModelReport casd = summarise_model(*bench, runner("casd", VerifierKind::exact)(*bench, casd_options), casd_options);
+  CHECK(casd.dresd_search.empty());  // no dresd, no search
+  CHECK_FALSE(to_json(casd).contains("dresd_search"));
+  // gpu-flat runs where CUDA is built and a device is present; elsewhere it is one line naming the option.
+  ModelOptions gpu = with_datastores(*bench, "search_gpu");
+  gpu.resources.dresd_search.backend = "gpu-flat";
+  try {
+    const ModelReport report = summarise_model(*bench, dresd(*bench, gpu), gpu);
+    CHECK(report.dresd_search == "gpu-flat");
+    CHECK(report.equal_to_plain == 2);
+  } catch (const input_error& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::StartsWith("--dresd-search: "));
+    CHECK(what.find('\n') == std::string::npos);
+  }
+}
+
 TEST_CASE("model: rejection sampling is reproducible by seed", "[specbench][model]") {
   const auto bench = stories_bench(2, 48);
   if (!bench) return;

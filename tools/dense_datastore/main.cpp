@@ -5,9 +5,11 @@
 //                                 [--sample S] [--seed S] [--vocab N]
 //   specdec-dense-datastore info DS [--verify]
 //   specdec-dense-datastore mrr DS [--queries Q] [--seed S]
-//   specdec-dense-datastore bench DS [--queries Q] [--neighbours K] [--backend exact|faiss-flat|faiss-hnsw|faiss-ivf]
+//   specdec-dense-datastore bench DS [--queries Q] [--neighbours K] [SEARCH]
 //   specdec-dense-datastore compare --dense DS --rest RDS --model M --prompts TOKENS [--prompt-tokens P]
-//                                   [--max-prompts N] [--new N] [--budget B] [--backend B]
+//                                   [--max-prompts N] [--new N] [--budget B] [SEARCH]
+// SEARCH: --backend exact|faiss-flat|faiss-ivf|faiss-hnsw|gpu-flat [--ivf-lists N] [--ivf-nprobe N]
+//         [--hnsw-m M] [--hnsw-ef-search N] [--hnsw-ef-construction N] (tools/common/dense_search_options.hpp)
 //
 // The features are read, not computed: FEATURES holds one float32 row per token of TOKENS
 // (separators excluded, in order), as `specbench corpus --features` writes them, the target's
@@ -31,9 +33,6 @@
 #include <specdec/index/dense_datastore.hpp>
 #include <specdec/index/dense_datastore_builder.hpp>
 #include <specdec/index/dense_search.hpp>
-#if SPECDEC_HAS_FAISS
-#include <specdec/index/faiss_search.hpp>
-#endif
 #include <specdec/index/token_datastore.hpp>
 #include <specdec/index/token_file.hpp>
 #include <specdec/decoder.hpp>
@@ -42,6 +41,8 @@
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/targets/llama2c.hpp>
 
+#include "common/dense_search_choice.hpp"
+#include "common/dense_search_options.hpp"
 #include "common/progress.hpp"
 
 namespace fs = std::filesystem;
@@ -166,26 +167,15 @@ void run_mrr(const std::string& file, std::uint64_t queries, std::uint64_t seed)
                            std::chrono::duration<double>(Clock::now() - start).count());
 }
 
-/// The search backend named `backend` (exact, faiss-flat, faiss-hnsw, faiss-ivf) over `ds`.
-std::shared_ptr<const specdec::DenseSearch> make_search(const std::shared_ptr<const specdec::DenseDatastore>& ds,
-                                                        const std::string& backend) {
-  if (backend == "exact") return std::make_shared<const specdec::ExactDenseSearch>(ds);
-#if SPECDEC_HAS_FAISS
-  using kind = specdec::FaissOptions::kind;
-  const kind k = backend == "faiss-flat" ? kind::flat : backend == "faiss-ivf" ? kind::ivf : kind::hnsw;
-  return std::make_shared<const specdec::FaissDenseSearch>(ds, specdec::FaissOptions{.index = k});
-#else
-  throw specdec::error("backend " + backend + ": this build has no FAISS (libfaiss-dev)");
-#endif
-}
-
 /// Drafting's search cost: µs per query of a backend (stored keys as queries), and for an
 /// approximate one its recall@k against the exact search on the same queries.
-void run_bench(const std::string& file, std::uint64_t queries, int neighbours, const std::string& backend) {
+void run_bench(const std::string& file, std::uint64_t queries, int neighbours,
+               const specdec::tools::DenseSearchChoice& backend) {
   const auto ds = std::make_shared<const specdec::DenseDatastore>(file);
   const auto exact = std::make_shared<const specdec::ExactDenseSearch>(ds);
   const auto built = Clock::now();
-  const std::shared_ptr<const specdec::DenseSearch> search = backend == "exact" ? exact : make_search(ds, backend);
+  const std::shared_ptr<const specdec::DenseSearch> search =
+      backend.backend == "exact" ? exact : specdec::tools::make_dense_search(ds, backend);
   const double build_s = std::chrono::duration<double>(Clock::now() - built).count();
   const auto chosen = specdec::detail::sample_indices(ds->keys(), std::min(ds->keys(), queries), 1);
   std::vector<std::vector<specdec::DenseNeighbour>> found(chosen.size());
@@ -216,12 +206,14 @@ void run_bench(const std::string& file, std::uint64_t queries, int neighbours, c
   }
   std::cout << fmt::format("{}: {} search, {} keys of dim {}, k = {}: {:.0f} us CPU ({:.0f} us wall) per query "
                            "({} queries{})\n",
-                           file, search->name(), ds->keys(), ds->key_dim(), neighbours, cpu_us, us, chosen.size(),
+                           file, specdec::tools::describe(backend), ds->keys(), ds->key_dim(), neighbours, cpu_us, us,
+                           chosen.size(),
                            recall);
 }
 
 struct CompareArgs {
-  std::string dense, rest, model, prompts, backend = "exact";
+  std::string dense, rest, model, prompts;
+  specdec::tools::DenseSearchChoice backend;
   int prompt_tokens = 16, max_prompts = 40, new_tokens = 128, budget = 64;
 };
 
@@ -265,11 +257,11 @@ void run_compare(const CompareArgs& a) {
   };
   const auto rest = std::make_shared<const specdec::TokenDatastore>(a.rest);
   const auto dense = std::make_shared<const specdec::DenseDatastore>(a.dense);
-  const auto search = make_search(dense, a.backend);
+  const auto search = specdec::tools::make_dense_search(dense, a.backend);
   std::cout << fmt::format("{} prompts of {} tokens, {} new tokens each, budget {}; REST {} ({} tokens), DReSD {} "
                            "(l = {}, {} search)\n",
                            prompts.size(), a.prompt_tokens, a.new_tokens, a.budget, a.rest, rest->tokens(), a.dense,
-                           dense->key_dim(), search->name());
+                           dense->key_dim(), specdec::tools::describe(a.backend));
   run("rest", [&] { return specdec::RestDrafter(rest); });
   run("dresd 3x20 (greedy)", [&] { return specdec::DresdDrafter(dense, specdec::DresdOptions::greedy(), search); });
   run("dresd 10x10 (sampling)", [&] { return specdec::DresdDrafter(dense, specdec::DresdOptions::sampling(), search); });
@@ -309,13 +301,12 @@ int main(int argc, char** argv) {
   mrr->add_option("--seed", seed, "Seed of the query sample (default 0)");
 
   int neighbours = 32;
-  auto* bench = app.add_subcommand("bench", "Time the exact host search (us per query)");
+  auto* bench = app.add_subcommand("bench", "Time a search backend (us per query; recall against the exact search)");
   bench->add_option("datastore", file, "Dense datastore file")->required();
   bench->add_option("--queries", queries, "Queries (default 1000)")->check(CLI::PositiveNumber);
   bench->add_option("--neighbours", neighbours, "k (default 32)")->check(CLI::PositiveNumber);
-  std::string backend = "exact";
-  bench->add_option("--backend", backend, "exact (default), faiss-flat, faiss-hnsw or faiss-ivf")
-      ->check(CLI::IsMember({"exact", "faiss-flat", "faiss-hnsw", "faiss-ivf"}));
+  specdec::tools::DenseSearchChoice backend;
+  specdec::tools::add_dense_search_options(*bench, backend, "--backend", "");
 
   CompareArgs c;
   auto* compare = app.add_subcommand("compare", "Greedy decoding with REST and DReSD on the same prompts");
@@ -328,8 +319,7 @@ int main(int argc, char** argv) {
   compare->add_option("--max-prompts", c.max_prompts, "Prompts at most (default 40)")->check(CLI::PositiveNumber);
   compare->add_option("--new", c.new_tokens, "New tokens per prompt (default 128)")->check(CLI::PositiveNumber);
   compare->add_option("--budget", c.budget, "Draft nodes per step (default 64)")->check(CLI::PositiveNumber);
-  compare->add_option("--backend", c.backend, "DReSD's search: exact (default), faiss-flat, faiss-hnsw or faiss-ivf")
-      ->check(CLI::IsMember({"exact", "faiss-flat", "faiss-hnsw", "faiss-ivf"}));
+  specdec::tools::add_dense_search_options(*compare, c.backend, "--backend", "");
 
   try {
     app.parse(argc, argv);

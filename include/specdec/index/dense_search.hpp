@@ -1,11 +1,13 @@
 // Nearest-neighbour search over a DenseDatastore's keys, by inner product (= cosine: keys and
-// queries are L2-normalised). One interface, backends chosen at run time:
-//   ExactDenseSearch  every key scored on the host, the k best kept (this header).
-// FAISS (flat, HNSW/IVF) and a GPU flat search (cuBLAS + CUB top-k) are meant to implement the
-// same interface (not written yet; docs/drafters.md, "DReSD").
+// queries are L2-normalised). One interface, backends chosen at run time (docs/drafters.md, "DReSD"):
+//   ExactDenseSearch     every key scored on the host, the k best kept (this header);
+//   FaissDenseSearch     FAISS's flat, HNSW and IVF indexes (faiss_search.hpp; links FAISS);
+//   GpuFlatDenseSearch   every key scored on a CUDA device (cuBLAS), the k best selected there
+//                        with CUB (gpu_dense_search.cuh; nvcc translation units only).
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -13,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <specdec/config.hpp>
 #include <specdec/error.hpp>
 #include <specdec/index/dense_datastore.hpp>
 
@@ -29,6 +32,47 @@ struct DenseNeighbour {
 inline bool ranks_before(const DenseNeighbour& a, const DenseNeighbour& b) {
   return a.score != b.score ? a.score > b.score : a.key < b.key;
 }
+
+namespace detail {
+
+/// The 64-bit key the GPU flat search sorts (descending) to rank (score, key): the score's bits
+/// mapped to an unsigned order, then the key reversed, so the larger rank key ranks_before the
+/// other: higher score first, then the lower key. -0 and +0 are equal; NaN ranks below every
+/// number (rank key high word 0). Keys must be below 2^32.
+SPECDEC_HD inline std::uint64_t dense_rank_key(float score, std::uint32_t key) {
+  std::uint32_t u = 0;
+  if (score == score) {
+    if (score == 0.0f) score = 0.0f;
+#if defined(__CUDA_ARCH__)
+    u = __float_as_uint(score);
+#else
+    u = std::bit_cast<std::uint32_t>(score);
+#endif
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  }
+  return (static_cast<std::uint64_t>(u) << 32) | (0xffffffffu - key);
+}
+
+/// The (score, key) of a rank key (a NaN score for a NaN's key).
+inline DenseNeighbour dense_rank_neighbour(std::uint64_t rank_key) {
+  const auto u = static_cast<std::uint32_t>(rank_key >> 32);
+  const std::uint32_t bits = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
+  return {std::bit_cast<float>(bits), 0xffffffffu - static_cast<std::uint32_t>(rank_key & 0xffffffffu)};
+}
+
+}  // namespace detail
+
+/// Parameters of FaissDenseSearch (faiss_search.hpp), here so that code choosing a backend at run
+/// time needs no FAISS headers.
+struct FaissOptions {
+  enum class kind { flat, hnsw, ivf };
+  kind index = kind::hnsw;
+  int hnsw_m = 32;              ///< graph degree
+  int hnsw_ef_construction = 64;
+  int hnsw_ef_search = 64;      ///< candidates kept while searching (recall vs time)
+  int ivf_lists = 1024;         ///< k-means lists
+  int ivf_nprobe = 16;          ///< lists scanned per query
+};
 
 /// A search backend. Immutable once built, so one instance serves many drafters and threads.
 class DenseSearch {

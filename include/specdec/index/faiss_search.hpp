@@ -26,16 +26,6 @@
 
 namespace specdec {
 
-struct FaissOptions {
-  enum class kind { flat, hnsw, ivf };
-  kind index = kind::hnsw;
-  int hnsw_m = 32;              ///< graph degree
-  int hnsw_ef_construction = 64;
-  int hnsw_ef_search = 64;      ///< candidates kept while searching (recall vs time)
-  int ivf_lists = 1024;         ///< k-means lists
-  int ivf_nprobe = 16;          ///< lists scanned per query
-};
-
 class FaissDenseSearch final : public DenseSearch {
  public:
   /// Builds the index over every key of `datastore`. Throws specdec::error for a null datastore,
