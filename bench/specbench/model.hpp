@@ -68,6 +68,7 @@ struct ModelTurn {
   std::int64_t plain_tokens = 0;
   bool equals_plain = false;         ///< output == the plain decode's output (meaningful for exact)
   std::int64_t draft_forwards = 0;   ///< forwards of the drafters' draft models (see counts_draft_forwards)
+  std::int64_t draft_nodes = 0;      ///< tree nodes those forwards ran
 };
 
 struct ModelRun {
@@ -92,20 +93,25 @@ Verifier make_verifier(const ModelOptions& o, std::uint32_t sequence, token_t eo
   }
 }
 
-/// A drafter that runs a draft model and counts its forwards (StagedDrafter).
+/// A drafter that runs a draft model and counts its forwards and their nodes (StagedDrafter).
 template <class D>
 concept CountsDraftForwards = requires(const D& d) {
   { d.draft_forwards() } -> std::convertible_to<std::int64_t>;
+  { d.draft_nodes() } -> std::convertible_to<std::int64_t>;
 };
 
-/// The draft-model forwards of every drafter of `decoder` that counts them.
+/// The draft-model forwards and nodes of every drafter of `decoder` that counts them.
 template <class Decoder, std::size_t... I>
-std::int64_t draft_forwards(Decoder& decoder, std::index_sequence<I...>) {
-  const auto of = [](const auto& drafter) -> std::int64_t {
-    if constexpr (CountsDraftForwards<std::remove_cvref_t<decltype(drafter)>>) return drafter.draft_forwards();
-    else return 0;
+std::pair<std::int64_t, std::int64_t> draft_work(Decoder& decoder, std::index_sequence<I...>) {
+  std::pair<std::int64_t, std::int64_t> sum{0, 0};
+  const auto add = [&](const auto& drafter) {
+    if constexpr (CountsDraftForwards<std::remove_cvref_t<decltype(drafter)>>) {
+      sum.first += drafter.draft_forwards();
+      sum.second += drafter.draft_nodes();
+    }
   };
-  return (std::int64_t{0} + ... + of(decoder.template drafter<I>()));
+  (add(decoder.template drafter<I>()), ...);
+  return sum;
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -128,7 +134,7 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
   ModelRun run;
   run.drafters = Decoder::names();
   run.counts_draft_forwards = (detail::CountsDraftForwards<Drafters> || ... || false);
-  const auto draft_forwards = [](Decoder& d) { return detail::draft_forwards(d, std::index_sequence_for<Drafters...>{}); };
+  const auto draft_work = [](Decoder& d) { return detail::draft_work(d, std::index_sequence_for<Drafters...>{}); };
   specdec::Llama2cTarget target(bench.model);
   Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
                   make_drafter<Drafters>(options.resources, TargetInfo{bench.model->config().vocab_size, bench.model})..., detail::make_verifier<Verifier>(options, 0, eos));
@@ -151,12 +157,14 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
     turn.plain_tokens = static_cast<std::int64_t>(plain.size());
 
     decoder.verifier() = detail::make_verifier<Verifier>(options, sequence, eos);
-    const std::int64_t forwards_before = draft_forwards(decoder);
+    const auto work_before = draft_work(decoder);
     t0 = std::chrono::steady_clock::now();
     decoder.prefill(prompt.tokens);
     turn.output = decoder.generate(prompt.max_new_tokens, bench.stop_tokens);
     turn.speculative_seconds = detail::seconds_since(t0);
-    turn.draft_forwards = draft_forwards(decoder) - forwards_before;
+    const auto work_after = draft_work(decoder);
+    turn.draft_forwards = work_after.first - work_before.first;
+    turn.draft_nodes = work_after.second - work_before.second;
     turn.result = {decoder.stats(), static_cast<std::int64_t>(turn.output.size())};
     turn.equals_plain = turn.output == plain;
     run.turns.push_back(std::move(turn));

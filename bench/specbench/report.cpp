@@ -203,7 +203,10 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
     m.speculative_seconds += turn.speculative_seconds;
     m.plain_seconds += turn.plain_seconds;
     m.equal_to_plain += turn.equals_plain;
-    if (run.counts_draft_forwards) m.draft_forwards = std::max<std::int64_t>(m.draft_forwards, 0) + turn.draft_forwards;
+    if (run.counts_draft_forwards) {
+      m.draft_forwards = std::max<std::int64_t>(m.draft_forwards, 0) + turn.draft_forwards;
+      m.draft_nodes += turn.draft_nodes;
+    }
   }
   m.report = summarise(tasks, turns, run.drafters, options.budget, run.seconds);
   const specdec::Llama2cConfig& c = bench.model->config();
@@ -230,8 +233,10 @@ void print_model_report(std::ostream& out, const ModelReport& m) {
       "ratio {:.3f}\n",
       spec, plain, plain > 0 ? spec / plain : 0.0);
   if (m.draft_forwards >= 0)
-    out << fmt::format("draft model: {} forwards, {:.3f} per target step, {:.3f} per committed token\n",
-                       m.draft_forwards, ratio(m.draft_forwards, r.overall.steps), ratio(m.draft_forwards, r.overall.tokens));
+    out << fmt::format("draft model: {} forwards, {:.3f} per target step, {:.3f} per committed token; {:.2f} nodes per "
+                       "forward\n",
+                       m.draft_forwards, ratio(m.draft_forwards, r.overall.steps), ratio(m.draft_forwards, r.overall.tokens),
+                       ratio(m.draft_nodes, m.draft_forwards));
   if (m.greedy)
     out << fmt::format("lossless: the output equals plain greedy decoding on {} of {} prompts{}\n", m.equal_to_plain,
                        m.prompts, m.equal_to_plain == m.prompts ? "" : "  <-- NOT LOSSLESS");
@@ -251,7 +256,8 @@ nlohmann::ordered_json to_json(const ModelReport& m) {
   if (m.draft_forwards >= 0)
     j["draft_model"] = {{"forwards", m.draft_forwards},
                         {"per_target_step", ratio(m.draft_forwards, m.report.overall.steps)},
-                        {"per_committed_token", ratio(m.draft_forwards, m.report.overall.tokens)}};
+                        {"per_committed_token", ratio(m.draft_forwards, m.report.overall.tokens)},
+                        {"nodes", m.draft_nodes}};
   if (m.greedy) j["equal_to_plain_greedy"] = m.equal_to_plain;
   return j;
 }

@@ -68,6 +68,7 @@ struct ModelReport {
   int equal_to_plain = 0;  ///< prompts whose output equals the plain decode's
   /// Forwards of the draft models of staged drafters (-1: no drafter runs one).
   std::int64_t draft_forwards = -1;
+  std::int64_t draft_nodes = 0;  ///< tree nodes those forwards ran
   double speculative_tokens_per_second() const;
   double plain_tokens_per_second() const;
 };

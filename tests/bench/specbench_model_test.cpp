@@ -205,3 +205,22 @@ TEST_CASE("tasks: at least 100 story openings, disjoint corpus openings, errors"
     for (const std::string& prompt : task.prompts)
       for (const std::string& opening : {openings.front(), openings.back()}) CHECK(prompt != opening);
 }
+
+TEST_CASE("model: staged drafts the same trees as draft_model with fewer draft-model forwards", "[specbench][model]") {
+  const auto bench = stories_bench(2, 64);
+  if (!bench) return;
+  const ModelOptions options = with_datastores(*bench, "staged");
+  const ModelRun one = runner("draft_model", VerifierKind::exact)(*bench, options);
+  const ModelRun two = runner("staged", VerifierKind::exact)(*bench, options);
+  CHECK(one.counts_draft_forwards);
+  CHECK(two.counts_draft_forwards);
+  CHECK_FALSE(runner("casd", VerifierKind::exact)(*bench, options).counts_draft_forwards);
+  const ModelReport a = summarise_model(*bench, one, options), b = summarise_model(*bench, two, options);
+  CHECK(a.report.overall.steps == b.report.overall.steps);  // the same trees: the same steps
+  CHECK(a.report.overall.tokens == b.report.overall.tokens);
+  CHECK(a.draft_forwards > 0);
+  CHECK(b.draft_forwards > 0);
+  CHECK(b.draft_forwards < a.draft_forwards);
+  CHECK(a.draft_nodes >= a.draft_forwards);
+  CHECK(to_json(b)["draft_model"]["forwards"] == b.draft_forwards);
+}
