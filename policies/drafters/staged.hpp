@@ -34,9 +34,10 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
-#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,8 @@ struct StagedOptions {
 template <class DraftTarget>
 class DraftModelRecorder {
  public:
+  using output_type = target_output_t<DraftTarget>;
+
   DraftModelRecorder(DraftTarget model, int top_k) : model_(std::move(model)), top_k_(top_k) {}
 
   int vocab_size() const { return static_cast<int>(model_.vocab_size()); }
@@ -71,12 +74,16 @@ class DraftModelRecorder {
     model_.prefill(tokens);
     cached_ = static_cast<int>(tokens.size());
   }
-  decltype(auto) forward(const TreeView& tree) {
+  const output_type& forward(const TreeView& tree) {
     ++forwards_;
     nodes_ += tree.size;
-    decltype(auto) out = model_.forward(tree);
-    last_ = &out;
-    return out;
+    if constexpr (std::is_reference_v<decltype(model_.forward(tree))>) {
+      last_ = &model_.forward(tree);
+    } else {  // an output returned by value lives here until the next forward
+      held_.emplace(model_.forward(tree));
+      last_ = &*held_;
+    }
+    return *last_;
   }
   void commit(std::span<const node_t> path) {
     for (std::size_t k = 0; k < path.size(); ++k) record(cached_ + static_cast<int>(k), last_->logits(path[k]));
@@ -100,8 +107,6 @@ class DraftModelRecorder {
   std::int64_t nodes() const { return nodes_; }
 
  private:
-  using output_type = target_output_t<DraftTarget>;
-
   void record(int position, std::span<const float> logits) {
     const std::size_t need = static_cast<std::size_t>(position + 1) * top_k_;
     if (tokens_.size() < need) {
@@ -132,6 +137,7 @@ class DraftModelRecorder {
   int top_k_;
   int cached_ = 0;
   const output_type* last_ = nullptr;
+  std::optional<output_type> held_;
   std::int64_t forwards_ = 0, nodes_ = 0;
   std::vector<token_t> tokens_, ids_;  // tokens_: top_k per position
   std::vector<float> probabilities_;
@@ -187,8 +193,9 @@ class StagedDrafter {
     if (ctx.vocab_size != draft.vocab_size())
       throw error(std::string(name) + ": the target's vocabulary has " + std::to_string(ctx.vocab_size) +
                   " tokens, the draft model's " + std::to_string(draft.vocab_size()));
-    if (ctx.tokens.size() != context_.size() || !std::equal(ctx.tokens.begin(), ctx.tokens.end(), context_.begin()))
-      throw error(std::string(name) + ": the context is not the one begin() and observe() were told");
+    if (ctx.tokens.size() != context_.size() || ctx.tokens.back() != context_.back())
+      throw error(std::string(name) + ": the context has " + std::to_string(ctx.tokens.size()) +
+                  " tokens, but begin() and observe() were told " + std::to_string(context_.size()));
     const int root = static_cast<int>(ctx.tokens.size()) - 1;  // the root's position
     int depth = std::min(options_.depth, ctx.max_depth);
     if constexpr (BoundedTarget<DraftTarget>) depth = std::min(depth, draft.max_positions() - 1 - root);

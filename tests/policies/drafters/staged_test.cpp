@@ -19,6 +19,7 @@
 #include <specdec/policies/drafters/staged.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/policies/verifiers/rejection_sampling.hpp>
+#include <specdec/targets/hash_target.hpp>
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/testing/laid_out_tree.hpp>
 
@@ -205,8 +206,9 @@ TEST_CASE("staged: errors name the drafter, the inner decoder's included", "[sta
   one.begin(context);
   CHECK_THROWS_WITH(one.propose(DraftContext{context, 4, 16, 16, 512}, tree),
                     Catch::Equals("draft_model: the target's vocabulary has 512 tokens, the draft model's 350"));
-  const Tokens other{1, 2, 3, 4};
-  CHECK_THROWS_WITH(one.propose(DraftContext{other, 4, 16, 16, 350}, tree), Catch::Contains("not the one begin()"));
+  const Tokens longer{1, 40, 41, 42, 43};
+  CHECK_THROWS_WITH(one.propose(DraftContext{longer, 4, 16, 16, 350}, tree),
+                    Catch::Equals("draft_model: the context has 5 tokens, but begin() and observe() were told 4"));
 
   StagedDrafter<Llama2cTarget, BrokenDrafter> broken(Llama2cTarget(tiny.close), StagedOptions{}, BrokenDrafter{});
   broken.begin(context);
@@ -256,4 +258,20 @@ TEST_CASE("staged under rejection sampling: the first token follows the target's
             << accepted / trials << "\n";
   CHECK(chi.p_value > 0.001);
   CHECK(accepted / trials > 0.05);  // drafts were accepted, not only rejected
+}
+
+TEST_CASE("staged: a draft model whose forward returns its output by value", "[staged][lossless]") {
+  // HashTarget returns a reference; this one a copy, which the drafter must keep alive itself.
+  struct ByValueTarget : HashTarget {
+    using HashTarget::HashTarget;
+    Output forward(const TreeView& tree) { return HashTarget::forward(tree); }
+  };
+  HashTarget target(64, 3, 2.0f);
+  const Tokens prompt{5, 17, 42};
+  SpeculativeDecoder<HashTarget, StagedDrafter<ByValueTarget>, ExactVerifier> decoder(
+      target, DecoderOptions{.budget = 12},
+      StagedDrafter<ByValueTarget>(ByValueTarget(64, 3, 2.0f), StagedOptions{.depth = 6, .top_k = 1}), ExactVerifier{});
+  decoder.prefill(prompt);
+  CHECK(decoder.generate(140) == target.greedy(prompt, 140));
+  CHECK(decoder.stats().tau() == 7.0);  // the draft is the target: every step takes the 6-token spine and the bonus
 }
