@@ -119,20 +119,7 @@ inline void build_datastore(const TokenDocuments& docs, const std::filesystem::p
     if (options.progress) options.progress(what);
   };
   if (docs.documents == 0) throw error("datastore build: no documents (the datastore would be empty)");
-  if (options.vocab_size < 0)
-    throw error("datastore build: vocab_size must be >= 0, got " + std::to_string(options.vocab_size));
-  std::uint64_t vocab = static_cast<std::uint64_t>(options.vocab_size);
-  std::uint32_t largest = 0;
-  for (std::size_t i = 0; i < docs.text.size(); ++i) {
-    const std::uint32_t t = docs.text[i];
-    if (t == kDocumentEnd) continue;
-    largest = std::max(largest, t);
-    if (vocab > 0 && t >= vocab)
-      throw error("datastore build: token " + std::to_string(t) + " at position " + std::to_string(i) +
-                  " is outside the vocabulary of " + std::to_string(vocab));
-  }
-  if (vocab == 0) vocab = std::uint64_t{largest} + 1;
-  if (vocab > 0x7FFFFFFF) throw error("datastore build: vocabulary of " + std::to_string(vocab) + " tokens exceeds 2^31 - 1");
+  const std::uint64_t vocab = docs.vocabulary(options.vocab_size, "datastore build");
   say("sorting suffixes of " + std::to_string(docs.tokens()) + " tokens in " + std::to_string(docs.documents) +
       " documents (" + (options.sort == SuffixSort::divsufsort ? "divsufsort" : "prefix doubling") + ")");
   const std::vector<std::uint32_t> sa = suffix_array(docs.text, options.sort);

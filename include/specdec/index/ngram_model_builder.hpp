@@ -140,20 +140,7 @@ inline void build_ngram_model(const TokenDocuments& docs, const std::filesystem:
   if (options.cutoff < 1 || options.cutoff > kNgramMaxCutoff)
     throw error("n-gram build: cutoff must be in [1, " + std::to_string(kNgramMaxCutoff) + "], got " +
                 std::to_string(options.cutoff));
-  if (options.vocab_size < 0)
-    throw error("n-gram build: vocab_size must be >= 0, got " + std::to_string(options.vocab_size));
-  std::uint64_t vocab = static_cast<std::uint64_t>(options.vocab_size);
-  std::uint32_t largest = 0;
-  for (std::size_t i = 0; i < docs.text.size(); ++i) {
-    const std::uint32_t t = docs.text[i];
-    if (t == kDocumentEnd) continue;
-    largest = std::max(largest, t);
-    if (vocab > 0 && t >= vocab)
-      throw error("n-gram build: token " + std::to_string(t) + " at position " + std::to_string(i) +
-                  " is outside the vocabulary of " + std::to_string(vocab));
-  }
-  if (vocab == 0) vocab = std::uint64_t{largest} + 1;
-  if (vocab > 0x7FFFFFFF) throw error("n-gram build: vocabulary of " + std::to_string(vocab) + " tokens exceeds 2^31 - 1");
+  const std::uint64_t vocab = docs.vocabulary(options.vocab_size, "n-gram build");
   const std::span<const std::uint32_t> text = docs.text;
   const int k = options.cutoff;
 

@@ -9,6 +9,7 @@
 //   build is told it, or takes the largest id + 1).
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstdio>
@@ -40,6 +41,26 @@ struct TokenDocuments {
   }
   /// Tokens without the separators.
   std::uint64_t tokens() const { return text.size() - documents; }
+
+  /// The vocabulary size a builder stores: `requested` when > 0 (every token must lie below it),
+  /// else the largest token + 1. Throws specdec::error, prefixed with `who`, for a negative
+  /// request, a token outside the requested vocabulary, or more than 2^31 - 1 tokens.
+  std::uint64_t vocabulary(int requested, const std::string& who) const {
+    if (requested < 0) throw error(who + ": vocab_size must be >= 0, got " + std::to_string(requested));
+    std::uint64_t vocab = static_cast<std::uint64_t>(requested);
+    std::uint32_t largest = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const std::uint32_t t = text[i];
+      if (t == kDocumentEnd) continue;
+      largest = std::max(largest, t);
+      if (vocab > 0 && t >= vocab)
+        throw error(who + ": token " + std::to_string(t) + " at position " + std::to_string(i) +
+                    " is outside the vocabulary of " + std::to_string(vocab));
+    }
+    if (vocab == 0) vocab = std::uint64_t{largest} + 1;
+    if (vocab > 0x7FFFFFFF) throw error(who + ": vocabulary of " + std::to_string(vocab) + " tokens exceeds 2^31 - 1");
+    return vocab;
+  }
 };
 
 namespace detail {
