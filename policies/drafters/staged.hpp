@@ -113,6 +113,8 @@ class DraftModelRecorder {
       tokens_.resize(need);
       probabilities_.resize(need);
     }
+    for (float l : logits)  // before ranking: a NaN would break the sort's ordering
+      if (!std::isfinite(l)) throw error("the draft model's logits are not finite (NaN or inf)");
     ids_.resize(logits.size());
     for (std::size_t v = 0; v < ids_.size(); ++v) ids_[v] = static_cast<token_t>(v);
     // Ranked by logit, as the exact verifier's argmax (ties to the lowest id): rank 0 is the token
@@ -125,7 +127,6 @@ class DraftModelRecorder {
     const float best = logits[ids_[0]];
     double sum = 0.0;
     for (float l : logits) sum += std::exp(static_cast<double>(l - best));
-    if (!std::isfinite(sum)) throw error("the draft model's logits are not finite (NaN or inf)");
     const std::size_t at = static_cast<std::size_t>(position) * top_k_;
     for (std::size_t j = 0; j < static_cast<std::size_t>(top_k_); ++j) {
       tokens_[at + j] = j < k ? ids_[j] : ids_[0];
@@ -181,10 +182,13 @@ class StagedDrafter {
     guarded([&] { stage_->decoder.prefill(prompt); });
   }
 
+  // The inner decoder's context always starts with context_ (it only appends between two
+  // observes), so only the committed tokens need comparing.
   void observe(std::span<const token_t> committed) {
+    const std::size_t before = context_.size();
     context_.insert(context_.end(), committed.begin(), committed.end());
     const std::span<const token_t> drafted = stage_->decoder.context();
-    if (drafted.size() < context_.size() || !std::equal(context_.begin(), context_.end(), drafted.begin()))
+    if (drafted.size() < context_.size() || !std::equal(committed.begin(), committed.end(), drafted.begin() + before))
       guarded([&] { stage_->decoder.resume(context_); });
   }
 
