@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -29,12 +28,14 @@
 #include "support/chi_square.hpp"
 #include "support/data.hpp"
 #include "support/eagle_head.hpp"
+#include "support/llama_decode.hpp"
 #include "support/stories260k.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tiny_llama.hpp"
 
 using namespace specdec;
 using specdec::testing::EagleHeadShape;
+using specdec::testing::require_greedy;
 using specdec::testing::TempDir;
 
 namespace {
@@ -82,25 +83,6 @@ struct Stories {
     return stories.get();
   }
 };
-
-/// Decodes `n` tokens of every prompt with the exact verifier and requires the target's greedy
-/// output. Returns the stats over all prompts.
-template <class... Drafters>
-DecodeStats require_greedy(const std::shared_ptr<const Llama2cModel>& model, std::span<const Tokens> prompts, int n,
-                           DecoderOptions options, Drafters... drafters) {
-  Llama2cTarget target(model);
-  DecodeStats all;
-  for (std::size_t p = 0; p < prompts.size(); ++p) {
-    INFO("prompt " << p);
-    const Tokens expected = target.generate(prompts[p], n);
-    SpeculativeDecoder<Llama2cTarget, Drafters..., ExactVerifier> decoder(target, options, drafters..., ExactVerifier{});
-    decoder.prefill(prompts[p]);
-    CHECK(decoder.generate(n) == expected);
-    if (p == 0) all = decoder.stats();
-    else all.add(decoder.stats());
-  }
-  return all;
-}
 
 /// The features the target computes at every position of `context` but the last.
 std::vector<float> plain_features(const std::shared_ptr<const Llama2cModel>& model, std::span<const token_t> context) {
@@ -379,16 +361,8 @@ class ClaimsSampledEagle {
 
   static std::vector<float> next_distribution(const std::shared_ptr<const Llama2cModel>& model,
                                               std::span<const token_t> context) {
-    Llama2cTarget target(model);
-    target.prefill(context.first(context.size() - 1));
-    const testing::LaidOutTree root({-1}, {context.back()});
-    const auto logits = target.forward(root.view(static_cast<int>(context.size()) - 1)).logits(0);
-    const float best = *std::max_element(logits.begin(), logits.end());
-    std::vector<float> q;
-    double sum = 0;
-    for (float l : logits) sum += std::exp(static_cast<double>(l - best));
-    for (float l : logits) q.push_back(static_cast<float>(std::exp(static_cast<double>(l - best)) / sum));
-    return q;
+    const std::vector<double> p = testing::next_token_distribution(model, context);
+    return std::vector<float>(p.begin(), p.end());
   }
 
  private:

@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -21,14 +20,15 @@
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/policies/verifiers/rejection_sampling.hpp>
 #include <specdec/targets/llama2c.hpp>
-#include <specdec/testing/laid_out_tree.hpp>
 
 #include "support/chi_square.hpp"
+#include "support/llama_decode.hpp"
 #include "support/stories260k.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tiny_llama.hpp"
 
 using namespace specdec;
+using specdec::testing::require_greedy;
 
 namespace {
 
@@ -196,29 +196,12 @@ struct TinySetup {
 
 const Tokens tiny_prompts[] = {{1, 40, 41, 42}, {1, 300, 7, 7, 7, 12}, {1, 5}, {1, 3, 21}, {1, 99, 100, 101, 102}};
 
-/// Decodes `n` tokens after each prompt with the exact verifier (each prompt with a copy of the
-/// drafters), requires the target's greedy output, and returns the stats over all prompts.
-template <class... Drafters>
-DecodeStats require_greedy(const std::shared_ptr<const Llama2cModel>& model, std::span<const Tokens> prompts, int n,
-                           Drafters... drafters) {
-  DecodeStats total;
-  Llama2cTarget target(model);
-  for (const Tokens& prompt : prompts) {
-    const Tokens expected = target.generate(prompt, n);  // before the decoder takes the target
-    SpeculativeDecoder<Llama2cTarget, Drafters..., ExactVerifier> decoder(target, {}, drafters..., ExactVerifier{});
-    decoder.prefill(prompt);
-    CHECK(decoder.generate(n) == expected);
-    total.add(decoder.stats());
-  }
-  return total;
-}
-
 }  // namespace
 
 TEST_CASE("ngram: output identical to greedy on a tiny model, alone and merged with casd", "[ngram][lossless]") {
   const TinySetup tiny(2, 5);
-  const DecodeStats alone = require_greedy(tiny.model, tiny_prompts, 100, NgramDrafter(tiny.ngram));
-  const DecodeStats merged = require_greedy(tiny.model, tiny_prompts, 100,
+  const DecodeStats alone = require_greedy(tiny.model, tiny_prompts, 100, {}, NgramDrafter(tiny.ngram));
+  const DecodeStats merged = require_greedy(tiny.model, tiny_prompts, 100, {},
                                             NgramDrafter(tiny.ngram, {.max_nodes = 24, .max_depth = 8, .top_k = 2}),
                                             CasdDrafter{});
   std::cout << "ngram on the tiny model (its own greedy text): tau " << alone.tau() << ", with casd " << merged.tau()
@@ -243,29 +226,11 @@ TEST_CASE("ngram: output identical to greedy on stories260K", "[ngram][lossless]
   std::vector<Tokens> held_out;
   for (const char* text : {"Tim wanted to play", "It was a cold day.", "The boy found a box", "Once there was a king"})
     held_out.push_back(s->tokenizer.encode(text));
-  const DecodeStats stats = require_greedy(s->model, held_out, 120, NgramDrafter(m.model));
+  const DecodeStats stats = require_greedy(s->model, held_out, 120, {}, NgramDrafter(m.model));
   std::cout << "ngram on stories260K, 4 held-out prompts x 120 tokens, model of 8 greedy stories: tau " << stats.tau()
             << " (tokens per target call, bonus included), " << stats.tokens - stats.steps << " draft tokens accepted\n";
   CHECK(stats.tau() > 1.1);
 }
-
-namespace {
-
-/// The target's next-token distribution after `context` (temperature 1).
-std::vector<double> next_distribution(const std::shared_ptr<const Llama2cModel>& model, std::span<const token_t> context) {
-  Llama2cTarget target(model);
-  target.prefill(context.first(context.size() - 1));
-  const testing::LaidOutTree root({-1}, {context.back()});
-  const auto logits = target.forward(root.view(static_cast<int>(context.size()) - 1)).logits(0);
-  const float best = *std::max_element(logits.begin(), logits.end());
-  std::vector<double> p;
-  double sum = 0;
-  for (const float l : logits) sum += std::exp(static_cast<double>(l - best));
-  for (const float l : logits) p.push_back(std::exp(static_cast<double>(l - best)) / sum);
-  return p;
-}
-
-}  // namespace
 
 TEST_CASE("ngram under rejection sampling: the first token follows the target's distribution (chi-square)",
           "[ngram][lossless][statistical]") {
@@ -284,7 +249,7 @@ TEST_CASE("ngram under rejection sampling: the first token follows the target's 
     ++counts[static_cast<std::size_t>(committed[0])];
     accepted += static_cast<double>(committed.size() - 1);
   }
-  const testing::ChiSquare chi = testing::chi_square(counts, next_distribution(tiny.model, prompt));
+  const testing::ChiSquare chi = testing::chi_square(counts, testing::next_token_distribution(tiny.model, prompt));
   std::cout << "chi-square [ngram, one-hot drafts, T=1] first token: X2 = " << chi.statistic << ", df = "
             << chi.degrees_of_freedom << ", p = " << chi.p_value << "; accepted draft tokens per step: "
             << accepted / trials << "\n";

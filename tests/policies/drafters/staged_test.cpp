@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -21,14 +20,15 @@
 #include <specdec/policies/verifiers/rejection_sampling.hpp>
 #include <specdec/targets/hash_target.hpp>
 #include <specdec/targets/llama2c.hpp>
-#include <specdec/testing/laid_out_tree.hpp>
 
 #include "support/chi_square.hpp"
+#include "support/llama_decode.hpp"
 #include "support/stories260k.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tiny_llama.hpp"
 
 using namespace specdec;
+using specdec::testing::require_greedy_made;
 using specdec::testing::TempDir;
 
 namespace {
@@ -64,26 +64,6 @@ struct Tiny {
 
 const Tokens tiny_prompts[] = {{1, 40, 41, 42}, {1, 300, 7, 7, 7, 12}, {1, 5}, {1, 99, 100, 101, 102, 103, 104, 105}};
 
-/// Decodes `n` tokens of every prompt with the exact verifier and the drafters `make()` returns
-/// (a staged drafter owns its draft model: it moves, it does not copy), and requires the target's
-/// greedy output. Returns the stats over all prompts.
-template <class... Makers>
-DecodeStats require_greedy(const std::shared_ptr<const Llama2cModel>& model, std::span<const Tokens> prompts, int n,
-                           DecoderOptions options, Makers... make) {
-  Llama2cTarget target(model);
-  DecodeStats all;
-  for (std::size_t p = 0; p < prompts.size(); ++p) {
-    INFO("prompt " << p);
-    const Tokens expected = target.generate(prompts[p], n);
-    SpeculativeDecoder<Llama2cTarget, decltype(make())..., ExactVerifier> decoder(target, options, make()..., ExactVerifier{});
-    decoder.prefill(prompts[p]);
-    CHECK(decoder.generate(n) == expected);
-    if (p == 0) all = decoder.stats();
-    else all.add(decoder.stats());
-  }
-  return all;
-}
-
 /// A drafter that proposes a token outside the vocabulary (to break the inner decoder).
 struct BrokenDrafter {
   static constexpr const char* name = "broken";
@@ -103,9 +83,9 @@ TEST_CASE("staged: output identical to greedy on tiny models, one and two stages
     INFO((draft == tiny.close ? "close draft" : "other draft"));
     const auto one_stage = [&] { return OneStage(Llama2cTarget(draft), staged); };
     const auto two_stages = [&] { return TwoStage(Llama2cTarget(draft), staged, PldDrafter{}); };
-    const DecodeStats one = require_greedy(tiny.target, tiny_prompts, 100, options, one_stage);
-    const DecodeStats two = require_greedy(tiny.target, tiny_prompts, 100, options, two_stages);
-    require_greedy(tiny.target, tiny_prompts, 100, options, two_stages, [] { return CasdDrafter{}; });
+    const DecodeStats one = require_greedy_made(tiny.target, tiny_prompts, 100, options, one_stage);
+    const DecodeStats two = require_greedy_made(tiny.target, tiny_prompts, 100, options, two_stages);
+    require_greedy_made(tiny.target, tiny_prompts, 100, options, two_stages, [] { return CasdDrafter{}; });
     std::cout << "staged, tiny, " << (draft == tiny.close ? "close" : "other") << " draft: tau " << one.tau()
               << " (one stage), " << two.tau() << " (two stages)\n";
     CHECK(one.tau() == two.tau());  // the second stage changes the draft model's forwards only
@@ -113,7 +93,7 @@ TEST_CASE("staged: output identical to greedy on tiny models, one and two stages
   // The target itself as the draft: its greedy spine is always right, every step takes the
   // whole spine.
   const DecodeStats self =
-      require_greedy(tiny.target, tiny_prompts, 120, options, [&] { return OneStage(Llama2cTarget(tiny.target), staged); });
+      require_greedy_made(tiny.target, tiny_prompts, 120, options, [&] { return OneStage(Llama2cTarget(tiny.target), staged); });
   CHECK(self.tau() > 6.5);
 }
 
@@ -124,7 +104,7 @@ TEST_CASE("staged: output identical to greedy on stories260K", "[staged][lossles
   for (const char* text : {"Once upon a time", "Tom had a big red ball. Tom had a big", "The cat sat on the mat."})
     prompts.push_back(stories->tokenizer.encode(text));
   const StagedOptions staged{.depth = 8, .top_k = 3, .budget = 32, .inner_budget = 16};
-  const DecodeStats st = require_greedy(
+  const DecodeStats st = require_greedy_made(
       stories->model, prompts, 150, DecoderOptions{.budget = 48},
       [&] { return TwoStage(Llama2cTarget(stories->model), staged, PldDrafter{}); }, [] { return CasdDrafter{}; });
   CHECK(st.tau() > 8.0);  // the target as its own draft: the spine is always accepted
@@ -243,16 +223,7 @@ TEST_CASE("staged under rejection sampling: the first token follows the target's
     ++counts[static_cast<std::size_t>(committed[0])];
     accepted += static_cast<double>(committed.size() - 1);
   }
-  // The target's distribution after the prompt.
-  target.prefill(std::span<const token_t>(prompt).first(prompt.size() - 1));
-  const testing::LaidOutTree root({-1}, {prompt.back()});
-  const auto logits = target.forward(root.view(static_cast<int>(prompt.size()) - 1)).logits(0);
-  const float best = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l - best));
-  std::vector<double> p;
-  for (float l : logits) p.push_back(std::exp(static_cast<double>(l - best)) / sum);
-  const testing::ChiSquare chi = testing::chi_square(counts, p);
+  const testing::ChiSquare chi = testing::chi_square(counts, testing::next_token_distribution(tiny.target, prompt));
   std::cout << "chi-square [staged, one-hot drafts, T=1] first token: X2 = " << chi.statistic << ", df = "
             << chi.degrees_of_freedom << ", p = " << chi.p_value << "; accepted draft tokens per step: "
             << accepted / trials << "\n";
