@@ -23,8 +23,8 @@
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/policies/verifiers/rejection_sampling.hpp>
-#include <specdec/targets/backend_hash_target.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/backend_hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 using namespace specdec;
 

@@ -6,7 +6,7 @@
 #include <specdec/decoder.hpp>
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 int main() {
   using namespace specdec;

@@ -20,7 +20,7 @@
 #include <specdec/policies/drafters/ngram.hpp>
 #include <specdec/policies/drafters/rest.hpp>
 #include <specdec/policies/drafters/staged.hpp>
-#include <specdec/targets/llama2c_model.hpp>
+#include <specdec/models/llama2c_model.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/stats.hpp>
 #include <specdec/targets/replay_target.hpp>

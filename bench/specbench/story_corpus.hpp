@@ -21,7 +21,7 @@
 #include <iosfwd>
 #include <memory>
 
-#include <specdec/targets/llama2c_model.hpp>
+#include <specdec/models/llama2c_model.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 namespace specbench {

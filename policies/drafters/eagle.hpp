@@ -44,7 +44,7 @@
 #include <specdec/error.hpp>
 #include <specdec/models/eagle_head.hpp>
 #include <specdec/models/llama_layer.hpp>
-#include <specdec/targets/llama2c_model.hpp>
+#include <specdec/models/llama2c_model.hpp>
 
 namespace specdec {
 

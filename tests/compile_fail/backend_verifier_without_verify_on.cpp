@@ -1,7 +1,7 @@
 // A BackendTarget's step runs the verifier on the backend: a verifier with only the host verify()
 // must be refused with a message that names verify_on.
 #include <specdec/decoder.hpp>
-#include <specdec/targets/backend_hash_target.hpp>
+#include <specdec/testing/backend_hash_target.hpp>
 
 struct HostOnlyVerifier {
   static constexpr specdec::output_need needs = specdec::output_need::argmax;

@@ -4,7 +4,7 @@
 
 #include <specdec/decoder.hpp>
 #include <specdec/policies/drafters/casd.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 struct MyDrafter {
   void begin(std::span<const specdec::token_t>) {}

@@ -2,7 +2,7 @@
 // specdec::detail::check_drafter, addressed to the drafter's author.
 #include <specdec/decoder.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 struct DrafterWithoutPropose {
   void begin(std::span<const specdec::token_t>) {}

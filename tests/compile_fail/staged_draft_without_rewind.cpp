@@ -5,7 +5,7 @@
 #include <specdec/decoder.hpp>
 #include <specdec/policies/drafters/staged.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 // A draft model without rewind(): HashTarget's interface, minus rewind.
 struct NoRewindTarget {

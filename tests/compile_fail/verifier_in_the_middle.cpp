@@ -2,7 +2,7 @@
 #include <specdec/decoder.hpp>
 #include <specdec/policies/drafters/empty.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 int main() {
   specdec::HashTarget target;

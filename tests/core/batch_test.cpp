@@ -8,7 +8,7 @@
 #include <specdec/core/batch.hpp>
 #include <specdec/draft_tree.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 #include "kernels/random_batches.hpp"
 

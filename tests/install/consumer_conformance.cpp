@@ -1,7 +1,7 @@
 // A consumer checks a target with the installed conformance kit, without any test framework.
 #include <cstdio>
 
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 #include <specdec/testing/target_conformance.hpp>
 
 int main() {

@@ -5,7 +5,7 @@
 
 #include <cuda_runtime.h>
 
-#include <specdec/targets/backend_hash_target.hpp>
+#include <specdec/testing/backend_hash_target.hpp>
 
 namespace specdec::testing {
 namespace {

@@ -16,7 +16,7 @@
 #include <specdec/policies/verifiers/conditional.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/policies/verifiers/rejection_sampling.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 namespace specdec::testing {
 

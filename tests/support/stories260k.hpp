@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include <specdec/targets/llama2c_model.hpp>
+#include <specdec/models/llama2c_model.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "support/data.hpp"

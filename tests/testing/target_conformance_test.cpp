@@ -12,7 +12,7 @@
 #include <specdec/core/tree.hpp>
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/hash_target.hpp>  // hash_model
+#include <specdec/testing/hash_target.hpp>  // hash_model
 #include <specdec/testing/target_conformance.hpp>
 
 using namespace specdec;

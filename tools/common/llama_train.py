@@ -28,7 +28,7 @@ def fail(message):
 
 
 def read_checkpoint(path):
-    """A llama2.c checkpoint (include/specdec/targets/llama2c_model.hpp): its shape, embedding,
+    """A llama2.c checkpoint (include/specdec/models/llama2c_model.hpp): its shape, embedding,
     classifier (the embedding when shared), final norm and every layer (dicts of numpy arrays
     named as LlamaLayer's weights); c["last_layer"] is c["layers"][-1]."""
     raw = np.fromfile(path, dtype="<f4")

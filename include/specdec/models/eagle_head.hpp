@@ -36,7 +36,7 @@
 #include <specdec/config.hpp>
 #include <specdec/error.hpp>
 #include <specdec/models/llama_layer.hpp>
-#include <specdec/targets/llama2c_model.hpp>
+#include <specdec/models/llama2c_model.hpp>
 
 namespace specdec {
 

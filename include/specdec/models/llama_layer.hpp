@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <vector>
 
-#include <specdec/targets/llama2c_model.hpp>
+#include <specdec/models/llama2c_model.hpp>
 
 namespace specdec::llama {
 

@@ -27,7 +27,7 @@
 #include <specdec/core/tree.hpp>
 #include <specdec/error.hpp>
 #include <specdec/models/llama_layer.hpp>
-#include <specdec/targets/llama2c_model.hpp>
+#include <specdec/models/llama2c_model.hpp>
 #include <specdec/tree_view.hpp>
 
 namespace specdec {

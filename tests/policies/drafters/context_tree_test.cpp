@@ -8,7 +8,7 @@
 #include <specdec/policies/drafters/context_tree.hpp>
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 using namespace specdec;
 using Catch::Matchers::Contains;

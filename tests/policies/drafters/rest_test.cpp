@@ -14,7 +14,7 @@
 #include <specdec/index/datastore_builder.hpp>
 #include <specdec/policies/drafters/rest.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 

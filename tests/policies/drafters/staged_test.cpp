@@ -18,7 +18,7 @@
 #include <specdec/policies/drafters/staged.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/policies/verifiers/rejection_sampling.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 #include <specdec/targets/llama2c.hpp>
 
 #include "support/chi_square.hpp"

@@ -7,7 +7,7 @@
 #include <specdec/decoder.hpp>
 #include <specdec/policies/verifiers/conditional.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 #include "support/random_tree.hpp"
 

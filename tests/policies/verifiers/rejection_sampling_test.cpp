@@ -14,7 +14,7 @@
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/policies/verifiers/rejection_sampling.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 #include "support/chi_square.hpp"
 #include "support/random_tree.hpp"

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include <specdec/draft_tree.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 #include <specdec/testing/target_conformance.hpp>
 
 using namespace specdec;

@@ -15,7 +15,7 @@
 #include <specdec/concepts.hpp>
 #include <specdec/core/kv_compaction.hpp>
 #include <specdec/error.hpp>
-#include <specdec/targets/hash_target.hpp>
+#include <specdec/testing/hash_target.hpp>
 #include <specdec/tree_view.hpp>
 
 namespace specdec {
