@@ -222,6 +222,37 @@ Corpus build_corpus(const std::vector<Question>& questions, const std::vector<An
   return corpus;
 }
 
+namespace {
+
+void keep_turns(Corpus& corpus, std::vector<Turn> turns) {
+  corpus.turns = std::move(turns);
+  std::vector<std::string> categories;
+  for (const std::string& c : corpus.categories)
+    if (std::any_of(corpus.turns.begin(), corpus.turns.end(), [&](const Turn& t) { return t.category == c; }))
+      categories.push_back(c);
+  corpus.categories = std::move(categories);
+}
+
+}  // namespace
+
+void sample_turns(Corpus& corpus, int count) {
+  const std::size_t n = corpus.turns.size();
+  if (count <= 0 || static_cast<std::size_t>(count) >= n) return;
+  std::vector<Turn> kept;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i)
+    kept.push_back(std::move(corpus.turns[i * n / static_cast<std::size_t>(count)]));
+  keep_turns(corpus, std::move(kept));
+}
+
+int drop_turns_longer_than(Corpus& corpus, int positions, int room) {
+  std::vector<Turn> kept;
+  for (Turn& t : corpus.turns)
+    if (static_cast<long>(t.prompt.size() + t.answer.size()) + 1 + room <= positions) kept.push_back(std::move(t));
+  const int dropped = static_cast<int>(corpus.turns.size() - kept.size());
+  keep_turns(corpus, std::move(kept));
+  return dropped;
+}
+
 TokenCountCheck check_token_counts(const Corpus& corpus) {
   TokenCountCheck check;
   for (const Turn& t : corpus.turns) {

@@ -98,6 +98,13 @@ struct Corpus {
 Corpus build_corpus(const std::vector<Question>& questions, const std::vector<Answer>& answers,
                     const Tokenizer& tokenizer, const ChatTemplate& chat, const CorpusOptions& options);
 
+/// Keeps `count` turns spread evenly over the corpus (turn floor(i N / count) of N, i < count) and
+/// their categories: a fixed subsample, the same turns every run. No-op when count >= N.
+void sample_turns(Corpus& corpus, int count);
+/// Drops the turns whose prompt + answer + stop token + `room` tokens exceed `positions` (a model
+/// that costs the replay must hold every tree); returns how many were dropped.
+int drop_turns_longer_than(Corpus& corpus, int positions, int room);
+
 /// How closely the tokenised answers plus the stop token (what the replay decodes) match the
 /// token counts recorded with them.
 struct TokenCountCheck {

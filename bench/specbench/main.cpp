@@ -1,6 +1,7 @@
 // specbench: replays real greedy LLM answers (replay, compare) or decodes with a real llama2.c model
 // (model) with drafter combinations, and reports τ, drafting cost, which drafter earned the
 // accepted tokens and, for a model, the speed next to plain decoding. See docs/specbench.md.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "chat_template.hpp"
 #include "common/dense_search_options.hpp"
 #include "corpus.hpp"
+#include "cost.hpp"
 #include "input_error.hpp"
 #include "registry.hpp"
 #include "report.hpp"
@@ -74,6 +77,16 @@ struct DataArgs {
   ResourceArgs drafters;
   int budget = 64;
   std::string json;
+  int sample = 0;            ///< --turns: a fixed subsample of this many turns
+  std::string cost;          ///< --cost TABLE: modelled time
+  std::string plot;          ///< replay: the histogram; compare: tau (and speedup) per category
+};
+
+/// The options of `replay` beyond the data's.
+struct ReplayArgs {
+  std::vector<std::string> drafters;
+  std::string timed_model;   ///< --timed-model M: measured time
+  int threads = 1;
 };
 
 /// Accepts a whole number >= `least`; CLI11 reports "--OPTION: <message>".
@@ -148,14 +161,18 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
   cmd.add_option("--budget", a.budget, "Most draft nodes per target call, after merging (default 64)")
       ->check(whole_number_at_least(0));
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
+  cmd.add_option("--turns", a.sample, "Replay a fixed subsample of this many turns, spread evenly over the corpus "
+                                      "(after the other filters)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--cost", a.cost, "Cost table (specbench calibrate): also model tokens/s and the speedup over plain "
+                                   "decoding");
 }
 
 fs::path data_path(const DataArgs& a, const std::string& given, const char* relative) {
   return given.empty() ? data_root(a.data_dir) / relative : fs::path(given);
 }
 
-/// Loads and tokenises the data once; prints how well the answers' token counts match the
-/// counts recorded with them (stderr).
+/// Loads and tokenises the data once.
 Corpus load_corpus(const DataArgs& a) {
   const ChatTemplate chat = a.template_file.empty() ? ChatTemplate::builtin(a.template_name)
                                                     : ChatTemplate::load(a.template_file);
@@ -163,13 +180,19 @@ Corpus load_corpus(const DataArgs& a) {
   const auto answers = load_answers(data_path(a, a.answers, "specbench/vicuna-7b-v1.3-greedy.jsonl"));
   const Tokenizer tokenizer(data_path(a, a.tokenizer, "tokenizers/llama2.model"));
   Corpus corpus = build_corpus(questions, answers, tokenizer, chat, {a.categories, a.max_turns, a.parity});
+  sample_turns(corpus, a.sample);
+  return corpus;
+}
+
+/// Prints how well the answers' token counts match the counts recorded with them (stderr), once
+/// the input has been checked (an input error stays one line).
+void report_token_counts(const Corpus& corpus) {
   if (const TokenCountCheck check = check_token_counts(corpus); check.turns > 0) {
     std::cerr << fmt::format(
         "specbench: tokenised answer + EOS vs the token count recorded with it: {} of {} turns equal, {} "
         "within ±2 tokens (largest difference {})\n",
         check.exact, check.turns, check.within_2, check.max_difference);
   }
-  return corpus;
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -398,15 +421,66 @@ auto replay_of(const Combination& c) {
   return c.replay;
 }
 
-void run_replay(const DataArgs& a, const std::vector<std::string>& drafters, const std::string& plot) {
-  const Combination& combination = find_combination(drafters);
+/// The cost table of --cost, checked against the budget (a step's tree has budget + 1 nodes).
+std::optional<CostTable> load_cost_table(const DataArgs& a) {
+  if (a.cost.empty()) return std::nullopt;
+  CostTable table = CostTable::load(a.cost);
+  if (a.budget + 1 > table.max_nodes())
+    throw input_error(fmt::format("--budget {}: a step's tree may have {} nodes, but the cost table {} measured "
+                                  "forwards of at most {}",
+                                  a.budget, a.budget + 1, a.cost, table.max_nodes()));
+  return table;
+}
+
+std::string table_source(const DataArgs& a, const CostTable& table) {
+  return "modelled from the cost table " + a.cost + " (" + table.describe() + ")";
+}
+
+/// `--timed-model M`: the coster that runs every step through M's forward. Drops (and says so)
+/// the turns M's positions cannot hold.
+std::unique_ptr<ModelCoster> timed_coster(const ReplayArgs& r, const DataArgs& a, Corpus& corpus, std::string& source) {
+  std::shared_ptr<const specdec::Llama2cModel> model;
+  try {
+    model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(r.timed_model));
+  } catch (const specdec::error& e) {
+    throw input_error(e.what());
+  }
+  const specdec::Llama2cConfig& c = model->config();
+  if (c.vocab_size < corpus.vocab_size)
+    throw input_error(fmt::format("--timed-model {}: its vocabulary has {} tokens, fewer than the replay's {}",
+                                  r.timed_model, c.vocab_size, corpus.vocab_size));
+  const std::size_t turns = corpus.turns.size();
+  if (const int dropped = drop_turns_longer_than(corpus, c.seq_len, a.budget); dropped > 0)
+    std::cerr << fmt::format("specbench: {} of {} turns do not fit the timed model's {} positions (prompt + answer + "
+                             "stop + budget) and are left out\n",
+                             dropped, turns, c.seq_len);
+  if (corpus.turns.empty()) throw input_error("--timed-model " + r.timed_model + ": no turn fits its positions");
+  const auto note = synthetic_model_note(r.timed_model);
+  source = fmt::format("measured: every step also run through {} ({}{}), {} thread(s)", r.timed_model,
+                       specdec::Llama2cModel::describe(c), note ? "; SYNTHETIC weights, timing only" : "", r.threads);
+  return std::make_unique<ModelCoster>(make_llama_target(std::move(model), r.threads));
+}
+
+void run_replay(const DataArgs& a, const ReplayArgs& r) {
+  const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
-  const Corpus corpus = load_corpus(a);
-  const ReplayOptions options{.budget = a.budget, .resources = a.drafters.resources()};
-  const Report report = summarise(corpus, runner(corpus, options), options);
+  const std::optional<CostTable> table = load_cost_table(a);
+  Corpus corpus = load_corpus(a);
+  std::unique_ptr<StepCoster> coster;
+  std::string source;
+  if (table) {
+    coster = std::make_unique<TableCoster>(*table);
+    source = table_source(a, *table);
+  } else if (!r.timed_model.empty()) {
+    coster = timed_coster(r, a, corpus, source);
+  }
+  report_token_counts(corpus);
+  const ReplayOptions options{.budget = a.budget, .resources = a.drafters.resources(), .coster = coster.get()};
+  Report report = summarise(corpus, runner(corpus, options), options);
+  report.cost_source = source;
   print_report(std::cout, report);
   if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
-  if (!plot.empty()) write_file(plot, histogram_svg(report));
+  if (!a.plot.empty()) write_file(a.plot, histogram_svg(report));
 }
 
 void run_compare(const DataArgs& a, const std::vector<std::string>& names) {
@@ -415,16 +489,73 @@ void run_compare(const DataArgs& a, const std::vector<std::string>& names) {
     chosen.push_back(&find_combination(std::span(&name, 1)));
     replay_of(*chosen.back());
   }
+  const std::optional<CostTable> table = load_cost_table(a);
   const Corpus corpus = load_corpus(a);
-  const ReplayOptions options{.budget = a.budget, .resources = a.drafters.resources()};
+  report_token_counts(corpus);
+  std::optional<TableCoster> coster;
+  if (table) coster.emplace(*table);
+  const ReplayOptions options{.budget = a.budget,
+                              .resources = a.drafters.resources(),
+                              .coster = coster ? &*coster : nullptr};
   std::vector<Report> reports;
-  for (const Combination* c : chosen) reports.push_back(summarise(corpus, replay_of(*c)(corpus, options), options));
+  for (const Combination* c : chosen) {
+    reports.push_back(summarise(corpus, replay_of(*c)(corpus, options), options));
+    if (table) reports.back().cost_source = table_source(a, *table);
+  }
   print_comparison(std::cout, reports);
   if (!a.json.empty()) {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
     for (const auto& r : reports) j[r.combination()] = to_json(r);
     write_file(a.json, j.dump(2) + "\n");
   }
+  if (!a.plot.empty()) write_file(a.plot, comparison_svg(reports));
+}
+
+/// The options of `calibrate`.
+struct CalibrateArgs {
+  CalibrateOptions options;
+  int max_nodes = 128;
+  std::string out;
+  std::string plot;
+};
+
+int run_calibrate(CalibrateArgs& a) {
+  a.options.nodes.clear();
+  for (int n = 1; n < a.max_nodes; n *= 2) a.options.nodes.push_back(n);
+  a.options.nodes.push_back(a.max_nodes);
+  std::sort(a.options.contexts.begin(), a.options.contexts.end());
+  a.options.contexts.erase(std::unique(a.options.contexts.begin(), a.options.contexts.end()), a.options.contexts.end());
+  if (a.options.layers_of == 0)
+    if (const auto note = synthetic_model_note(a.options.model); note && note->value("layers_of", 0) > note->value("layers", 0))
+      a.options.layers_of = note->value("layers_of", 0);
+  const fs::path scratch = a.out.empty() ? fs::temp_directory_path() / "specbench-calibrate" : fs::path(a.out);
+  const CostTable table = calibrate(a.options, scratch, std::cerr);
+  print_cost_table(std::cout, table);
+  if (!a.out.empty()) {
+    write_file(a.out, table.to_json().dump(2) + "\n");
+    std::cout << "wrote " << a.out << "\n";
+  }
+  if (!a.plot.empty()) write_file(a.plot, cost_svg(table));
+  return 0;
+}
+
+void add_calibrate_options(CLI::App& cmd, CalibrateArgs& a) {
+  cmd.add_option("--model", a.options.model, "llama2.c checkpoint to time (e.g. from specdec-synth-model)")->required();
+  cmd.add_option("--threads", a.options.threads, "Threads of the forward (default 1)")->check(whole_number_at_least(1));
+  cmd.add_option("--out", a.out, "Write the cost table (JSON, docs/specbench.md) to this file");
+  cmd.add_option("--plot", a.plot, "Draw c(n) / c(1) against n as SVG");
+  cmd.add_option("--layers-of", a.options.layers_of,
+                 "The checkpoint holds K of this many layers: scale to them (default: the layers_of of the "
+                 "specdec-synth-model side-car FILE.json)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--contexts", a.options.contexts, "Context lengths to measure at (default 128,512,2048; those "
+                                                   "without room for the largest tree are left out)")
+      ->delimiter(',')
+      ->check(whole_number_at_least(0));
+  cmd.add_option("--max-nodes", a.max_nodes, "Largest tree measured; n = 1, 2, 4, ... up to it (default 128)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--repetitions", a.options.repetitions, "Timed forwards per cell, after one warm-up (default 5)")
+      ->check(whole_number_at_least(1));
 }
 
 }  // namespace
@@ -437,19 +568,33 @@ int main(int argc, char** argv) {
   app.add_subcommand("list", "List the drafters and the compiled drafter combinations");
 
   DataArgs replay_args;
-  std::vector<std::string> drafters;
-  std::string plot;
+  ReplayArgs replay_only;
   auto* replay = app.add_subcommand("replay", "Replay every turn with one drafter combination");
   add_data_options(*replay, replay_args);
-  replay->add_option("--drafter", drafters, "Drafter name(s); all of them combine into one decoder (repeatable)")
+  replay->add_option("--drafter", replay_only.drafters, "Drafter name(s); all of them combine into one decoder "
+                                                        "(repeatable)")
       ->required();
-  replay->add_option("--plot", plot, "Write the accepted-length histogram as an SVG bar chart");
+  replay->add_option("--plot", replay_args.plot, "Write the accepted-length histogram as an SVG bar chart");
+  auto* timed = replay->add_option("--timed-model", replay_only.timed_model,
+                                   "llama2.c checkpoint (vocabulary >= the replay's) that also runs every step, timed, "
+                                   "next to plain decoding of the same tokens");
+  replay->add_option("--threads", replay_only.threads, "Threads of the timed model's forward (default 1)")
+      ->check(whole_number_at_least(1))
+      ->needs(timed);
+  timed->excludes(replay->get_option("--cost"));
 
   DataArgs compare_args;
   std::vector<std::string> combos;
   auto* compare = app.add_subcommand("compare", "Replay several combinations on the same data and compare them");
   add_data_options(*compare, compare_args);
   compare->add_option("combinations", combos, "Combinations such as pld or tree,casd")->required();
+  compare->add_option("--plot", compare_args.plot, "Draw tau (and with --cost the speedup) per combination and "
+                                                   "category as SVG");
+
+  CalibrateArgs calibrate_args;
+  auto* calibrate_cmd = app.add_subcommand("calibrate", "Time a llama2.c model's forward for trees of 1 to 128 nodes "
+                                                        "at several context lengths: a cost table for --cost");
+  add_calibrate_options(*calibrate_cmd, calibrate_args);
 
   ModelArgs model_args;
   auto* model = app.add_subcommand(
@@ -471,10 +616,11 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (replay->parsed()) run_replay(replay_args, drafters, plot);
+    if (replay->parsed()) run_replay(replay_args, replay_only);
     else if (compare->parsed()) run_compare(compare_args, combos);
     else if (model->parsed()) return run_model(model_args);
     else if (corpus->parsed()) return run_corpus(corpus_args);
+    else if (calibrate_cmd->parsed()) return run_calibrate(calibrate_args);
     else run_list();
   } catch (const input_error& e) {
     std::cerr << "specbench: " << e.what() << "\n";

@@ -1,5 +1,7 @@
-// The replay runner: every turn of a corpus decoded by SpeculativeDecoder<ReplayTarget,
-// Drafters..., ExactVerifier>. Defined here, instantiated once per combination in registry.cpp.
+// The replay runner: every turn of a corpus decoded by SpeculativeDecoder<TimedTarget<ReplayTarget,
+// StepCoster&>, Drafters..., ExactVerifier>: the replay decides, a StepCoster (a cost table, a real
+// model, or nothing) says what each step would cost. Defined here, instantiated once per
+// combination in registry.cpp.
 #pragma once
 
 #include <algorithm>
@@ -8,9 +10,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <specdec/decoder.hpp>
@@ -24,6 +28,7 @@
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/stats.hpp>
 #include <specdec/targets/replay_target.hpp>
+#include <specdec/targets/timed_target.hpp>
 
 #include "common/dense_search_choice.hpp"
 #include "corpus.hpp"
@@ -82,9 +87,35 @@ Drafter make_drafter(const DrafterResources& resources, const TargetInfo& target
   else return Drafter{};
 }
 
+/// What the replay's steps would cost on a given model and machine: it runs beside the
+/// ReplayTarget (specdec::TimedTarget), sees every prefill, tree and committed path, and sums
+/// the seconds of the forwards and commits since the last prefill (cost.hpp: a cost table, or
+/// the real forward of a model).
+class StepCoster {
+ public:
+  virtual ~StepCoster() = default;
+  virtual void prefill(std::span<const token_t> tokens) = 0;
+  virtual void forward(const specdec::TreeView& tree) = 0;
+  virtual void commit(std::span<const specdec::node_t> path) = 0;
+  /// At the end of a turn that produced `tokens` new tokens: {seconds of the forwards and commits
+  /// since the last prefill, seconds plain decoding of the same tokens costs (one single-token
+  /// forward and commit each, from the same first position)}.
+  virtual std::pair<double, double> turn_seconds(std::int64_t tokens) = 0;
+};
+
+/// A replay that costs nothing (τ only).
+class NoCost final : public StepCoster {
+ public:
+  void prefill(std::span<const token_t>) override {}
+  void forward(const specdec::TreeView&) override {}
+  void commit(std::span<const specdec::node_t>) override {}
+  std::pair<double, double> turn_seconds(std::int64_t) override { return {0.0, 0.0}; }
+};
+
 struct ReplayOptions {
   int budget = 64;  ///< most draft nodes per target call, after merging all drafters
   DrafterResources resources;
+  StepCoster* coster = nullptr;  ///< null: NoCost
 };
 
 /// One replayed turn.
@@ -94,6 +125,9 @@ struct TurnResult {
   /// whose accepted draft runs past the stop token commits more than this to the context; those
   /// tokens are not part of the answer and are not counted.)
   std::int64_t tokens = 0;
+  /// With a StepCoster: what the steps' forwards and commits cost, and what plain decoding of the
+  /// same tokens costs (seconds; 0 without one).
+  double cost_seconds = 0, plain_cost_seconds = 0;
 };
 
 struct ReplayRun {
@@ -107,7 +141,8 @@ struct ReplayRun {
 /// a policy broke losslessness).
 template <class... Drafters>
 ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
-  using Decoder = specdec::SpeculativeDecoder<specdec::ReplayTarget, Drafters..., specdec::ExactVerifier>;
+  using Target = specdec::TimedTarget<specdec::ReplayTarget, StepCoster&>;
+  using Decoder = specdec::SpeculativeDecoder<Target, Drafters..., specdec::ExactVerifier>;
   const auto start = std::chrono::steady_clock::now();
   ReplayRun run;
   run.drafters = Decoder::names();
@@ -116,7 +151,9 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
   // One decoder for the whole run, as in a server: its drafters live across turns (begin() starts
   // each sequence), so a drafter may learn from earlier requests' outputs (tree_history). Each
   // turn puts its reference in the target the decoder holds.
-  specdec::ReplayTarget target({corpus.stop_token}, corpus.vocab_size, corpus.stop_token);
+  NoCost no_cost;
+  StepCoster& coster = options.coster ? *options.coster : no_cost;
+  Target target(specdec::ReplayTarget({corpus.stop_token}, corpus.vocab_size, corpus.stop_token), coster);
   Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
                   make_drafter<Drafters>(options.resources, TargetInfo{corpus.vocab_size, nullptr})..., specdec::ExactVerifier{});
   std::vector<token_t> reference;
@@ -124,14 +161,15 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
     reference.assign(turn.prompt.begin(), turn.prompt.end());
     reference.insert(reference.end(), turn.answer.begin(), turn.answer.end());
     reference.push_back(corpus.stop_token);
-    target = specdec::ReplayTarget(reference, corpus.vocab_size, corpus.stop_token);
+    target.decider() = specdec::ReplayTarget(reference, corpus.vocab_size, corpus.stop_token);
     decoder.prefill(turn.prompt);
     const std::vector<token_t> out = decoder.generate(static_cast<int>(turn.answer.size()) + 1, stop);
     if (out.size() != turn.answer.size() + 1 || out.back() != corpus.stop_token ||
         !std::equal(turn.answer.begin(), turn.answer.end(), out.begin()))
       throw std::logic_error("question " + std::to_string(turn.question_id) + " turn " +
                              std::to_string(turn.index + 1) + ": the decoder's output differs from the recorded answer");
-    run.turns.push_back({decoder.stats(), static_cast<std::int64_t>(out.size())});
+    const auto [cost, plain] = coster.turn_seconds(static_cast<std::int64_t>(out.size()));
+    run.turns.push_back({decoder.stats(), static_cast<std::int64_t>(out.size()), cost, plain});
   }
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return run;

@@ -17,6 +17,8 @@ void Summary::add(const TurnResult& turn) {
   tokens += turn.tokens;
   draft_nodes += s.drafted_nodes;
   draft_seconds += s.draft_seconds;
+  cost_seconds += turn.cost_seconds;
+  plain_cost_seconds += turn.plain_cost_seconds;
   accepted_by_drafter.resize(std::max(accepted_by_drafter.size(), s.accepted_by_drafter.size()));
   for (std::size_t d = 0; d < s.accepted_by_drafter.size(); ++d) {
     auto& into = accepted_by_drafter[d];
@@ -31,6 +33,17 @@ double Summary::draft_nodes_per_step() const {
   return steps ? static_cast<double>(draft_nodes) / static_cast<double>(steps) : 0.0;
 }
 double Summary::draft_us_per_step() const { return steps ? draft_seconds * 1e6 / static_cast<double>(steps) : 0.0; }
+double Summary::tokens_per_second() const {
+  const double seconds = cost_seconds + draft_seconds;
+  return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
+}
+double Summary::plain_tokens_per_second() const {
+  return plain_cost_seconds > 0 ? static_cast<double>(tokens) / plain_cost_seconds : 0.0;
+}
+double Summary::speedup() const {
+  const double seconds = cost_seconds + draft_seconds;
+  return seconds > 0 ? plain_cost_seconds / seconds : 0.0;
+}
 
 std::string Report::combination() const {
   std::string out;
@@ -68,9 +81,12 @@ Report summarise(const Corpus& corpus, const ReplayRun& run, const ReplayOptions
 
 namespace {
 
-std::string summary_row(const std::string& name, const Summary& s) {
-  return fmt::format("{:<16} {:>6} {:>9} {:>9} {:>7.3f} {:>11.2f} {:>14.2f}\n", name, s.turns, s.steps, s.tokens,
-                     s.tau(), s.draft_nodes_per_step(), s.draft_us_per_step());
+std::string summary_row(const std::string& name, const Summary& s, bool costed) {
+  std::string row = fmt::format("{:<16} {:>6} {:>9} {:>9} {:>7.3f} {:>11.2f} {:>14.2f}", name, s.turns, s.steps,
+                                s.tokens, s.tau(), s.draft_nodes_per_step(), s.draft_us_per_step());
+  if (costed)
+    row += fmt::format(" {:>10.1f} {:>12.1f} {:>8.3f}", s.tokens_per_second(), s.plain_tokens_per_second(), s.speedup());
+  return row + "\n";
 }
 
 std::int64_t total(const std::vector<std::int64_t>& histogram) {
@@ -91,11 +107,17 @@ void print_report(std::ostream& out, const Report& report) {
 
 void print_tables(std::ostream& out, const Report& report) {
   const Summary& all = report.overall;
-  out << "tau = tokens per target call, bonus token included (Spec-Bench's convention)\n\n";
-  out << fmt::format("{:<16} {:>6} {:>9} {:>9} {:>7} {:>11} {:>14}\n", "category", "turns", "steps", "tokens", "tau",
+  const bool costed = !report.cost_source.empty();
+  out << "tau = tokens per target call, bonus token included (Spec-Bench's convention)\n";
+  if (costed)
+    out << "time: " << report.cost_source
+        << "\n  tok/s = tokens / (forwards + commits + drafting); plain tok/s = the same tokens decoded one forward "
+           "each; speedup = their ratio\n";
+  out << fmt::format("\n{:<16} {:>6} {:>9} {:>9} {:>7} {:>11} {:>14}", "category", "turns", "steps", "tokens", "tau",
                      "nodes/step", "draft us/step");
-  for (const auto& [name, summary] : report.categories) out << summary_row(name, summary);
-  out << summary_row("overall", all);
+  out << (costed ? fmt::format(" {:>10} {:>12} {:>8}\n", "tok/s", "plain tok/s", "speedup") : "\n");
+  for (const auto& [name, summary] : report.categories) out << summary_row(name, summary, costed);
+  out << summary_row("overall", all, costed);
 
   if (report.drafters.empty()) return;
   out << "\naccepted length per drafter: steps whose accepted path starts with exactly k draft tokens\n"
@@ -125,13 +147,28 @@ void print_comparison(std::ostream& out, std::span<const Report> reports) {
   out << fmt::format("{:<{}} {:>7} {:>11} {:>14}", "combination", name_width, "tau", "nodes/step", "draft us/step");
   for (const auto& [category, summary] : reports[0].categories)
     out << fmt::format(" {:>{}}", category, std::max<std::size_t>(category.size(), 6));
-  out << fmt::format(" {:>8}\n", "seconds");
+  const bool costed = !reports[0].cost_source.empty();
+  out << fmt::format(" {:>8}{}\n", "seconds", costed ? fmt::format(" {:>10} {:>8}", "tok/s", "speedup") : "");
   for (const auto& r : reports) {
     out << fmt::format("{:<{}} {:>7.3f} {:>11.2f} {:>14.2f}", r.combination(), name_width, r.overall.tau(),
                        r.overall.draft_nodes_per_step(), r.overall.draft_us_per_step());
     for (const auto& [category, summary] : r.categories)
       out << fmt::format(" {:>{}.3f}", summary.tau(), std::max<std::size_t>(category.size(), 6));
-    out << fmt::format(" {:>8.2f}\n", r.seconds);
+    out << fmt::format(" {:>8.2f}", r.seconds);
+    if (costed) out << fmt::format(" {:>10.1f} {:>8.3f}", r.overall.tokens_per_second(), r.overall.speedup());
+    out << "\n";
+  }
+  if (!costed) return;
+  out << "\nspeedup over plain decoding (time: " << reports[0].cost_source << ")\n";
+  out << fmt::format("{:<{}} {:>8}", "combination", name_width, "overall");
+  for (const auto& [category, summary] : reports[0].categories)
+    out << fmt::format(" {:>{}}", category, std::max<std::size_t>(category.size(), 6));
+  out << "\n";
+  for (const auto& r : reports) {
+    out << fmt::format("{:<{}} {:>8.3f}", r.combination(), name_width, r.overall.speedup());
+    for (const auto& [category, summary] : r.categories)
+      out << fmt::format(" {:>{}.3f}", summary.speedup(), std::max<std::size_t>(category.size(), 6));
+    out << "\n";
   }
 }
 
@@ -139,13 +176,21 @@ void print_comparison(std::ostream& out, std::span<const Report> reports) {
 
 namespace {
 
-nlohmann::ordered_json summary_json(const Summary& s) {
-  return {{"tau", s.tau()},
-          {"steps", s.steps},
-          {"tokens", s.tokens},
-          {"draft_nodes_per_step", s.draft_nodes_per_step()},
-          {"draft_us_per_step", s.draft_us_per_step()},
-          {"turns", s.turns}};
+nlohmann::ordered_json summary_json(const Summary& s, bool costed) {
+  nlohmann::ordered_json j{{"tau", s.tau()},
+                           {"steps", s.steps},
+                           {"tokens", s.tokens},
+                           {"draft_nodes_per_step", s.draft_nodes_per_step()},
+                           {"draft_us_per_step", s.draft_us_per_step()},
+                           {"turns", s.turns}};
+  if (costed)
+    j["time"] = {{"target_seconds", s.cost_seconds},
+                 {"draft_seconds", s.draft_seconds},
+                 {"plain_seconds", s.plain_cost_seconds},
+                 {"tokens_per_second", s.tokens_per_second()},
+                 {"plain_tokens_per_second", s.plain_tokens_per_second()},
+                 {"speedup", s.speedup()}};
+  return j;
 }
 
 }  // namespace
@@ -154,9 +199,11 @@ nlohmann::ordered_json to_json(const Report& report) {
   nlohmann::ordered_json j;
   j["drafters"] = report.drafters;
   j["budget"] = report.budget;
-  j["overall"] = summary_json(report.overall);
+  const bool costed = !report.cost_source.empty();
+  if (costed) j["time_source"] = report.cost_source;
+  j["overall"] = summary_json(report.overall, costed);
   j["categories"] = nlohmann::ordered_json::object();
-  for (const auto& [name, summary] : report.categories) j["categories"][name] = summary_json(summary);
+  for (const auto& [name, summary] : report.categories) j["categories"][name] = summary_json(summary, costed);
   j["accepted_length_histogram"] = nlohmann::ordered_json::object();
   for (std::size_t d = 0; d < report.drafters.size(); ++d)
     j["accepted_length_histogram"][report.drafters[d]] = report.overall.accepted_by_drafter[d];
@@ -347,6 +394,100 @@ std::string histogram_svg(const Report& report) {
     svg += fmt::format("<text x=\"{}\" y=\"46\">{}</text>\n", legend_x + 17, xml_escape(report.drafters[d]));
     legend_x += 40 + 7.5 * static_cast<double>(report.drafters[d].size());
   }
+  svg += "</svg>\n";
+  return svg;
+}
+
+namespace {
+
+/// One panel of grouped bars at vertical offset `y0`: values[series][group], with a dashed line at
+/// `reference` (1: plain decoding).
+std::string bar_panel(double y0, const std::string& title, const std::string& y_label,
+                      const std::vector<std::string>& groups, const std::vector<std::string>& series,
+                      const std::vector<std::vector<double>>& values, double reference) {
+  constexpr double width = 1000, height = 360, left = 70, right = 20, top = 50, bottom = 80;
+  constexpr const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
+  double top_value = reference;
+  for (const auto& row : values)
+    for (const double v : row) top_value = std::max(top_value, v);
+  const double step = top_value > 4 ? 1.0 : 0.5;
+  const double y_max = std::ceil(top_value * 1.05 / step) * step;
+  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  const double group_w = plot_w / static_cast<double>(std::max<std::size_t>(groups.size(), 1));
+  const double bar_w = group_w * 0.8 / static_cast<double>(std::max<std::size_t>(series.size(), 1));
+  const auto y_of = [&](double v) { return y0 + top + plot_h * (1.0 - v / y_max); };
+  std::string svg = fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n",
+                                width / 2, y0 + 24, xml_escape(title));
+  for (double v = 0; v <= y_max + 1e-9; v += step) {
+    svg += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", left,
+                       left + plot_w, y_of(v), y_of(v));
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", left - 6, y_of(v) + 4, v);
+  }
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const double x0 = left + group_w * static_cast<double>(g) + group_w * 0.1;
+    for (std::size_t k = 0; k < series.size(); ++k) {
+      const double v = values[k][g];
+      svg += fmt::format(
+          "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"><title>{}, {}: {:.3f}</title></rect>\n",
+          x0 + bar_w * static_cast<double>(k), y_of(v), bar_w, y0 + top + plot_h - y_of(v), colors[k % 8],
+          xml_escape(series[k]), xml_escape(groups[g]), v);
+    }
+    // Category names slanted, so that long ones do not overlap.
+    const double cx = left + group_w * (static_cast<double>(g) + 0.5);
+    svg += fmt::format("<text transform=\"translate({:.1f} {}) rotate(-30)\" text-anchor=\"end\"{}>{}</text>\n", cx,
+                       y0 + top + plot_h + 14, groups[g] == "overall" ? " font-weight=\"bold\"" : "",
+                       xml_escape(groups[g]));
+  }
+  svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#555\" stroke-dasharray=\"5 4\"/>\n",
+                     left, left + plot_w, y_of(reference));
+  svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"black\"/>\n", left, left + plot_w,
+                     y0 + top + plot_h);
+  svg += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"black\"/>\n", left, y0 + top,
+                     y0 + top + plot_h);
+  svg += fmt::format("<text transform=\"translate(20 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+                     y0 + top + plot_h / 2, xml_escape(y_label));
+  double legend_x = left;
+  for (std::size_t k = 0; k < series.size(); ++k) {
+    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n", legend_x, y0 + 34,
+                       colors[k % 8]);
+    svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", legend_x + 17, y0 + 44, xml_escape(series[k]));
+    legend_x += 40 + 7.5 * static_cast<double>(series[k].size());
+  }
+  return svg;
+}
+
+}  // namespace
+
+std::string comparison_svg(std::span<const Report> reports) {
+  constexpr double width = 1000, panel = 360;
+  std::vector<std::string> groups, series;
+  if (!reports.empty())
+    for (const auto& [category, summary] : reports[0].categories) groups.push_back(category);
+  groups.push_back("overall");
+  const bool costed = !reports.empty() && !reports[0].cost_source.empty();
+  std::vector<std::vector<double>> tau, speedup;
+  for (const Report& r : reports) {
+    series.push_back(r.combination().empty() ? "none" : r.combination());
+    auto& t = tau.emplace_back();
+    auto& s = speedup.emplace_back();
+    for (const auto& [category, summary] : r.categories) {
+      t.push_back(summary.tau());
+      s.push_back(summary.speedup());
+    }
+    t.push_back(r.overall.tau());
+    s.push_back(r.overall.speedup());
+  }
+  const double height = panel * (costed ? 2 : 1);
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      width, height);
+  const int budget = reports.empty() ? 0 : reports[0].budget;
+  svg += bar_panel(0, fmt::format("tau (tokens per target call, bonus token included), budget {}", budget),
+                   "tau", groups, series, tau, 1.0);
+  if (costed)
+    svg += bar_panel(panel, "speedup over plain decoding: " + reports[0].cost_source, "speedup", groups, series,
+                     speedup, 1.0);
   svg += "</svg>\n";
   return svg;
 }

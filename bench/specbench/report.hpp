@@ -23,6 +23,8 @@ struct Summary {
   std::int64_t tokens = 0;       ///< answer tokens + the stop token, per turn
   std::int64_t draft_nodes = 0;  ///< non-root tree nodes sent to the target
   double draft_seconds = 0;      ///< drafters, merge and layout (DecodeStats::draft_seconds)
+  double cost_seconds = 0;       ///< the target's forwards and commits, from the StepCoster
+  double plain_cost_seconds = 0; ///< plain decoding of the same tokens, from the StepCoster
   /// accepted_by_drafter[d][k]: steps whose accepted path's first k draft tokens (and not k + 1)
   /// were all proposed by drafter d.
   std::vector<std::vector<std::int64_t>> accepted_by_drafter;
@@ -32,6 +34,11 @@ struct Summary {
   double tau() const;
   double draft_nodes_per_step() const;
   double draft_us_per_step() const;
+  /// With a StepCoster: tokens per second of the speculative decoding (its forwards, commits and
+  /// drafting) and of plain decoding, and their ratio.
+  double tokens_per_second() const;
+  double plain_tokens_per_second() const;
+  double speedup() const;
 };
 
 struct Report {
@@ -40,6 +47,8 @@ struct Report {
   double seconds = 0;  ///< wall time of the replay
   Summary overall;
   std::vector<std::pair<std::string, Summary>> categories;  ///< in the corpus's order
+  /// What the steps' time comes from ("" without a StepCoster: τ only).
+  std::string cost_source;
   std::string combination() const;
 };
 
@@ -76,8 +85,11 @@ struct ModelReport {
 ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const ModelOptions& options);
 void print_model_report(std::ostream& out, const ModelReport& report);
 nlohmann::ordered_json to_json(const ModelReport& report);
-/// One row per report: overall τ, draft nodes/step, drafting µs/step, and τ per category.
+/// One row per report: overall τ, draft nodes/step, drafting µs/step, and τ per category; with
+/// costs, also the speedup overall and a second table of speedups per category.
 void print_comparison(std::ostream& out, std::span<const Report> reports);
+/// τ per combination and category as grouped bars; with costs, a second panel of the speedups.
+std::string comparison_svg(std::span<const Report> reports);
 
 /// {"drafters", "budget", "overall", "categories", ...}: see docs/specbench.md.
 nlohmann::ordered_json to_json(const Report& report);
