@@ -296,27 +296,30 @@ Grid measure(std::shared_ptr<const specdec::Llama2cModel> model, const fs::path&
   for (const int context : contexts) {
     log << fmt::format("specbench calibrate: {}: context {} ...\n", file.filename().string(), context) << std::flush;
     target.prefill(std::span(tokens).first(static_cast<std::size_t>(context)));
-    std::vector<double>& row = grid.forward_us.emplace_back();
+    std::vector<specdec::testing::LaidOutTree> chains;
     for (const int n : o.nodes) {
       std::vector<specdec::node_t> parent(static_cast<std::size_t>(n));
       for (int i = 0; i < n; ++i) parent[static_cast<std::size_t>(i)] = i - 1;  // a chain
-      const specdec::testing::LaidOutTree chain(parent, std::vector<token_t>(tokens.begin() + context, tokens.begin() + context + n));
-      std::vector<double> times;
-      for (int r = 0; r <= o.repetitions; ++r) {
-        const auto t0 = Clock::now();
-        target.forward(chain.view(context));
-        if (r > 0) times.push_back(1e6 * seconds_between(t0, Clock::now()));  // r = 0: warm-up
-      }
-      row.push_back(median(times));
+      chains.emplace_back(parent, std::vector<token_t>(tokens.begin() + context, tokens.begin() + context + n));
     }
+    // Round-robin over the sizes and the plain step, so that a burst of load on the machine hits
+    // every cell alike instead of a few; r = 0 warms up.
+    std::vector<std::vector<double>> times(o.nodes.size());
     std::vector<double> plain;
     for (int r = 0; r <= o.repetitions; ++r) {
+      for (std::size_t i = 0; i < chains.size(); ++i) {
+        const auto t0 = Clock::now();
+        target.forward(chains[i].view(context));
+        if (r > 0) times[i].push_back(1e6 * seconds_between(t0, Clock::now()));
+      }
       const auto t0 = Clock::now();
       target.forward(one.view(context));
       target.commit(kRootPath);
       if (r > 0) plain.push_back(1e6 * seconds_between(t0, Clock::now()));
       target.rewind(context);
     }
+    std::vector<double>& row = grid.forward_us.emplace_back();
+    for (auto& cell : times) row.push_back(median(cell));
     grid.plain_us.push_back(median(plain));
   }
   return grid;

@@ -93,8 +93,9 @@ class ModelCoster final : public StepCoster {
   specdec::testing::LaidOutTree root_{{-1}, {0}};
 };
 
-/// The Llama2cTarget every specbench command runs a model with: the one place where `--threads`
-/// reaches the forward. Until the threaded forward is merged, threads > 1 is an input_error.
+/// The Llama2cTarget of `calibrate` and `replay --timed-model`: the one place where their
+/// `--threads` reaches the forward. Until the threaded forward is merged, threads > 1 is an
+/// input_error.
 specdec::Llama2cTarget make_llama_target(std::shared_ptr<const specdec::Llama2cModel> model, int threads);
 
 /// The model file's side-car `FILE.json` written by specdec-synth-model, when there is one.
@@ -113,9 +114,9 @@ struct CalibrateOptions {
   int repetitions = 5;
 };
 
-/// Measures a cost table: for each context c, prefills c tokens, then times `repetitions` forwards
-/// (after one warm-up) of a chain of n nodes for each n, and the plain step (a one-node forward
-/// and its commit); the median of each. With layers_of = L and a checkpoint of K < L layers, the
+/// Measures a cost table: for each context c, prefills c tokens, then times `repetitions` rounds
+/// (after one warm-up round) of a forward of a chain of n nodes for each n and the plain step (a
+/// one-node forward and its commit); the median of each. With layers_of = L and a checkpoint of K < L layers, the
 /// same grid is also measured on a copy holding its first layer only (written next to `scratch`),
 /// and each time is T_1 + (L - 1) (T_K - T_1) / (K - 1): embedding and classifier once, the layers
 /// scaled. Also measures the read bandwidth. Progress goes to `log`.

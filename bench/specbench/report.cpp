@@ -402,10 +402,10 @@ namespace {
 
 /// One panel of grouped bars at vertical offset `y0`: values[series][group], with a dashed line at
 /// `reference` (1: plain decoding).
-std::string bar_panel(double y0, const std::string& title, const std::string& y_label,
+std::string bar_panel(double y0, const std::string& title, const std::string& subtitle, const std::string& y_label,
                       const std::vector<std::string>& groups, const std::vector<std::string>& series,
                       const std::vector<std::vector<double>>& values, double reference) {
-  constexpr double width = 1000, height = 360, left = 70, right = 20, top = 50, bottom = 80;
+  constexpr double width = 1000, height = 360, left = 70, right = 20, top = 60, bottom = 70;
   constexpr const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
   double top_value = reference;
   for (const auto& row : values)
@@ -417,7 +417,13 @@ std::string bar_panel(double y0, const std::string& title, const std::string& y_
   const double bar_w = group_w * 0.8 / static_cast<double>(std::max<std::size_t>(series.size(), 1));
   const auto y_of = [&](double v) { return y0 + top + plot_h * (1.0 - v / y_max); };
   std::string svg = fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n",
-                                width / 2, y0 + 24, xml_escape(title));
+                                width / 2, y0 + 20, xml_escape(title));
+  // The subtitle (what the time comes from) can be long: cut to what the width holds.
+  const std::size_t fits = 165;
+  const std::string sub = subtitle.size() > fits ? subtitle.substr(0, fits - 3) + "..." : subtitle;
+  if (!sub.empty())
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\" fill=\"#555\">{}</text>\n",
+                       width / 2, y0 + 33, xml_escape(sub));
   for (double v = 0; v <= y_max + 1e-9; v += step) {
     svg += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", left,
                        left + plot_w, y_of(v), y_of(v));
@@ -448,9 +454,9 @@ std::string bar_panel(double y0, const std::string& title, const std::string& y_
                      y0 + top + plot_h / 2, xml_escape(y_label));
   double legend_x = left;
   for (std::size_t k = 0; k < series.size(); ++k) {
-    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n", legend_x, y0 + 34,
+    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n", legend_x, y0 + 38,
                        colors[k % 8]);
-    svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", legend_x + 17, y0 + 44, xml_escape(series[k]));
+    svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", legend_x + 17, y0 + 48, xml_escape(series[k]));
     legend_x += 40 + 7.5 * static_cast<double>(series[k].size());
   }
   return svg;
@@ -484,10 +490,11 @@ std::string comparison_svg(std::span<const Report> reports) {
       width, height);
   const int budget = reports.empty() ? 0 : reports[0].budget;
   svg += bar_panel(0, fmt::format("tau (tokens per target call, bonus token included), budget {}", budget),
-                   "tau", groups, series, tau, 1.0);
+                   fmt::format("{} turns", reports.empty() ? 0 : reports[0].overall.turns), "tau", groups, series, tau,
+                   1.0);
   if (costed)
-    svg += bar_panel(panel, "speedup over plain decoding: " + reports[0].cost_source, "speedup", groups, series,
-                     speedup, 1.0);
+    svg += bar_panel(panel, "speedup over plain decoding (dashed: plain decoding)", "time " + reports[0].cost_source,
+                     "speedup", groups, series, speedup, 1.0);
   svg += "</svg>\n";
   return svg;
 }
