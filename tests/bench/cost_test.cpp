@@ -1,0 +1,95 @@
+// specbench's cost tables: loading, interpolation, and the table coster's sums.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <specdec/testing/laid_out_tree.hpp>
+
+#include "corpus.hpp"
+#include "cost.hpp"
+#include "input_error.hpp"
+
+using namespace specbench;
+
+namespace {
+
+CostTable table_from(const std::string& json) {
+  const auto file = std::filesystem::temp_directory_path() / "specbench_cost_test.json";
+  std::ofstream(file) << json;
+  CostTable t = CostTable::load(file);
+  std::filesystem::remove(file);
+  return t;
+}
+
+const char* kTable = R"({"machine": "test", "nodes": [1, 4, 16],
+  "contexts": [{"context": 100, "plain_us": 10, "forward_us": [10, 40, 100]},
+               {"context": 300, "plain_us": 30, "forward_us": [30, 60, 300]}]})";
+
+}  // namespace
+
+TEST_CASE("a cost table interpolates between measured sizes and contexts", "[cost]") {
+  const CostTable t = table_from(kTable);
+  CHECK(t.metadata["machine"] == "test");
+  CHECK(t.forward_seconds(1, 100) == Approx(10e-6));
+  CHECK(t.forward_seconds(2, 100) == Approx(20e-6));    // a third of the way from 1 to 4
+  CHECK(t.forward_seconds(10, 100) == Approx(70e-6));   // half way from 4 to 16
+  CHECK(t.forward_seconds(4, 200) == Approx(50e-6));    // half way between the contexts
+  CHECK(t.forward_seconds(16, 50) == Approx(100e-6));   // below the contexts: the nearest
+  CHECK(t.forward_seconds(16, 900) == Approx(300e-6));  // above: the nearest
+  CHECK(t.plain_seconds(250) == Approx(25e-6));
+  CHECK_THROWS_AS(t.forward_seconds(17, 100), input_error);
+  // What the file holds comes back.
+  CHECK(t.to_json()["contexts"][1]["forward_us"][2] == 300.0);
+}
+
+TEST_CASE("a table coster sums the steps' forwards and the plain steps of the same tokens", "[cost]") {
+  const CostTable t = table_from(kTable);
+  TableCoster coster(t);
+  coster.prefill(std::array<token_t, 3>{1, 2, 3});
+  const specdec::testing::LaidOutTree four({-1, 0, 1, 1}, {3, 4, 5, 6});
+  coster.forward(four.view(100));   // 40 us
+  const specdec::testing::LaidOutTree one({-1}, {5});
+  coster.forward(one.view(102));    // 10.2 us
+  const auto [spec, plain] = coster.turn_seconds(3);  // plain steps at 100, 101, 102
+  CHECK(spec == Approx(50.2e-6));
+  CHECK(plain == Approx((10 + 10.1 + 10.2) * 1e-6));
+}
+
+TEST_CASE("bad cost tables are refused with the field named", "[cost]") {
+  CHECK_THROWS_WITH(table_from(R"({"contexts": []})"), Catch::Contains("\"nodes\" (the measured tree sizes) is missing"));
+  CHECK_THROWS_WITH(table_from(R"({"nodes": [2, 4], "contexts": []})"), Catch::Contains("\"nodes\" must start at 1"));
+  CHECK_THROWS_WITH(table_from(R"({"nodes": [1, 4], "contexts": [{"context": 0, "plain_us": 1, "forward_us": [1, -2]}]})"),
+                    Catch::Contains("contexts[0].forward_us[1] must be a positive number of microseconds, got -2"));
+  CHECK_THROWS_WITH(table_from(R"({"nodes": [1], "contexts": [{"context": 5, "plain_us": 1, "forward_us": [1]},
+                                                          {"context": 5, "plain_us": 1, "forward_us": [1]}]})"),
+                    Catch::Contains("contexts[1].context must be a whole number >= 0, larger than the previous"));
+  CHECK_THROWS_WITH(table_from("[1, 2]"), Catch::Contains("expected a JSON object"));
+}
+
+TEST_CASE("a fixed subsample spreads over the corpus and keeps its categories in order", "[cost]") {
+  Corpus corpus;
+  for (int i = 0; i < 10; ++i) {
+    Turn t;
+    t.question_id = i;
+    t.category.assign(1, i < 5 ? 'a' : 'b');
+    t.prompt.assign(static_cast<std::size_t>(i + 1), 7);
+    corpus.turns.push_back(t);
+  }
+  corpus.categories = {"a", "b"};
+  Corpus sampled = corpus;
+  sample_turns(sampled, 3);  // turns 0, 3, 6
+  REQUIRE(sampled.turns.size() == 3);
+  CHECK(sampled.turns[1].question_id == 3);
+  CHECK(sampled.turns[2].question_id == 6);
+  REQUIRE(sampled.categories.size() == 2);
+  CHECK(sampled.categories[0] == "a");
+  CHECK(sampled.categories[1] == "b");
+  // prompt i + 1 tokens, no answer, stop, room 2: fits 6 positions up to i = 2.
+  CHECK(drop_turns_longer_than(corpus, 6, 2) == 7);
+  CHECK(corpus.turns.size() == 3);
+  REQUIRE(corpus.categories.size() == 1);
+  CHECK(corpus.categories[0] == "a");
+}
