@@ -19,9 +19,14 @@ namespace {
 CostTable table_from(const std::string& json) {
   const auto file = std::filesystem::temp_directory_path() / "specbench_cost_test.json";
   std::ofstream(file) << json;
-  CostTable t = CostTable::load(file);
-  std::filesystem::remove(file);
-  return t;
+  try {
+    CostTable t = CostTable::load(file);
+    std::filesystem::remove(file);
+    return t;
+  } catch (...) {
+    std::filesystem::remove(file);
+    throw;
+  }
 }
 
 const char* kTable = R"({"machine": "test", "nodes": [1, 4, 16],
