@@ -176,6 +176,7 @@ void ModelCoster::commit(std::span<const specdec::node_t> path) {
 }
 
 std::pair<double, double> ModelCoster::turn_seconds(std::int64_t tokens) {
+  if (first_context_ < 0) return {0.0, 0.0};  // no step since the prefill
   // The steps committed every root they ran, so the sequence holds the tokens plain decoding
   // runs: the first step's root and each token produced after it.
   const auto first = static_cast<std::size_t>(first_context_);
