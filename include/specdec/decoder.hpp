@@ -59,9 +59,6 @@ struct forward_output<Target> {
   using type = target_output_t<Target>;
 };
 
-/// Stands in for the verifier when no policy was given (its own message says so).
-struct no_verifier {};
-
 template <class T>
 inline constexpr bool complete = requires { sizeof(T); };
 
