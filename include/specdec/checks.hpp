@@ -143,9 +143,9 @@ constexpr bool check_host_target() {
   }
 }
 
-/// The checks of a BatchTarget (SpeculativeBatch's target).
+/// The member checks of a BatchTarget.
 template <class T>
-constexpr bool check_batch_target() {
+constexpr bool check_batch_members() {
   constexpr bool vocab_ok = requires(const T& t) { { t.vocab_size() } -> std::convertible_to<int>; };
   constexpr bool slots_ok = requires(const T& t) { { t.slots() } -> std::convertible_to<int>; };
   constexpr bool prefill_ok = requires(T& t, int slot, std::span<const token_t> p) { t.prefill(slot, p); };
@@ -163,15 +163,13 @@ constexpr bool check_batch_target() {
                 "is missing; it starts a new sequence in `slot` whose KV cache holds exactly `tokens`.");
   static_assert(prefill_ok || !has_member_prefill<T>(),
                 "In your batch target: `prefill` has the wrong signature; declare it as `void prefill(int "
-                "slot, std::span<const specdec::token_t> tokens)` (a plain Target's prefill(tokens) holds "
-                "one sequence; wrap such a target in specdec::PerSlotTarget).");
+                "slot, std::span<const specdec::token_t> tokens)`.");
   static_assert(forward_ok || has_member_forward<T>(),
                 "In your batch target: `forward(const specdec::TreeBatchView&)` is missing; it runs one "
                 "tree per slot in one call and returns an output whose tree(b) has argmax or logits.");
   static_assert(forward_ok || !has_member_forward<T>(),
                 "In your batch target: `forward` has the wrong signature; it must accept `const "
-                "specdec::TreeBatchView&` (a plain Target's forward(TreeView) runs one sequence; wrap such "
-                "a target in specdec::PerSlotTarget).");
+                "specdec::TreeBatchView&` and return an output whose tree(b) has argmax or logits.");
   static_assert(commit_ok || has_member_commit<T>(),
                 "In your batch target: `void commit(int slot, std::span<const specdec::node_t> path)` is "
                 "missing; it appends the accepted path of the slot's last tree to the slot's cache.");
@@ -198,6 +196,22 @@ constexpr bool check_batch_target() {
     }
   } else {
     return false;
+  }
+}
+
+/// The checks of a BatchTarget (SpeculativeBatch's target). A single-sequence Target is told
+/// about PerSlotTarget in one sentence, not each batch member it lacks.
+template <class T>
+constexpr bool check_batch_target() {
+  if constexpr (Target<T> && !requires(const T& t) { t.slots(); }) {
+    static_assert(!Target<T>,
+                  "SpeculativeBatch needs a specdec::BatchTarget, and this target models specdec::Target (one "
+                  "sequence): wrap it in specdec::PerSlotTarget<T> (<specdec/targets/per_slot.hpp>, one forward "
+                  "per request), or give it slots(), prefill(slot, tokens), forward(const TreeBatchView&), "
+                  "commit(slot, path) and release(slot).");
+    return false;
+  } else {
+    return check_batch_members<T>();
   }
 }
 
