@@ -228,6 +228,42 @@ TEST_CASE("batch, history tree drafter: lossless", "[batch][lossless]") {
   check_lossless(target, jobs);
 }
 
+TEST_CASE("batch: tree_history drafters share one history across requests", "[batch][drafters]") {
+  STATIC_REQUIRE(SharesStateAcrossRequests<HistoryTreeDrafter>);
+  STATIC_REQUIRE(!SharesStateAcrossRequests<ContextTreeDrafter>);
+  HashTarget target(kVocab, 17, 4.0f, 2);
+  SpeculativeBatch<HashTarget, HistoryTreeDrafter, ExactVerifier> batch(target, 2);
+  const std::vector<token_t> prompt{11, 22, 33, 4};
+  auto decode = [&](const std::vector<token_t>& p) {
+    const request_id id = batch.add(p, request(120, 16));
+    std::vector<token_t> out;
+    double tau = 0;
+    while (batch.active() > 0) {
+      for (const RequestUpdate& u : batch.step()) {
+        if (u.id != id) continue;
+        out.insert(out.end(), u.tokens.begin(), u.tokens.end());
+        tau = u.stats->tau();
+      }
+    }
+    CHECK(out == target.greedy(p, 120));
+    return tau;
+  };
+  const double first = decode(prompt);
+  const double again = decode(prompt);  // a new request, drafting from the first one's output
+  CHECK(again > first + 3.0);
+}
+
+TEST_CASE("batch, shared tree history forgotten while others match into it: lossless", "[batch][lossless][drafters]") {
+  std::mt19937 rng(9);
+  HashTarget target(kVocab, 18, 4.0f, 4);
+  std::vector<Job> jobs = random_jobs(target, rng, 40);
+  ContextTreeOptions small;
+  small.history_tokens = 90;  // outputs overflow it often: the history restarts under the others
+  SpeculativeBatch<HashTarget, HistoryTreeDrafter, ExactVerifier> batch(target, 4, HistoryTreeDrafter(small), ExactVerifier{});
+  run_schedule(batch, jobs, rng, [&](Job& j) { return batch.add(j.prompt, j.options); });
+  check_lossless(target, jobs);
+}
+
 TEST_CASE("batch: tau and the histogram per request and overall", "[batch][stats]") {
   HashTarget target(kVocab, 14, 4.0f, 2);
   const std::vector<token_t> prompt{3, 1, 4};

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,6 +49,24 @@ concept SamplesPerRequest = requires(const V& v) {
   v.options().sequence;
 } && std::constructible_from<V, std::remove_cvref_t<decltype(std::declval<const V&>().options())>>;
 }  // namespace detail
+
+/// Optional, for a drafter whose copies for other requests may share state (e.g. a memory of
+/// earlier outputs, HistoryTreeDrafter): it declares `using shared_state_type = S;`,
+/// `std::shared_ptr<S> shared_state() const` (the state it drafts from) and
+/// `void share(std::shared_ptr<S>)` (draft from this one instead). SpeculativeBatch asks its
+/// prototype once per request's copy, so all requests share the prototype's state. State a
+/// drafter already holds by shared_ptr (RestDrafter's and DresdDrafter's datastores) is shared by
+/// the copy itself and needs none of this.
+template <class D>
+concept SharesStateAcrossRequests = requires { typename D::shared_state_type; } && requires(D& d, const D& cd) {
+  { cd.shared_state() } -> std::convertible_to<std::shared_ptr<typename D::shared_state_type>>;
+  d.share(cd.shared_state());
+};
+
+/// Optional: `void end()`, told when the drafter's request ends (finished or removed), e.g. to
+/// add its output to a shared state.
+template <class D>
+concept EndsRequests = requires(D& d) { d.end(); };
 
 /// A request's identity in a SpeculativeBatch: ids count up from 0 and are never reused.
 using request_id = std::int64_t;
@@ -111,6 +130,14 @@ class SpeculativeBatch {
     else return detail::check_batch_decoder<Target>(drafter_list{}, static_cast<verifier_type*>(nullptr));
   }();
   static_assert(num_drafters <= 32, "SpeculativeBatch: at most 32 drafters (one source bit each).");
+  template <class... Ds>
+  static constexpr bool shared_states_ok(detail::type_list<Ds...>) {
+    return ((!requires { typename Ds::shared_state_type; } || SharesStateAcrossRequests<Ds>) && ... && true);
+  }
+  static_assert(shared_states_ok(drafter_list{}),
+                "In your drafter: it declares shared_state_type, so it also needs `std::shared_ptr<shared_state_type> "
+                "shared_state() const` and `void share(std::shared_ptr<shared_state_type>)` (see "
+                "specdec::SharesStateAcrossRequests).");
 
  public:
   /// `capacity`: requests held at once (at most target.slots()). The policies given are the
@@ -304,6 +331,7 @@ class SpeculativeBatch {
   request_id admit(std::span<const token_t> prompt, const RequestOptions& options, drafters_type drafters) {
     const std::size_t s = free_slot();
     if (requests_[s]) release(s);  // a finished request reported by the last step
+    share_states(drafters, std::make_index_sequence<num_drafters>{});
     target_.prefill(static_cast<int>(s), prompt.first(prompt.size() - 1));
     auto& r = requests_[s].emplace(next_id_, options, std::move(drafters), make_verifier(options));
     try {
@@ -368,10 +396,25 @@ class SpeculativeBatch {
       if (requests_[s] && requests_[s]->finished) release(s);
   }
 
+  // Each drafter that shares state across requests draws it from its prototype.
+  template <std::size_t... I>
+  void share_states(drafters_type& drafters, std::index_sequence<I...>) {
+    auto one = [](auto& drafter, auto& prototype) {
+      if constexpr (SharesStateAcrossRequests<std::remove_cvref_t<decltype(drafter)>>) drafter.share(prototype.shared_state());
+    };
+    (one(std::get<I>(drafters), std::get<I>(prototype_)), ...);
+  }
+
   void release(std::size_t s) {
+    std::apply([](auto&... drafter) { (end_one(drafter), ...); }, requests_[s]->seq.drafters());
     retired_stats_.add(requests_[s]->seq.stats());
     requests_[s].reset();
     target_.release(static_cast<int>(s));
+  }
+
+  template <class D>
+  static void end_one(D& drafter) {
+    if constexpr (EndsRequests<D>) drafter.end();
   }
 
   Target& target_;
