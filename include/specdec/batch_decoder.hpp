@@ -192,6 +192,7 @@ class SpeculativeBatch {
       updates_.clear();
       batch_slots_.clear();
       batch_trees_.clear();
+      // draft + merge: one tree per active request (its root only when it does not speculate)
       for (std::size_t s = 0; s < requests_.size(); ++s) {
         if (!requests_[s] || requests_[s]->finished) continue;
         Request& r = *requests_[s];
@@ -208,22 +209,27 @@ class SpeculativeBatch {
       }
       if (batch_slots_.empty()) return {};
 
+      // forward: one call for every request's tree
       const auto t1 = clock::now();
       decltype(auto) out = target_.forward(TreeBatchView{batch_slots_, batch_trees_});
       const auto t2 = clock::now();
+      // verify: each request's verifier on its tree; then the target commits each accepted path
+      auto t3 = t2;
       for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
         Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
+        const auto begin = t3;
         r.verifier.verify(batch_trees_[b], out.tree(static_cast<int>(b)), r.seq.verdict());
         r.seq.check_verdict(batch_trees_[b]);
+        t3 = clock::now();
+        r.verify_seconds = seconds(t3 - begin).count();
       }
-      const auto t3 = clock::now();
       for (std::size_t b = 0; b < batch_slots_.size(); ++b)
         target_.commit(batch_slots_[b], std::span<const node_t>(requests_[static_cast<std::size_t>(batch_slots_[b])]->seq.verdict().path));
       const auto t4 = clock::now();
       ++forwards_;
 
+      // commit, observe, record: each request's context, drafters and statistics
       const double target_seconds = seconds(t2 - t1).count() + seconds(t4 - t3).count();
-      const double verify_seconds = seconds(t3 - t2).count() / static_cast<double>(batch_slots_.size());
       for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
         const std::size_t s = static_cast<std::size_t>(batch_slots_[b]);
         Request& r = *requests_[s];
@@ -231,7 +237,7 @@ class SpeculativeBatch {
         const std::span<const token_t> committed = r.seq.commit(batch_trees_[b]);
         r.seq.observe(TargetFeatures{});
         r.seq.record(batch_trees_[b], r.draft_seconds + seconds(clock::now() - t5).count(), target_seconds,
-                     verify_seconds);
+                     r.verify_seconds);
         updates_.push_back(emit(r, committed));
       }
       return updates_;
@@ -281,7 +287,8 @@ class SpeculativeBatch {
     verifier_type verifier;
     int produced = 0;        // new tokens given to the caller
     bool finished = false;   // reported finished; the slot is freed by the next add() or step()
-    double draft_seconds = 0;  // this step's draft and merge
+    double draft_seconds = 0;   // this step's draft and merge
+    double verify_seconds = 0;  // this step's verification
   };
 
   template <class Tuple, std::size_t... I>
