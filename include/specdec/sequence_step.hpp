@@ -24,7 +24,6 @@
 #include <utility>
 #include <vector>
 
-#include <specdec/checks.hpp>
 #include <specdec/concepts.hpp>
 #include <specdec/draft_tree.hpp>
 #include <specdec/error.hpp>
