@@ -46,6 +46,8 @@ SPECDEC_DETAIL_MEMBER_PROBE(observe)
 SPECDEC_DETAIL_MEMBER_PROBE(needs)
 SPECDEC_DETAIL_MEMBER_PROBE(verify)
 SPECDEC_DETAIL_MEMBER_PROBE(verify_on)
+SPECDEC_DETAIL_MEMBER_PROBE(slots)
+SPECDEC_DETAIL_MEMBER_PROBE(release)
 #undef SPECDEC_DETAIL_MEMBER_PROBE
 
 template <class P>
@@ -138,6 +140,78 @@ constexpr bool check_host_target() {
     return vocab_ok && prefill_ok && commit_ok && TargetOutput<target_output_t<T>>;
   } else {
     return false;
+  }
+}
+
+/// The member checks of a BatchTarget.
+template <class T>
+constexpr bool check_batch_members() {
+  constexpr bool vocab_ok = requires(const T& t) { { t.vocab_size() } -> std::convertible_to<int>; };
+  constexpr bool slots_ok = requires(const T& t) { { t.slots() } -> std::convertible_to<int>; };
+  constexpr bool prefill_ok = requires(T& t, int slot, std::span<const token_t> p) { t.prefill(slot, p); };
+  constexpr bool forward_ok = requires(T& t, const TreeBatchView& batch) { t.forward(batch); };
+  constexpr bool commit_ok = requires(T& t, int slot, std::span<const node_t> path) { t.commit(slot, path); };
+  constexpr bool release_ok = requires(T& t, int slot) { t.release(slot); };
+  static_assert(vocab_ok, "In your batch target: `int vocab_size() const` is missing.");
+  static_assert(slots_ok || has_member_slots<T>(),
+                "In your batch target: `int slots() const` is missing; it says how many sequences the "
+                "target holds at once (slot ids are 0 .. slots() - 1).");
+  static_assert(slots_ok || !has_member_slots<T>(),
+                "In your batch target: `slots` has the wrong signature; declare it as `int slots() const`.");
+  static_assert(prefill_ok || has_member_prefill<T>(),
+                "In your batch target: `void prefill(int slot, std::span<const specdec::token_t> tokens)` "
+                "is missing; it starts a new sequence in `slot` whose KV cache holds exactly `tokens`.");
+  static_assert(prefill_ok || !has_member_prefill<T>(),
+                "In your batch target: `prefill` has the wrong signature; declare it as `void prefill(int "
+                "slot, std::span<const specdec::token_t> tokens)`.");
+  static_assert(forward_ok || has_member_forward<T>(),
+                "In your batch target: `forward(const specdec::TreeBatchView&)` is missing; it runs one "
+                "tree per slot in one call and returns an output whose tree(b) has argmax or logits.");
+  static_assert(forward_ok || !has_member_forward<T>(),
+                "In your batch target: `forward` has the wrong signature; it must accept `const "
+                "specdec::TreeBatchView&` and return an output whose tree(b) has argmax or logits.");
+  static_assert(commit_ok || has_member_commit<T>(),
+                "In your batch target: `void commit(int slot, std::span<const specdec::node_t> path)` is "
+                "missing; it appends the accepted path of the slot's last tree to the slot's cache.");
+  static_assert(commit_ok || !has_member_commit<T>(),
+                "In your batch target: `commit` has the wrong signature; declare it as `void commit(int "
+                "slot, std::span<const specdec::node_t> path)`.");
+  static_assert(release_ok || has_member_release<T>(),
+                "In your batch target: `void release(int slot)` is missing; it is told that the slot's "
+                "sequence has ended, so that its state can be reused.");
+  static_assert(release_ok || !has_member_release<T>(),
+                "In your batch target: `release` has the wrong signature; declare it as `void release(int slot)`.");
+  if constexpr (forward_ok) {
+    constexpr bool per_tree = requires(const batch_output_t<T>& out, int b) { out.tree(b); };
+    static_assert(per_tree,
+                  "In your batch target: forward(batch) returns a type without `tree(int b) const`, the "
+                  "output of the batch's tree b.");
+    if constexpr (per_tree) {
+      static_assert(TargetOutput<tree_output_t<T>>,
+                    "In your batch target: forward(batch).tree(b) returns a type with neither `token_t "
+                    "argmax(node_t) const` nor `std::span<const float> logits(node_t) const`.");
+      return vocab_ok && slots_ok && prefill_ok && commit_ok && release_ok && TargetOutput<tree_output_t<T>>;
+    } else {
+      return false;
+    }
+  } else {
+    return false;
+  }
+}
+
+/// The checks of a BatchTarget (SpeculativeBatch's target). A single-sequence Target is told
+/// about PerSlotTarget in one sentence, not each batch member it lacks.
+template <class T>
+constexpr bool check_batch_target() {
+  if constexpr (Target<T> && !requires(const T& t) { t.slots(); }) {
+    static_assert(!Target<T>,
+                  "SpeculativeBatch needs a specdec::BatchTarget, and this target models specdec::Target (one "
+                  "sequence): wrap it in specdec::PerSlotTarget<T> (<specdec/targets/per_slot.hpp>, one forward "
+                  "per request), or give it slots(), prefill(slot, tokens), forward(const TreeBatchView&), "
+                  "commit(slot, path) and release(slot).");
+    return false;
+  } else {
+    return check_batch_members<T>();
   }
 }
 
@@ -294,6 +368,28 @@ constexpr bool check_decoder(type_list<Ds...>, V*) {
       constexpr bool verifier_ok = check_verifier_for_target<V, T>();
       if constexpr (!drafters_ok) return false;
       else return (check_drafter_for_target<Ds, T>() & ... & verifier_ok);
+    }
+  }
+}
+
+/// Every check of SpeculativeBatch<BatchTarget, Drafters..., Verifier>, in the order of
+/// check_decoder; the verifier is checked against the output of one tree of the batch.
+template <class T, class... Ds, class V>
+constexpr bool check_batch_decoder(type_list<Ds...>, V*) {
+  if constexpr (!check_policy_order(type_list<Ds...>{}, static_cast<V*>(nullptr))) {
+    return false;
+  } else {
+    constexpr bool target_ok = check_batch_target<T>();
+    constexpr bool drafters_ok = (check_drafter<Ds>() & ... & true);
+    constexpr bool features_ok = !(drafter_traits<Ds>::needs_target_features || ... || false);
+    static_assert(features_ok,
+                  "SpeculativeBatch: a drafter reads the target's features (needs_target_features), and a "
+                  "batch target does not return features yet; decode it with SpeculativeDecoder.");
+    if constexpr (!target_ok) {
+      return false;
+    } else {
+      constexpr bool verifier_ok = check_verifier<V, tree_output_t<T>>();
+      return drafters_ok && features_ok && verifier_ok;
     }
   }
 }

@@ -2,6 +2,8 @@
 // what is missing when it does not.
 //
 //   Target    — the user's model: prefill, forward a draft tree on top of its KV cache, commit.
+//   BatchTarget — a model holding several sequences (slots) that forwards one tree per slot in
+//               one call: what SpeculativeBatch decodes.
 //   Drafter   — proposes a draft tree each step and observes what was committed.
 //   Verifier  — walks the tree against the target's output and decides the accepted path.
 //
@@ -139,6 +141,47 @@ template <class T>
 concept BoundedTarget = requires(const T& ct) {
   { ct.max_positions() } -> std::convertible_to<int>;
 };
+
+// ---- batch target -------------------------------------------------------------------------
+
+/// The trees of one batched forward: trees[b] is the tree of the sequence in slot slots[b], laid
+/// out on that slot's KV cache (trees[b].base_position = the tokens the slot holds). Every slot
+/// appears at most once; a tree may be the root alone.
+struct TreeBatchView {
+  std::span<const int> slots;
+  std::span<const TreeView> trees;
+};
+
+/// What a batched forward() returns, and the output of one of its trees (out.tree(b)).
+/// (Spelled with TreeBatchView{}, not std::declval: GCC 12 mistakes a declval spelling for
+/// target_output_t's and answers the single-tree forward's type.)
+template <class T>
+using batch_output_t = std::remove_cvref_t<decltype(std::declval<T&>().forward(TreeBatchView{}))>;
+template <class T>
+using tree_output_t = std::remove_cvref_t<decltype(std::declval<const batch_output_t<T>&>().tree(0))>;
+
+/// A model that decodes several sequences at once, each in its own KV state, addressed by a slot
+/// id in [0, slots()). What SpeculativeBatch runs: one forward per step for all its requests.
+///  - vocab_size(): number of tokens; slots(): how many sequences it holds at once.
+///  - prefill(slot, tokens): starts a new sequence in `slot` whose cache holds exactly `tokens`.
+///  - forward(batch): runs every tree of the batch on its slot's cache in one call (node i of
+///    trees[b] at trees[b].position(i), attending to the slot's cache and its tree ancestors).
+///    Returns an output whose tree(b) has argmax(node) and/or logits(node) for trees[b], valid
+///    until the next forward/commit/prefill/release. A slot's results must not depend on the
+///    other trees of the batch.
+///  - commit(slot, path): appends the K/V of the nodes `path` (root first, a chain) of the slot's
+///    tree in the last forward to the slot's cache.
+///  - release(slot): the slot's sequence has ended; its state may be reused by a later prefill.
+template <class T>
+concept BatchTarget = requires(T& t, const T& ct, int slot, std::span<const token_t> tokens,
+                               const TreeBatchView& batch, std::span<const node_t> path) {
+  { ct.vocab_size() } -> std::convertible_to<int>;
+  { ct.slots() } -> std::convertible_to<int>;
+  t.prefill(slot, tokens);
+  t.forward(batch);
+  t.commit(slot, path);
+  t.release(slot);
+} && requires(T& t, const TreeBatchView& batch, int b) { t.forward(batch).tree(b); } && TargetOutput<tree_output_t<T>>;
 
 // ---- backend target -----------------------------------------------------------------------
 

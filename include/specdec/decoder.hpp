@@ -1,13 +1,14 @@
-// SpeculativeDecoder<Target, Drafter..., Verifier>: the decode loop. Drafting and merging run on
-// the host; the forward, verification and commit run on the host for a Target, and on the
-// target's backend (host or CUDA, backend_step.hpp) for a BackendTarget.
+// SpeculativeDecoder<Target, Drafter..., Verifier>: the decode loop of one sequence. Its step runs
+// the phases of sequence_step.hpp (draft, merge, commit, observe, record), the same that
+// SpeculativeBatch (batch_decoder.hpp) runs for many sequences; drafting and merging run on the
+// host; the forward, verification and commit run on the host for a Target, and on the target's
+// backend (host or CUDA, backend_step.hpp) for a BackendTarget.
 //
 // A host Target's decoder compiles none of the backend operations nor the sampling code: only a
 // BackendTarget needs backend_step.hpp, which its own header includes.
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <span>
 #include <string>
 #include <tuple>
@@ -26,6 +27,7 @@
 #include <specdec/concepts.hpp>
 #include <specdec/draft_tree.hpp>
 #include <specdec/error.hpp>
+#include <specdec/sequence_step.hpp>
 #include <specdec/stats.hpp>
 #include <specdec/type_list.hpp>
 
@@ -57,9 +59,6 @@ struct forward_output<Target> {
   using type = target_output_t<Target>;
 };
 
-/// Stands in for the verifier when no policy was given (its own message says so).
-struct no_verifier {};
-
 template <class T>
 inline constexpr bool complete = requires { sizeof(T); };
 
@@ -90,6 +89,7 @@ class SpeculativeDecoder {
   using split = typename std::conditional_t<(sizeof...(Policies) >= 1), std::type_identity<detail::split_last<Policies...>>,
                                             std::type_identity<detail::split_last<detail::no_verifier>>>::type;
   using drafter_list = typename split::init;
+  using sequence_type = detail::SequenceStep<drafter_list>;
 
  public:
   using target_type = Target;
@@ -137,13 +137,13 @@ class SpeculativeDecoder {
     if constexpr (!checked) {
       return;  // the composition failed a check: its sentence is the error
     } else {
-      context_.clear();  // a prefill that throws leaves no sequence to step
+      seq_.stop();  // a prefill that throws leaves no sequence to step
       if (prompt.empty()) throw error("SpeculativeDecoder::prefill: the prompt is empty (it needs at least one token)");
       if (options_.budget < 0)
         throw error("SpeculativeDecoder: budget must be >= 0, got " + std::to_string(options_.budget));
-      vocab_ = static_cast<int>(target_.vocab_size());
-      for (std::size_t i = 0; i < prompt.size(); ++i) check_token(prompt[i], "prompt token " + std::to_string(i));
-      if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget, vocab_);
+      const int vocab = static_cast<int>(target_.vocab_size());
+      for (std::size_t i = 0; i < prompt.size(); ++i) detail::check_token(prompt[i], vocab, "prompt token " + std::to_string(i));
+      if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget, vocab);
       target_.prefill(prompt.first(prompt.size() - 1));
       TargetFeatures features{};
       if constexpr (gathers_features) {
@@ -153,13 +153,7 @@ class SpeculativeDecoder {
           throw error("SpeculativeDecoder::prefill: the target's prefill_features() has " + std::to_string(rows.size()) +
                       " floats, expected " + std::to_string(features.rows) + " tokens x " + std::to_string(features.dim));
       }
-      std::apply([&](auto&... d) { (begin_one(d, prompt, features), ...); }, drafters_);
-      context_.assign(prompt.begin(), prompt.end());
-      prompt_length_ = static_cast<int>(prompt.size());
-      cached_ = prompt_length_ - 1;
-      stats_ = DecodeStats{};
-      stats_.accepted_by_drafter.assign(num_drafters, {});
-      stats_.drafter_names = names();
+      seq_.begin(prompt, vocab, features);
     }
   }
 
@@ -169,34 +163,29 @@ class SpeculativeDecoder {
     if constexpr (!checked) {
       return {};  // the composition failed a check: its sentence is the error
     } else {
-      if (context_.empty()) throw error("SpeculativeDecoder::step: call prefill() first");
+      if (!seq_.started()) throw error("SpeculativeDecoder::step: call prefill() first");
       using clock = std::chrono::steady_clock;
       const auto t0 = clock::now();
 
+      const int cached = seq_.cached();
       int budget = options_.budget;
       int max_depth = options_.budget;
       if constexpr (BackendTarget<Target>) {
         // The forward writes every tree node's K/V behind the cache, so the whole tree must fit.
         const int max_positions = target_.kv_cache().layout.max_positions;
-        const int room = max_positions - cached_;
+        const int room = max_positions - cached;
         if (room < 1) throw error("SpeculativeDecoder::step: the target is full (" + std::to_string(max_positions) + " positions)");
         budget = std::min(budget, room - 1);
         max_depth = budget;
       } else if constexpr (BoundedTarget<Target>) {
-        const int room = static_cast<int>(target_.max_positions()) - cached_ - 1;
+        const int room = static_cast<int>(target_.max_positions()) - cached - 1;
         if (room < 0) {
           throw error("SpeculativeDecoder::step: the target is full (" +
                       std::to_string(target_.max_positions()) + " positions)");
         }
         max_depth = std::min(max_depth, room);
       }
-      const DraftContext ctx{context_, prompt_length_, budget, max_depth, vocab_};
-      if constexpr (num_drafters == 0) trees_[0].reset(context_.back());
-      std::size_t d = 0;
-      std::apply([&](auto&... drafter) { (propose_one(drafter, d++, ctx), ...); }, drafters_);
-      merger_.merge(tree_ptrs_, budget, max_depth);
-      TreeView view = merger_.view();
-      view.base_position = cached_;
+      const TreeView view = seq_.draft(budget, max_depth);
       const auto t1 = clock::now();
 
       auto t2 = t1, t3 = t1;
@@ -204,35 +193,33 @@ class SpeculativeDecoder {
         // Forward, verification and compaction run behind each other on the backend: their time
         // is the target's (see DecodeStats).
         try {
-          backend_step_.run(target_, verifier_, view, verdict_);
+          backend_step_.run(target_, verifier_, view, seq_.verdict());
         } catch (...) {
-          context_.clear();  // the cache may be partly compacted: only a new prefill can go on
+          seq_.stop();  // the cache may be partly compacted: only a new prefill can go on
           throw;
         }
         t2 = t3 = clock::now();
-        check_verdict(view);
+        seq_.check_verdict(view);
       } else {
         decltype(auto) out = target_.forward(view);
         t2 = clock::now();
-        verifier_.verify(view, out, verdict_);
-        check_verdict(view);
+        verifier_.verify(view, out, seq_.verdict());
+        seq_.check_verdict(view);
         t3 = clock::now();
         if constexpr (gathers_features) gather_features(out);  // before commit: it ends the output's life
-        target_.commit(std::span<const node_t>(verdict_.path));
+        target_.commit(std::span<const node_t>(seq_.verdict().path));
       }
       const auto t4 = clock::now();
 
-      const TargetFeatures features{cached_, static_cast<int>(verdict_.path.size()), feature_dim(), feature_rows_.data()};
-      committed_.clear();
-      for (std::size_t k = 1; k < verdict_.path.size(); ++k) committed_.push_back(view.token[verdict_.path[k]]);
-      committed_.push_back(verdict_.next_token);
-      context_.insert(context_.end(), committed_.begin(), committed_.end());
-      cached_ += static_cast<int>(verdict_.path.size());
-      std::apply([&](auto&... drafter) { (observe_one(drafter, features), ...); }, drafters_);
+      const TargetFeatures features{cached, static_cast<int>(seq_.verdict().path.size()), feature_dim(), feature_rows_.data()};
+      const std::span<const token_t> committed = seq_.commit(view);
+      seq_.observe(features);
       const auto t5 = clock::now();
 
-      record(view, t0, t1, t2, t3, t4, t5);
-      return committed_;
+      using seconds = std::chrono::duration<double>;
+      seq_.record(view, seconds(t1 - t0).count() + seconds(t5 - t4).count(),
+                  seconds(t2 - t1).count() + seconds(t4 - t3).count(), seconds(t3 - t2).count());
+      return committed;
     }
   }
 
@@ -271,187 +258,89 @@ class SpeculativeDecoder {
                   "SpeculativeDecoder::resume: a drafter reads the target's features (needs_target_features), "
                   "and begin() would need them for the whole context; resume() is for feature-free drafters.");
     if constexpr (checked) {
-      if (context_.empty()) throw error("SpeculativeDecoder::resume: call prefill() first");
+      if (!seq_.started()) throw error("SpeculativeDecoder::resume: call prefill() first");
       if (context.empty()) throw error("SpeculativeDecoder::resume: the context is empty (it needs at least one token)");
-      for (std::size_t i = 0; i < context.size(); ++i) check_token(context[i], "resume: token " + std::to_string(i));
+      for (std::size_t i = 0; i < context.size(); ++i)
+        detail::check_token(context[i], seq_.vocab(), "resume: token " + std::to_string(i));
+      const std::span<const token_t> before = seq_.context();
       const std::size_t cacheable = context.size() - 1;
       std::size_t keep = 0;
-      while (keep < cacheable && keep < static_cast<std::size_t>(cached_) && context_[keep] == context[keep]) ++keep;
+      while (keep < cacheable && keep < static_cast<std::size_t>(seq_.cached()) && before[keep] == context[keep]) ++keep;
       target_.rewind(static_cast<int>(keep));
-      cached_ = static_cast<int>(keep);
-      context_.assign(context.begin(), context.begin() + static_cast<std::ptrdiff_t>(keep + 1));
+      seq_.rewind(static_cast<int>(keep), context);
       try {
         if (keep < cacheable) feed(context.subspan(keep + 1, cacheable - keep));
       } catch (...) {
-        context_.clear();  // the cache holds part of the context: only a new prefill can go on
+        seq_.stop();  // the cache holds part of the context: only a new prefill can go on
         throw;
       }
-      context_.assign(context.begin(), context.end());
-      prompt_length_ = std::min(prompt_length_, static_cast<int>(context.size()));
-      std::apply([&](auto&... d) { (begin_one(d, context, TargetFeatures{}), ...); }, drafters_);
+      seq_.restart(context);
     }
   }
 
   /// Prompt and generated tokens; back() is the next root (committed, not yet seen by the target).
-  std::span<const token_t> context() const { return context_; }
-  int prompt_length() const { return prompt_length_; }
-  const DecodeStats& stats() const { return stats_; }
+  std::span<const token_t> context() const { return seq_.context(); }
+  int prompt_length() const { return seq_.prompt_length(); }
+  const DecodeStats& stats() const { return seq_.stats(); }
   const DecoderOptions& options() const { return options_; }
   /// The last step's merged, laid-out tree and verdict (for inspection and tests).
-  const DraftTree& last_tree() const { return merger_.tree(); }
-  const Verdict& last_verdict() const { return verdict_; }
+  const DraftTree& last_tree() const { return seq_.tree(); }
+  const Verdict& last_verdict() const { return seq_.verdict(); }
 
   template <std::size_t I>
-  auto& drafter() { return std::get<I>(drafters_); }
+  auto& drafter() { return std::get<I>(seq_.drafters()); }
   verifier_type& verifier() { return verifier_; }
   Target& target() { return target_; }
 
   /// Display names of the drafters, in template order.
-  static std::vector<std::string> names() {
-    return names_of(drafter_list{});
-  }
+  static std::vector<std::string> names() { return sequence_type::names(); }
 
  private:
   template <class Tuple, std::size_t... I>
   SpeculativeDecoder(Target& target, DecoderOptions options, Tuple&& all, std::index_sequence<I...>)
       : target_(target),
         options_(options),
-        drafters_(std::move(std::get<I>(all))...),
-        verifier_(std::move(std::get<num_drafters>(all))) {
-    for (std::size_t i = 0; i < tree_ptrs_.size(); ++i) tree_ptrs_[i] = &trees_[i];
-  }
-
-  template <class... Ds>
-  static std::vector<std::string> names_of(detail::type_list<Ds...>) {
-    return {std::string(drafter_name<Ds>())...};
-  }
+        seq_(drafters_type(std::move(std::get<I>(all))...)),
+        verifier_(std::move(std::get<num_drafters>(all))) {}
 
   int feature_dim() const {
     if constexpr (gathers_features) return static_cast<int>(target_.feature_dim());
     else return 0;
   }
 
-  template <class D>
-  void begin_one(D& drafter, std::span<const token_t> prompt, const TargetFeatures& features) {
-    if constexpr (drafter_traits<D>::needs_target_features) drafter.begin(prompt, features);
-    else drafter.begin(prompt);
-  }
-
-  template <class D>
-  void observe_one(D& drafter, const TargetFeatures& features) {
-    const std::span<const token_t> committed(committed_);
-    if constexpr (drafter_traits<D>::needs_target_features) drafter.observe(committed, features);
-    else drafter.observe(committed);
-  }
-
   // Puts the root and `tokens` but the last into the target's cache with one forward of the
   // chain; the last of `tokens` becomes the root.
   void feed(std::span<const token_t> tokens) {
-    DraftTree& chain = trees_[0];
-    chain.reset(context_.back());
-    chain.add_chain(0, tokens.first(tokens.size() - 1));
-    const DraftTree* one[] = {&chain};
-    const int nodes = static_cast<int>(tokens.size()) - 1;
-    merger_.merge(one, nodes, nodes);
-    TreeView view = merger_.view();
-    view.base_position = cached_;
-    target_.forward(view);
+    target_.forward(seq_.chain(tokens.first(tokens.size() - 1)));
     feed_path_.resize(tokens.size());
     for (std::size_t k = 0; k < feed_path_.size(); ++k) feed_path_[k] = static_cast<node_t>(k);
     target_.commit(std::span<const node_t>(feed_path_));
-    cached_ += static_cast<int>(feed_path_.size());
+    seq_.cache(static_cast<int>(feed_path_.size()));
   }
 
   // Copies the features of the accepted path's nodes (root first) into feature_rows_.
   template <class Out>
   void gather_features(const Out& out) {
     const std::size_t dim = static_cast<std::size_t>(feature_dim());
-    feature_rows_.resize(verdict_.path.size() * dim);
-    for (std::size_t k = 0; k < verdict_.path.size(); ++k) {
-      const std::span<const float> row = out.features(verdict_.path[k]);
+    const auto& path = seq_.verdict().path;
+    feature_rows_.resize(path.size() * dim);
+    for (std::size_t k = 0; k < path.size(); ++k) {
+      const std::span<const float> row = out.features(path[k]);
       if (row.size() != dim)
-        throw error("SpeculativeDecoder::step: the target's features(" + std::to_string(verdict_.path[k]) + ") has " +
+        throw error("SpeculativeDecoder::step: the target's features(" + std::to_string(path[k]) + ") has " +
                     std::to_string(row.size()) + " floats, but its feature_dim() is " + std::to_string(dim));
       std::copy(row.begin(), row.end(), feature_rows_.begin() + static_cast<std::ptrdiff_t>(k * dim));
     }
   }
 
-  template <class D>
-  void propose_one(D& drafter, std::size_t index, const DraftContext& ctx) {
-    DraftTree& tree = trees_[index];
-    tree.reset(context_.back());
-    drafter.propose(ctx, tree);
-    if (tree.root_token() != context_.back())
-      throw error(who(index) + ": changed the root token of its draft tree");
-    check_tree(tree, vocab_, who(index));
-    if (tree.distributions() > 0) {
-      if constexpr (!drafter_traits<D>::emits_draft_probabilities)
-        throw error(who(index) + ": attached draft distributions (add_sampled) but does not declare "
-                    "`static constexpr bool emits_draft_probabilities = true`");
-      check_distributions(tree, vocab_, who(index));
-    }
-  }
-
-  static std::string who(std::size_t index) {
-    return "drafter " + std::to_string(index) + " (" + names()[index] + ")";
-  }
-
-  void check_token(token_t t, const std::string& what) const {
-    if (t < 0 || t >= vocab_)
-      throw error(what + " is " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab_) + ")");
-  }
-
-  // A user's verifier is outside our control: a wrong path would corrupt the KV cache silently.
-  void check_verdict(const TreeView& view) const {
-    const auto& path = verdict_.path;
-    if (path.empty() || path[0] != 0) throw error("verifier: the accepted path must start at the root (node 0)");
-    for (std::size_t k = 1; k < path.size(); ++k) {
-      if (path[k] <= 0 || path[k] >= view.size || view.parent[path[k]] != path[k - 1])
-        throw error("verifier: accepted path entry " + std::to_string(k) + " (node " +
-                    std::to_string(path[k]) + ") is not a child of the previous node");
-    }
-    check_token(verdict_.next_token, "verifier: the next token");
-  }
-
-  template <class TimePoint>
-  void record(const TreeView& view, TimePoint t0, TimePoint t1, TimePoint t2, TimePoint t3,
-              TimePoint t4, TimePoint t5) {
-    using seconds = std::chrono::duration<double>;
-    const auto& path = verdict_.path;
-    ++stats_.steps;
-    stats_.tokens += static_cast<std::int64_t>(committed_.size());
-    stats_.drafted_nodes += view.size - 1;
-    DecodeStats::count(stats_.tokens_per_step, committed_.size());
-    const DraftTree& tree = merger_.tree();
-    for (std::size_t d = 0; d < stats_.accepted_by_drafter.size(); ++d) {  // one per drafter
-      std::size_t k = 1;
-      while (k < path.size() && (tree.source(path[k]) >> d & 1u)) ++k;
-      DecodeStats::count(stats_.accepted_by_drafter[d], k - 1);
-    }
-    stats_.draft_seconds += seconds(t1 - t0).count() + seconds(t5 - t4).count();
-    stats_.target_seconds += seconds(t2 - t1).count() + seconds(t4 - t3).count();
-    stats_.verify_seconds += seconds(t3 - t2).count();
-  }
-
   Target& target_;
   DecoderOptions options_;
-  drafters_type drafters_;
+  sequence_type seq_;  // the sequence's state and the step's phases
   verifier_type verifier_;
-
-  std::vector<token_t> context_;
-  int prompt_length_ = 0;
-  int cached_ = 0;  // tokens in the target's KV cache
-  int vocab_ = 0;
-  std::array<DraftTree, std::max<std::size_t>(num_drafters, 1)> trees_;
-  std::array<const DraftTree*, std::max<std::size_t>(num_drafters, 1)> tree_ptrs_{};
-  TreeMerger merger_;
-  Verdict verdict_;
   [[no_unique_address]] std::conditional_t<step_defined, typename detail::backend_step_for<Target>::type,
                                            detail::NoBackendStep> backend_step_;
-  std::vector<token_t> committed_;
   std::vector<node_t> feed_path_;    // resume(): the fed chain, root first
   std::vector<float> feature_rows_;  // the last step's accepted path's features, for feature drafters
-  DecodeStats stats_;
 };
 
 }  // namespace specdec

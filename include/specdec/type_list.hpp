@@ -18,6 +18,9 @@ struct type_list {
 template <class... Ts>
 struct split_last;
 
+/// Stands in for the verifier when a decoder is given no policy (its own message says so).
+struct no_verifier {};
+
 template <class Last>
 struct split_last<Last> {
   using init = type_list<>;

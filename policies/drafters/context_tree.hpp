@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <sstream>
 #include <string>
@@ -30,6 +31,15 @@
 #include <specdec/index/continuation_automaton.hpp>
 
 namespace specdec {
+
+/// The outputs of earlier sequences a HistoryTreeDrafter drafts from. A drafter's copy has its
+/// own copy of it, unless it share()s one: SpeculativeBatch has every request's drafter share its
+/// prototype's (shared_state_type), so each request drafts from the outputs of all requests that
+/// ended before it.
+struct TreeHistory {
+  index::ContinuationAutomaton tokens;
+  std::uint64_t version = 0;  ///< counts changes; a drafter's matches into an older one are redone
+};
 
 /// Options of the tree drafters (defaults are what docs/drafters.md reports).
 struct ContextTreeOptions {
@@ -64,16 +74,19 @@ class ContextTreeDrafter {
     if (with_history_) remember_output();
     index_.clear();
     history_match_ = {};
+    history_version_ = history_->version;
     prompt_length_ = static_cast<int>(prompt.size());
     for (token_t t : prompt) append(t);
   }
 
   void observe(std::span<const token_t> committed) {
+    rematch_if_history_changed();
     for (token_t t : committed) append(t);
   }
 
   void propose(const DraftContext& ctx, DraftTree& tree) {
     if (!in_sync(ctx.tokens)) resync(ctx);
+    rematch_if_history_changed();
     const int budget = std::min(options_.max_nodes, ctx.budget);
     if (budget <= 0 || ctx.max_depth <= 0) return;
     ++step_;
@@ -87,7 +100,7 @@ class ContextTreeDrafter {
       const Node& parent = nodes_[child.parent];
       const node_t in_tree = tree.add(parent.in_tree, child.token, child.probability);
       nodes_.push_back(Node{index_.extend(parent.context, child.token),
-                            with_history_ ? history_.extend(parent.history, child.token) : Match{},
+                            with_history_ ? history_->tokens.extend(parent.history, child.token) : Match{},
                             in_tree, parent.depth + 1, child.probability});
       expand(static_cast<int>(nodes_.size()) - 1, ctx.max_depth);
     }
@@ -96,6 +109,13 @@ class ContextTreeDrafter {
   const ContextTreeOptions& options() const { return options_; }
 
  protected:
+  const auto& history() const { return history_; }
+  void share_history(std::shared_ptr<TreeHistory> history) { history_.share(std::move(history)); }
+  void end_sequence() {
+    remember_output();
+    prompt_length_ = index_.size();  // remembered: the next begin() adds nothing more
+  }
+
   /// `history`: also draft from the outputs of earlier sequences (HistoryTreeDrafter).
   ContextTreeDrafter(ContextTreeOptions options, bool history) : options_(options), with_history_(history) {
     at_least_one(options.max_nodes, "max_nodes");
@@ -201,6 +221,7 @@ class ContextTreeDrafter {
   /// and scored as propose() does at the root (`root`), or with a deeper node's settings and
   /// weights for that same context. Drafts nothing; valid until the next non-const call.
   std::span<const Candidate> candidates(bool root) {
+    rematch_if_history_changed();
     ++step_;
     collect(Node{index_.suffix_match(), history_match_, 0, root ? 0 : 1, 1.0f});
     score(root);
@@ -217,7 +238,18 @@ class ContextTreeDrafter {
   void append(token_t t) {
     if (t < 0) throw error("ContextTreeDrafter: token " + std::to_string(t) + " is negative");
     index_.append(t);
-    if (with_history_) history_match_ = history_.extend(history_match_, t);
+    if (with_history_) history_match_ = history_->tokens.extend(history_match_, t);
+  }
+
+  // Another request's drafter changed the shared history since this one matched into it: match
+  // the context's recent tokens afresh (only draft quality depends on how far back).
+  void rematch_if_history_changed() {
+    if (!with_history_ || history_version_ == history_->version) return;
+    history_version_ = history_->version;
+    history_match_ = {};
+    const auto tokens = index_.tokens();
+    for (std::size_t i = tokens.size() - std::min<std::size_t>(tokens.size(), kRematchTokens); i < tokens.size(); ++i)
+      history_match_ = history_->tokens.extend(history_match_, tokens[i]);
   }
 
   bool in_sync(std::span<const token_t> tokens) const {
@@ -229,6 +261,7 @@ class ContextTreeDrafter {
   void resync(const DraftContext& ctx) {
     index_.clear();
     history_match_ = {};
+    history_version_ = history_->version;
     prompt_length_ = ctx.prompt_length;
     for (token_t t : ctx.tokens) append(t);
   }
@@ -238,10 +271,12 @@ class ContextTreeDrafter {
     const int output = index_.size() - prompt_length_;
     if (output <= 0) return;
     // history + separator + output must fit; compared without the sum, which can pass INT_MAX
-    if (output >= options_.history_tokens - history_.size()) history_.clear();
+    index::ContinuationAutomaton& history = history_->tokens;
+    ++history_->version;
+    if (output >= options_.history_tokens - history.size()) history.clear();
     if (output >= options_.history_tokens) return;
-    history_.append(-1);
-    for (int i = prompt_length_; i < index_.size(); ++i) history_.append(index_.tokens()[i]);
+    history.append(-1);
+    for (int i = prompt_length_; i < index_.size(); ++i) history.append(index_.tokens()[i]);
   }
 
   // Scores the candidate children of `node` and queues those that can enter the tree.
@@ -321,15 +356,16 @@ class ContextTreeDrafter {
         x[kDeterministic] = deterministic ? length : 0.0f;
       }
     }
-    if (!with_history_ || history_.size() == 0) return;
+    if (!with_history_ || history_->tokens.size() == 0) return;
+    const index::ContinuationAutomaton& history = history_->tokens;
     const int history_longest = node.history.length;
     contexts = 0;
     const int history_breadth = root ? options_.history_breadth : options_.node_breadth;
-    for (Match m = node.history; m.state >= 0 && contexts < max_contexts; m = history_.shorter(m)) {
-      const int continued = history_.continued(m.state);
+    for (Match m = node.history; m.state >= 0 && contexts < max_contexts; m = history.shorter(m)) {
+      const int continued = history.continued(m.state);
       if (continued == 0) continue;
       ++contexts;
-      const auto conts = history_.continuations(m.state);
+      const auto conts = history.continuations(m.state);
       int taken = 0;
       for (std::size_t i = 0; i < conts.size() && taken < history_breadth; ++i) {
         if (conts[i].token < 0) continue;  // the separator between outputs
@@ -345,7 +381,7 @@ class ContextTreeDrafter {
         x[kHistoryDistinct] = log_of(static_cast<int>(conts.size()));
         x[kHistoryShorterBy] = log1p_of(history_longest - m.length);
         x[kHistoryMostFrequent] = i == 0;
-        const auto* u = history_.continuation(0, conts[i].token);
+        const auto* u = history.continuation(0, conts[i].token);
         x[kHistoryFrequency] = log1p_of(u ? u->count : 0);
         x[kHistoryOnly] = fresh;
         x[kHistoryDeterministic] = conts.size() == 1 ? x[kHistoryLength] : 0.0f;
@@ -380,9 +416,33 @@ class ContextTreeDrafter {
   }
 
   ContextTreeOptions options_;
+  // The history: the drafter's own (a copy of the drafter copies it) or shared (share()).
+  class HistoryRef {
+   public:
+    HistoryRef() : history_(std::make_shared<TreeHistory>()) {}
+    HistoryRef(const HistoryRef& o)
+        : history_(o.shared_ ? o.history_ : std::make_shared<TreeHistory>(*o.history_)), shared_(o.shared_) {}
+    HistoryRef(HistoryRef&&) noexcept = default;
+    HistoryRef& operator=(const HistoryRef& o) { return *this = HistoryRef(o); }
+    HistoryRef& operator=(HistoryRef&&) noexcept = default;
+    ~HistoryRef() = default;
+    TreeHistory* operator->() const { return history_.get(); }
+    const std::shared_ptr<TreeHistory>& get() const { return history_; }
+    void share(std::shared_ptr<TreeHistory> history) {
+      history_ = std::move(history);
+      shared_ = true;
+    }
+
+   private:
+    std::shared_ptr<TreeHistory> history_;
+    bool shared_ = false;
+  };
+  static constexpr std::size_t kRematchTokens = 256;
+
   bool with_history_;  // HistoryTreeDrafter
   index::ContinuationAutomaton index_;
-  index::ContinuationAutomaton history_;
+  HistoryRef history_;
+  std::uint64_t history_version_ = 0;  // history_->version when history_match_ was computed
   Match history_match_;
   int prompt_length_ = 0;
   std::uint64_t step_ = 0;
@@ -398,12 +458,25 @@ class ContextTreeDrafter {
 
 /// ContextTreeDrafter that also drafts from the outputs of the sequences it decoded before
 /// (SuffixDecoding-style memory). Its τ depends on which requests came before.
+///
+/// In a SpeculativeBatch, every request's drafter shares one history (shared_state_type): a
+/// request's output joins it when the request ends (end()), and the other requests draft from it
+/// from their next step on.
 class HistoryTreeDrafter : public ContextTreeDrafter {
  public:
   static constexpr const char* name = "tree_history";
+  using shared_state_type = TreeHistory;
+
   HistoryTreeDrafter() : HistoryTreeDrafter(ContextTreeOptions{}) {}
   /// Throws specdec::error for an option out of range.
   explicit HistoryTreeDrafter(ContextTreeOptions options) : ContextTreeDrafter(options, true) {}
+
+  /// The history this drafter drafts from, for other drafters to share.
+  std::shared_ptr<TreeHistory> shared_state() const { return history().get(); }
+  /// Drafts from, and adds its outputs to, `history` from now on (and so do its copies).
+  void share(std::shared_ptr<TreeHistory> history) { share_history(std::move(history)); }
+  /// The sequence has ended: its output joins the history now rather than at the next begin().
+  void end() { end_sequence(); }
 };
 
 static_assert(Drafter<ContextTreeDrafter>);

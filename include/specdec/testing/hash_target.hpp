@@ -43,6 +43,10 @@ SPECDEC_HD constexpr float logit(std::uint64_t h, int v, float sharpness) {
 /// and its position. It keeps a cache of the committed tokens' running hashes (its "KV cache") and
 /// hashes each tree node from its parent at tree.position(node), so a decoder that gets positions,
 /// ancestry or commits wrong produces different tokens than plain greedy decoding.
+///
+/// It is also a BatchTarget of `slots` sequences, each with its own cache: forward(batch) runs
+/// every slot's tree in one call. The single-sequence members (prefill(tokens), forward(tree),
+/// commit(path), rewind, cached()) are those of slot 0.
 class HashTarget {
  public:
   /// The target's output: a full row of logits per node, and its argmax.
@@ -60,49 +64,73 @@ class HashTarget {
     std::vector<token_t> argmax_;
   };
 
-  /// `sharpness` scales the logits: larger makes the distribution peakier.
-  explicit HashTarget(int vocab_size = 64, std::uint64_t seed = 1, float sharpness = 4.0f)
+  /// A batched forward's output: tree(b) is the output of the batch's tree b.
+  class BatchOutput {
+   public:
+    const Output& tree(int b) const { return trees_[static_cast<std::size_t>(b)]; }
+
+   private:
+    friend class HashTarget;
+    std::vector<Output> trees_;  // grows to the largest batch, then reused
+  };
+
+  /// `sharpness` scales the logits: larger makes the distribution peakier. `slots`: sequences
+  /// held at once (the BatchTarget members).
+  explicit HashTarget(int vocab_size = 64, std::uint64_t seed = 1, float sharpness = 4.0f, int slots = 1)
       : vocab_(vocab_size), seed_(seed), sharpness_(sharpness) {
     if (vocab_size < 2) throw error("HashTarget: vocab_size must be >= 2, got " + std::to_string(vocab_size));
+    if (slots < 1) throw error("HashTarget: slots must be >= 1, got " + std::to_string(slots));
+    slots_.resize(static_cast<std::size_t>(slots));
     out_.vocab_ = vocab_size;
   }
 
   int vocab_size() const { return vocab_; }
+  int slots() const { return static_cast<int>(slots_.size()); }
 
-  void prefill(std::span<const token_t> tokens) {
-    cache_.assign(1, seed_);
-    for (token_t t : tokens) {
-      check(t);
-      cache_.push_back(mix(cache_.back(), t, static_cast<int>(cache_.size()) - 1));
-    }
-  }
-
+  void prefill(std::span<const token_t> tokens) { prefill(0, tokens); }
   const Output& forward(const TreeView& tree) {
-    if (cache_.empty()) throw error("HashTarget::forward: call prefill() first");
-    if (tree.base_position != cached()) {
-      throw error("HashTarget::forward: tree starts at position " + std::to_string(tree.base_position) +
-                  " but the cache holds " + std::to_string(cached()) + " tokens");
-    }
-    node_hash_.resize(tree.size);
-    out_.logits_.resize(static_cast<std::size_t>(tree.size) * vocab_);
-    out_.argmax_.resize(tree.size);
-    for (int i = 0; i < tree.size; ++i) {
-      check(tree.token[i]);
-      const std::uint64_t before = i == 0 ? cache_.back() : node_hash_[tree.parent[i]];
-      node_hash_[i] = mix(before, tree.token[i], tree.position(i));
-      float* row = out_.logits_.data() + static_cast<std::size_t>(i) * vocab_;
-      fill_row(node_hash_[i], row);
-      out_.argmax_[i] = core::argmax_row(row, vocab_);
-    }
+    run(slot(0, "forward"), tree, out_);
     return out_;
   }
+  void commit(std::span<const node_t> path) { commit(0, path); }
 
-  void commit(std::span<const node_t> path) {
-    for (std::size_t k = 0; k < path.size(); ++k) {
-      if (path[k] < 0 || path[k] >= static_cast<node_t>(node_hash_.size()))
-        throw error("HashTarget::commit: node " + std::to_string(path[k]) + " is not in the last tree");
-      cache_.push_back(node_hash_[path[k]]);
+  /// BatchTarget: a new sequence in `slot` whose cache holds `tokens`.
+  void prefill(int slot_id, std::span<const token_t> tokens) {
+    for (token_t t : tokens) check(t);
+    Sequence& s = slot(slot_id, "prefill");
+    s.cache.assign(1, seed_);
+    for (token_t t : tokens) s.cache.push_back(mix(s.cache.back(), t, static_cast<int>(s.cache.size()) - 1));
+  }
+
+  /// BatchTarget: every tree of the batch on its slot's cache.
+  const BatchOutput& forward(const TreeBatchView& batch) {
+    if (batch.slots.size() != batch.trees.size())
+      throw error("HashTarget::forward: the batch has " + std::to_string(batch.slots.size()) + " slots but " +
+                  std::to_string(batch.trees.size()) + " trees");
+    if (batch_out_.trees_.size() < batch.trees.size()) batch_out_.trees_.resize(batch.trees.size());
+    for (std::size_t b = 0; b < batch.trees.size(); ++b) {
+      Output& out = batch_out_.trees_[b];
+      out.vocab_ = vocab_;
+      run(slot(batch.slots[b], "forward"), batch.trees[b], out);
     }
+    return batch_out_;
+  }
+
+  /// BatchTarget: appends the path of the slot's tree in the last forward to its cache.
+  void commit(int slot_id, std::span<const node_t> path) {
+    Sequence& s = slot(slot_id, "commit");
+    for (std::size_t k = 0; k < path.size(); ++k) {
+      if (path[k] < 0 || path[k] >= static_cast<node_t>(s.node_hash.size()))
+        throw error("HashTarget::commit: node " + std::to_string(path[k]) + " is not in the last tree");
+    }
+    for (node_t node : path) s.cache.push_back(s.node_hash[node]);
+  }
+
+  /// BatchTarget: the slot's sequence has ended.
+  void release(int slot_id) {
+    Sequence& s = slot(slot_id, "release");
+    s.cache.clear();
+    s.node_hash.clear();
   }
 
   /// Keeps the first `tokens` tokens of the cache.
@@ -110,7 +138,7 @@ class HashTarget {
     if (tokens < 0 || tokens > cached())
       throw error("HashTarget::rewind: cannot keep " + std::to_string(tokens) + " tokens, the cache holds " +
                   std::to_string(cached()));
-    cache_.resize(static_cast<std::size_t>(tokens) + 1);
+    slots_[0].cache.resize(static_cast<std::size_t>(tokens) + 1);
   }
 
   /// Plain greedy decoding of `n` tokens after `prompt`, one token at a time, without trees.
@@ -129,10 +157,42 @@ class HashTarget {
     return out;
   }
 
-  /// Tokens in the cache.
-  int cached() const { return static_cast<int>(cache_.size()) - 1; }
+  /// Tokens in the cache (of `slot`).
+  int cached(int slot = 0) const { return static_cast<int>(slots_.at(static_cast<std::size_t>(slot)).cache.size()) - 1; }
 
  private:
+  struct Sequence {
+    std::vector<std::uint64_t> cache;      // cache[k] = hash of the first k tokens; empty: no sequence
+    std::vector<std::uint64_t> node_hash;  // per node of the slot's last tree
+  };
+
+  Sequence& slot(int id, const char* what) {
+    if (id < 0 || id >= slots())
+      throw error(std::string("HashTarget::") + what + ": slot " + std::to_string(id) + " outside [0, " +
+                  std::to_string(slots()) + ")");
+    return slots_[static_cast<std::size_t>(id)];
+  }
+
+  void run(Sequence& s, const TreeView& tree, Output& out) {
+    if (s.cache.empty()) throw error("HashTarget::forward: call prefill() first");
+    const int cached = static_cast<int>(s.cache.size()) - 1;
+    if (tree.base_position != cached) {
+      throw error("HashTarget::forward: tree starts at position " + std::to_string(tree.base_position) +
+                  " but the cache holds " + std::to_string(cached) + " tokens");
+    }
+    s.node_hash.resize(tree.size);
+    out.logits_.resize(static_cast<std::size_t>(tree.size) * vocab_);
+    out.argmax_.resize(tree.size);
+    for (int i = 0; i < tree.size; ++i) {
+      check(tree.token[i]);
+      const std::uint64_t before = i == 0 ? s.cache.back() : s.node_hash[tree.parent[i]];
+      s.node_hash[i] = mix(before, tree.token[i], tree.position(i));
+      float* row = out.logits_.data() + static_cast<std::size_t>(i) * vocab_;
+      fill_row(s.node_hash[i], row);
+      out.argmax_[i] = core::argmax_row(row, vocab_);
+    }
+  }
+
   static std::uint64_t mix(std::uint64_t h, token_t token, int position) {
     return hash_model::mix(h, token, position);
   }
@@ -147,12 +207,13 @@ class HashTarget {
   int vocab_;
   std::uint64_t seed_;
   float sharpness_;
-  std::vector<std::uint64_t> cache_;      // cache_[k] = hash of the first k tokens
-  std::vector<std::uint64_t> node_hash_;  // per node of the last tree
-  Output out_;
+  std::vector<Sequence> slots_;
+  Output out_;             // the single-sequence forward's
+  BatchOutput batch_out_;  // the batched forward's
 };
 
 static_assert(Target<HashTarget>);
 static_assert(RewindableTarget<HashTarget>);
+static_assert(BatchTarget<HashTarget>);
 
 }  // namespace specdec

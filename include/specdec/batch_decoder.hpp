@@ -1,0 +1,433 @@
+// SpeculativeBatch<BatchTarget, Drafter..., Verifier>: speculative decoding of many requests with
+// one target forward per step for all of them. Requests join (add) and leave (remove, or when they
+// finish) between steps; each has its own drafters, verifier, options and statistics.
+//
+// A step runs the phases of sequence_step.hpp — the same as SpeculativeDecoder's — over the
+// active requests: draft + merge each request's tree (a request with speculation off sends its
+// root only), one forward of the ragged batch of trees, verify each tree with its request's
+// verifier, commit each accepted path, observe, record.
+//
+// Only a BatchTarget is accepted (concepts.hpp). A model that only models Target is batched by
+// wrapping it in PerSlotTarget (targets/per_slot.hpp), one Target per slot and one forward per
+// request: correct, but it reads the weights once per request, not once per step.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+#if defined(__GLIBCXX__) && __has_include(<bits/chrono.h>)  // steady_clock only, as in decoder.hpp
+#include <bits/chrono.h>
+#else
+#include <chrono>
+#endif
+
+#include <specdec/checks.hpp>
+#include <specdec/concepts.hpp>
+#include <specdec/core/sampling.hpp>
+#include <specdec/error.hpp>
+#include <specdec/sequence_step.hpp>
+#include <specdec/stats.hpp>
+#include <specdec/type_list.hpp>
+
+namespace specdec {
+
+namespace detail {
+/// A verifier that SpeculativeBatch makes per request from the request's sampling options: one
+/// whose options() hold sampling, seed and sequence and that is constructible from them
+/// (RejectionSampling).
+template <class V>
+concept SamplesPerRequest = requires(const V& v) {
+  v.options().sampling;
+  v.options().seed;
+  v.options().sequence;
+} && std::constructible_from<V, std::remove_cvref_t<decltype(std::declval<const V&>().options())>>;
+}  // namespace detail
+
+/// Optional, for a drafter whose copies for other requests may share state (e.g. a memory of
+/// earlier outputs, HistoryTreeDrafter): it declares `using shared_state_type = S;`,
+/// `std::shared_ptr<S> shared_state() const` (the state it drafts from) and
+/// `void share(std::shared_ptr<S>)` (draft from this one instead). SpeculativeBatch asks its
+/// prototype once per request's copy, so all requests share the prototype's state. State a
+/// drafter already holds by shared_ptr (RestDrafter's and DresdDrafter's datastores) is shared by
+/// the copy itself and needs none of this.
+template <class D>
+concept SharesStateAcrossRequests = requires { typename D::shared_state_type; } && requires(D& d, const D& cd) {
+  { cd.shared_state() } -> std::convertible_to<std::shared_ptr<typename D::shared_state_type>>;
+  d.share(cd.shared_state());
+};
+
+/// Optional: `void end()`, told when the drafter's request ends (finished or removed), e.g. to
+/// add its output to a shared state.
+template <class D>
+concept EndsRequests = requires(D& d) { d.end(); };
+
+/// A request's identity in a SpeculativeBatch: ids count up from 0 and are never reused.
+using request_id = std::int64_t;
+
+/// What a request asks for.
+struct RequestOptions {
+  /// The request finishes after this many new tokens (>= 1).
+  int max_new_tokens = 256;
+  /// The request finishes after the first of these tokens (it is included in the output).
+  std::vector<token_t> eos;
+  /// Speculation on: drafters propose up to `budget` draft nodes a step. Off: the request sends
+  /// its root only (plain decoding; its drafters still observe what it commits).
+  bool speculate = true;
+  int budget = 64;
+  /// For a sampling verifier (one with options() holding sampling, seed and sequence, such as
+  /// RejectionSampling): the request's own sampling parameters and random stream, keyed by
+  /// (seed, stream) only, so that its tokens do not depend on who shares its batch. Other
+  /// verifiers are copied from the batch's and ignore these.
+  core::SamplingParams sampling{};
+  std::uint64_t seed = 0;
+  std::uint32_t stream = 0;
+};
+
+/// What one request committed in a step (see SpeculativeBatch::step).
+struct RequestUpdate {
+  request_id id = -1;
+  /// The new tokens, cut at max_new_tokens and after the first EOS token.
+  std::span<const token_t> tokens;
+  /// The request is done (this step reached max_new_tokens or an EOS token, or the target is
+  /// full); its slot is free from the next add() or step() on.
+  bool finished = false;
+  /// The request's statistics, this step included.
+  const DecodeStats* stats = nullptr;
+};
+
+/// Speculative decoding of up to `capacity` requests at once on a BatchTarget, with drafts from
+/// every `Drafter` (per request: its own instances) merged into one tree per request and checked
+/// by the last policy, the `Verifier` (per request: its own instance).
+///
+/// The target is held by reference and must outlive the batch. Every public member validates its
+/// input first and throws specdec::error without changing the batch.
+template <class Target, class... Policies>
+class SpeculativeBatch {
+  static_assert(sizeof...(Policies) >= 1,
+                "SpeculativeBatch<BatchTarget, Drafter..., Verifier>: the last template argument must be a "
+                "verifier (e.g. specdec::ExactVerifier), and none was given.");
+  using split = typename std::conditional_t<(sizeof...(Policies) >= 1), std::type_identity<detail::split_last<Policies...>>,
+                                            std::type_identity<detail::split_last<detail::no_verifier>>>::type;
+  using drafter_list = typename split::init;
+  using sequence_type = detail::SequenceStep<drafter_list>;
+
+ public:
+  using target_type = Target;
+  using verifier_type = typename split::last;
+  using drafters_type = typename drafter_list::template apply<std::tuple>;
+  static constexpr std::size_t num_drafters = drafter_list::size;
+
+ private:
+  static constexpr bool checked = [] {
+    if constexpr (sizeof...(Policies) == 0) return false;  // said above
+    else return detail::check_batch_decoder<Target>(drafter_list{}, static_cast<verifier_type*>(nullptr));
+  }();
+  static_assert(num_drafters <= 32, "SpeculativeBatch: at most 32 drafters (one source bit each).");
+  template <class... Ds>
+  static constexpr bool shared_states_ok(detail::type_list<Ds...>) {
+    return ((!requires { typename Ds::shared_state_type; } || SharesStateAcrossRequests<Ds>) && ... && true);
+  }
+  static_assert(shared_states_ok(drafter_list{}),
+                "In your drafter: it declares shared_state_type, so it also needs `std::shared_ptr<shared_state_type> "
+                "shared_state() const` and `void share(std::shared_ptr<shared_state_type>)` (see "
+                "specdec::SharesStateAcrossRequests).");
+
+ public:
+  /// `capacity`: requests held at once (at most target.slots()). The policies given are the
+  /// prototypes each request's own drafters and verifier are copied from.
+  SpeculativeBatch(Target& target, int capacity, Policies... policies)
+      : SpeculativeBatch(target, capacity, std::forward_as_tuple(std::move(policies)...),
+                         std::make_index_sequence<num_drafters>{}) {}
+
+  /// All prototypes default-constructed.
+  SpeculativeBatch(Target& target, int capacity)
+    requires(std::default_initializable<Policies> && ...)
+      : SpeculativeBatch(target, capacity, Policies{}...) {}
+
+  /// Adds a request whose drafters are copies of the batch's. Returns its id.
+  request_id add(std::span<const token_t> prompt, const RequestOptions& options = {})
+    requires std::copy_constructible<drafters_type>
+  {
+    if constexpr (!checked) {
+      return -1;  // the composition failed a check: its sentence is the error
+    } else {
+      check_request(prompt, options);
+      return admit(prompt, options, drafters_type(prototype_));
+    }
+  }
+
+  /// Adds a request with its own drafter instances (e.g. an oracle that knows this request's answer).
+  template <class... Ds>
+    requires(sizeof...(Ds) == num_drafters && sizeof...(Ds) > 0)
+  request_id add(std::span<const token_t> prompt, const RequestOptions& options, Ds&&... drafters) {
+    if constexpr (!checked) {
+      return -1;  // the composition failed a check: its sentence is the error
+    } else {
+      check_request(prompt, options);
+      return admit(prompt, options, drafters_type(std::forward<Ds>(drafters)...));
+    }
+  }
+
+  /// Removes an active request (its output so far stays with the caller); its slot is free at once.
+  void remove(request_id id) {
+    release(slot_of(id, "remove"));
+  }
+
+  /// One step for every active request: one target forward for all. Returns one entry per request
+  /// that was active, in slot order, valid until the next add(), remove() or step().
+  std::span<const RequestUpdate> step() {
+    if constexpr (!checked) {
+      return {};  // the composition failed a check: its sentence is the error
+    } else {
+      using clock = std::chrono::steady_clock;
+      using seconds = std::chrono::duration<double>;
+      free_finished();
+      updates_.clear();
+      batch_slots_.clear();
+      batch_trees_.clear();
+      for (std::size_t s = 0; s < requests_.size(); ++s) {
+        if (!requests_[s] || requests_[s]->finished) continue;
+        Request& r = *requests_[s];
+        const auto t0 = clock::now();
+        int budget = r.options.speculate ? r.options.budget : 0;
+        if constexpr (BoundedTarget<Target>) {
+          const int room = static_cast<int>(target_.max_positions()) - r.seq.cached() - 1;
+          budget = std::min(budget, room);  // the root always fits: a request finishes when full
+        }
+        const TreeView view = budget > 0 ? r.seq.draft(budget, budget) : r.seq.chain({});
+        r.draft_seconds = seconds(clock::now() - t0).count();
+        batch_slots_.push_back(static_cast<int>(s));
+        batch_trees_.push_back(view);
+      }
+      if (batch_slots_.empty()) return {};
+
+      const auto t1 = clock::now();
+      decltype(auto) out = target_.forward(TreeBatchView{batch_slots_, batch_trees_});
+      const auto t2 = clock::now();
+      for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
+        Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
+        r.verifier.verify(batch_trees_[b], out.tree(static_cast<int>(b)), r.seq.verdict());
+        r.seq.check_verdict(batch_trees_[b]);
+      }
+      const auto t3 = clock::now();
+      for (std::size_t b = 0; b < batch_slots_.size(); ++b)
+        target_.commit(batch_slots_[b], std::span<const node_t>(requests_[static_cast<std::size_t>(batch_slots_[b])]->seq.verdict().path));
+      const auto t4 = clock::now();
+      ++forwards_;
+
+      const double target_seconds = seconds(t2 - t1).count() + seconds(t4 - t3).count();
+      const double verify_seconds = seconds(t3 - t2).count() / static_cast<double>(batch_slots_.size());
+      for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
+        const std::size_t s = static_cast<std::size_t>(batch_slots_[b]);
+        Request& r = *requests_[s];
+        const auto t5 = clock::now();
+        const std::span<const token_t> committed = r.seq.commit(batch_trees_[b]);
+        r.seq.observe(TargetFeatures{});
+        r.seq.record(batch_trees_[b], r.draft_seconds + seconds(clock::now() - t5).count(), target_seconds,
+                     verify_seconds);
+        updates_.push_back(emit(r, committed));
+      }
+      return updates_;
+    }
+  }
+
+  /// Requests being decoded (not finished, not removed).
+  int active() const {
+    return static_cast<int>(std::count_if(requests_.begin(), requests_.end(),
+                                          [](const auto& r) { return r && !r->finished; }));
+  }
+  int capacity() const { return static_cast<int>(requests_.size()); }
+  /// Target forwards so far (one per step that had an active request).
+  std::int64_t forwards() const { return forwards_; }
+
+  /// An active request's statistics (τ: tokens per target call, bonus token included).
+  const DecodeStats& stats(request_id id) const { return requests_[slot_of(id, "stats")]->seq.stats(); }
+  /// An active request's prompt and committed tokens (past a cut at max_new_tokens or EOS too).
+  std::span<const token_t> context(request_id id) const { return requests_[slot_of(id, "context")]->seq.context(); }
+
+  /// Statistics summed over every request so far, finished, removed and active: τ over all
+  /// request steps, the histogram of tokens per request step. Each request's target_seconds
+  /// counts the whole shared forward, so this sum counts a forward once per request in it.
+  DecodeStats stats() const {
+    DecodeStats all = retired_stats_;
+    for (const auto& r : requests_)
+      if (r) all.add(r->seq.stats());
+    if (all.drafter_names.empty()) {
+      all.drafter_names = sequence_type::names();
+      all.accepted_by_drafter.resize(num_drafters);
+    }
+    return all;
+  }
+
+  Target& target() { return target_; }
+
+  /// Display names of the drafters, in template order.
+  static std::vector<std::string> names() { return sequence_type::names(); }
+
+ private:
+  struct Request {
+    Request(request_id id_, const RequestOptions& options_, drafters_type drafters, verifier_type verifier_)
+        : id(id_), options(options_), seq(std::move(drafters)), verifier(std::move(verifier_)) {}
+    request_id id;
+    RequestOptions options;
+    sequence_type seq;
+    verifier_type verifier;
+    int produced = 0;        // new tokens given to the caller
+    bool finished = false;   // reported finished; the slot is freed by the next add() or step()
+    double draft_seconds = 0;  // this step's draft and merge
+  };
+
+  template <class Tuple, std::size_t... I>
+  SpeculativeBatch(Target& target, int capacity, Tuple&& all, std::index_sequence<I...>)
+      : target_(target),
+        prototype_(std::move(std::get<I>(all))...),
+        verifier_(std::move(std::get<num_drafters>(all))) {
+    if constexpr (checked) {
+      if (capacity < 1) throw error("SpeculativeBatch: capacity must be >= 1, got " + std::to_string(capacity));
+      if (capacity > static_cast<int>(target_.slots()))
+        throw error("SpeculativeBatch: capacity " + std::to_string(capacity) + " exceeds the target's " +
+                    std::to_string(target_.slots()) + " slots");
+      requests_.resize(static_cast<std::size_t>(capacity));
+      updates_.reserve(requests_.size());
+      batch_slots_.reserve(requests_.size());
+      batch_trees_.reserve(requests_.size());
+    }
+  }
+
+  // Every check of add(), before anything changes.
+  void check_request(std::span<const token_t> prompt, const RequestOptions& options) const {
+    const int vocab = static_cast<int>(target_.vocab_size());
+    if (prompt.empty()) throw error("SpeculativeBatch::add: the prompt is empty (it needs at least one token)");
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+      detail::check_token(prompt[i], vocab, "SpeculativeBatch::add: prompt token " + std::to_string(i));
+    if constexpr (BoundedTarget<Target>) {
+      if (prompt.size() > static_cast<std::size_t>(target_.max_positions()))
+        throw error("SpeculativeBatch::add: the prompt has " + std::to_string(prompt.size()) +
+                    " tokens, more than the target's " + std::to_string(target_.max_positions()) + " positions");
+    }
+    if (options.max_new_tokens < 1)
+      throw error("SpeculativeBatch::add: max_new_tokens must be >= 1, got " + std::to_string(options.max_new_tokens));
+    if (options.budget < 0) throw error("SpeculativeBatch::add: budget must be >= 0, got " + std::to_string(options.budget));
+    for (std::size_t i = 0; i < options.eos.size(); ++i)
+      detail::check_token(options.eos[i], vocab, "SpeculativeBatch::add: eos token " + std::to_string(i));
+    if (!core::valid(options.sampling)) {
+      throw error("SpeculativeBatch::add: bad sampling parameters: temperature " +
+                  std::to_string(options.sampling.temperature) + " (>= 0), top_k " + std::to_string(options.sampling.top_k) +
+                  " (>= 0), top_p " + std::to_string(options.sampling.top_p) + " (in (0, 1]), min_p " +
+                  std::to_string(options.sampling.min_p) + " (in [0, 1])");
+    }
+    if (free_slot() == requests_.size())
+      throw error("SpeculativeBatch::add: all " + std::to_string(requests_.size()) +
+                  " slots are taken (the capacity); remove a request or step until one finishes");
+  }
+
+  request_id admit(std::span<const token_t> prompt, const RequestOptions& options, drafters_type drafters) {
+    const std::size_t s = free_slot();
+    if (requests_[s]) release(s);  // a finished request reported by the last step
+    share_states(drafters, std::make_index_sequence<num_drafters>{});
+    target_.prefill(static_cast<int>(s), prompt.first(prompt.size() - 1));
+    auto& r = requests_[s].emplace(next_id_, options, std::move(drafters), make_verifier(options));
+    try {
+      r.seq.begin(prompt, static_cast<int>(target_.vocab_size()), TargetFeatures{});
+    } catch (...) {
+      requests_[s].reset();
+      target_.release(static_cast<int>(s));
+      throw;
+    }
+    return next_id_++;
+  }
+
+  verifier_type make_verifier(const RequestOptions& options) const {
+    if constexpr (detail::SamplesPerRequest<verifier_type>) {
+      auto sampling = verifier_.options();
+      sampling.sampling = options.sampling;
+      sampling.seed = options.seed;
+      sampling.sequence = options.stream;
+      return verifier_type(sampling);
+    } else {
+      return verifier_;
+    }
+  }
+
+  // The update of request `r` for the tokens its step committed: cut at max_new_tokens and after
+  // the first EOS; the request finishes there, or when the target has no room for another root.
+  RequestUpdate emit(Request& r, std::span<const token_t> committed) {
+    std::size_t n = 0;
+    while (n < committed.size() && r.produced < r.options.max_new_tokens) {
+      ++r.produced;
+      const token_t t = committed[n++];
+      if (std::find(r.options.eos.begin(), r.options.eos.end(), t) != r.options.eos.end()) {
+        r.finished = true;
+        break;
+      }
+    }
+    if (r.produced == r.options.max_new_tokens) r.finished = true;
+    if constexpr (BoundedTarget<Target>) {
+      if (r.seq.cached() >= static_cast<int>(target_.max_positions())) r.finished = true;
+    }
+    return {r.id, committed.first(n), r.finished, &r.seq.stats()};
+  }
+
+  std::size_t slot_of(request_id id, const char* what) const {
+    if (id < 0 || id >= next_id_)
+      throw error(std::string("SpeculativeBatch::") + what + ": request " + std::to_string(id) +
+                  " is unknown (no request with this id was added)");
+    for (std::size_t s = 0; s < requests_.size(); ++s)
+      if (requests_[s] && requests_[s]->id == id && !requests_[s]->finished) return s;
+    throw error(std::string("SpeculativeBatch::") + what + ": request " + std::to_string(id) +
+                " has finished or was removed");
+  }
+
+  std::size_t free_slot() const {
+    for (std::size_t s = 0; s < requests_.size(); ++s)
+      if (!requests_[s] || requests_[s]->finished) return s;
+    return requests_.size();
+  }
+
+  void free_finished() {
+    for (std::size_t s = 0; s < requests_.size(); ++s)
+      if (requests_[s] && requests_[s]->finished) release(s);
+  }
+
+  // Each drafter that shares state across requests draws it from its prototype.
+  template <std::size_t... I>
+  void share_states(drafters_type& drafters, std::index_sequence<I...>) {
+    auto one = [](auto& drafter, auto& prototype) {
+      if constexpr (SharesStateAcrossRequests<std::remove_cvref_t<decltype(drafter)>>) drafter.share(prototype.shared_state());
+    };
+    (one(std::get<I>(drafters), std::get<I>(prototype_)), ...);
+  }
+
+  void release(std::size_t s) {
+    std::apply([](auto&... drafter) { (end_one(drafter), ...); }, requests_[s]->seq.drafters());
+    retired_stats_.add(requests_[s]->seq.stats());
+    requests_[s].reset();
+    target_.release(static_cast<int>(s));
+  }
+
+  template <class D>
+  static void end_one(D& drafter) {
+    if constexpr (EndsRequests<D>) drafter.end();
+  }
+
+  Target& target_;
+  drafters_type prototype_;
+  verifier_type verifier_;
+  std::vector<std::optional<Request>> requests_;  // per slot
+  request_id next_id_ = 0;
+  std::int64_t forwards_ = 0;
+  DecodeStats retired_stats_;
+  // The step's batch, reused from step to step.
+  std::vector<int> batch_slots_;
+  std::vector<TreeView> batch_trees_;
+  std::vector<RequestUpdate> updates_;
+};
+
+}  // namespace specdec

@@ -1,0 +1,223 @@
+// detail::SequenceStep: one sequence's speculative state and the named phases of a step that
+// touch it. SpeculativeDecoder (one sequence) and SpeculativeBatch (many) both run a step as
+//
+//   draft   each drafter proposes a tree below the root (the last committed token), checked;
+//   merge   the trees merge into one, within the node budget and the target's room;
+//   forward the target runs the merged tree(s) — the facade's business (one tree, or a batch);
+//   verify  the facade's verifier walks the tree against the output; check_verdict() refuses a
+//           path that is not a chain from the root;
+//   commit  the accepted tokens and the next token join the context (the target's commit is the
+//           facade's business);
+//   observe each drafter is told the committed tokens;
+//   record  the step's counters join the statistics.
+//
+// The phases own no target and no verifier, so the facades differ only in how the forward and
+// the verification are done (and in the bounds they ask for), not in the decode loop around them.
+// Storage is reused from step to step: the phases allocate nothing once the buffers have grown.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <specdec/checks.hpp>
+#include <specdec/concepts.hpp>
+#include <specdec/draft_tree.hpp>
+#include <specdec/error.hpp>
+#include <specdec/stats.hpp>
+#include <specdec/type_list.hpp>
+
+namespace specdec::detail {
+
+/// Throws specdec::error naming `what` when token `t` lies outside [0, vocab).
+inline void check_token(token_t t, int vocab, const std::string& what) {
+  if (t < 0 || t >= vocab)
+    throw error(what + " is " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
+template <class DrafterList>
+class SequenceStep;
+
+template <class... Drafters>
+class SequenceStep<type_list<Drafters...>> {
+ public:
+  static constexpr std::size_t num_drafters = sizeof...(Drafters);
+  using drafters_type = std::tuple<Drafters...>;
+
+  explicit SequenceStep(drafters_type drafters) : drafters_(std::move(drafters)) {}
+
+  /// Display names of the drafters, in template order.
+  static std::vector<std::string> names() { return {std::string(drafter_name<Drafters>())...}; }
+
+  /// begin: a new sequence starts with `prompt` (already checked against `vocab`; all but its
+  /// last token are in the target's cache); every drafter begins on it and the statistics restart.
+  void begin(std::span<const token_t> prompt, int vocab, const TargetFeatures& features) {
+    context_.clear();  // a drafter that throws leaves no sequence to step
+    vocab_ = vocab;
+    std::apply([&](auto&... d) { (begin_one(d, prompt, features), ...); }, drafters_);
+    context_.assign(prompt.begin(), prompt.end());
+    prompt_length_ = static_cast<int>(prompt.size());
+    cached_ = prompt_length_ - 1;
+    stats_ = DecodeStats{};
+    stats_.accepted_by_drafter.assign(num_drafters, {});
+    stats_.drafter_names = names();
+  }
+
+  /// The sequence can no longer be stepped (only a new begin() can go on).
+  void stop() { context_.clear(); }
+  bool started() const { return !context_.empty(); }
+
+  /// draft + merge: every drafter proposes below the root, and the trees merge into one of at
+  /// most `budget` draft nodes and depth `max_depth`. The view's base_position is the cache size.
+  TreeView draft(int budget, int max_depth) {
+    const DraftContext ctx{context_, prompt_length_, budget, max_depth, vocab_};
+    std::array<const DraftTree*, tree_count> trees{};
+    for (std::size_t i = 0; i < tree_count; ++i) trees[i] = &trees_[i];
+    if constexpr (num_drafters == 0) trees_[0].reset(context_.back());
+    std::size_t d = 0;
+    std::apply([&](auto&... drafter) { (propose_one(drafter, d++, ctx), ...); }, drafters_);
+    merger_.merge(trees, budget, max_depth);
+    TreeView view = merger_.view();
+    view.base_position = cached_;
+    return view;
+  }
+
+  /// A chain of the root and `tokens` (no drafter asked), laid out on the cache: what a target
+  /// forwards to take `tokens` into its cache.
+  TreeView chain(std::span<const token_t> tokens) {
+    DraftTree& chain = trees_[0];
+    chain.reset(context_.back());
+    chain.add_chain(0, tokens);
+    const DraftTree* one[] = {&chain};
+    const int nodes = static_cast<int>(tokens.size());
+    merger_.merge(one, nodes, nodes);
+    TreeView view = merger_.view();
+    view.base_position = cached_;
+    return view;
+  }
+
+  /// verify: a user's verifier is outside our control, and a wrong path would corrupt the KV
+  /// cache silently: the path must be a chain from the root, the next token in the vocabulary.
+  void check_verdict(const TreeView& view) const {
+    const auto& path = verdict_.path;
+    if (path.empty() || path[0] != 0) throw error("verifier: the accepted path must start at the root (node 0)");
+    for (std::size_t k = 1; k < path.size(); ++k) {
+      if (path[k] <= 0 || path[k] >= view.size || view.parent[path[k]] != path[k - 1])
+        throw error("verifier: accepted path entry " + std::to_string(k) + " (node " + std::to_string(path[k]) +
+                    ") is not a child of the previous node");
+    }
+    detail::check_token(verdict_.next_token, vocab_, "verifier: the next token");
+  }
+
+  /// commit: the verdict's accepted tokens and next token join the context; the accepted path's
+  /// nodes (root included) join the cache. Returns the committed tokens, valid until the next step.
+  std::span<const token_t> commit(const TreeView& view) {
+    committed_.clear();
+    for (std::size_t k = 1; k < verdict_.path.size(); ++k) committed_.push_back(view.token[verdict_.path[k]]);
+    committed_.push_back(verdict_.next_token);
+    context_.insert(context_.end(), committed_.begin(), committed_.end());
+    cached_ += static_cast<int>(verdict_.path.size());
+    return committed_;
+  }
+
+  /// observe: every drafter is told the committed tokens (and, for a feature drafter, `features`).
+  void observe(const TargetFeatures& features) {
+    std::apply([&](auto&... drafter) { (observe_one(drafter, features), ...); }, drafters_);
+  }
+
+  /// record: the step's counters, and its time split into drafting (draft, merge, commit,
+  /// observe), the target (forward and commit) and the verifier, in seconds.
+  void record(const TreeView& view, double draft_seconds, double target_seconds, double verify_seconds) {
+    const auto& path = verdict_.path;
+    ++stats_.steps;
+    stats_.tokens += static_cast<std::int64_t>(committed_.size());
+    stats_.drafted_nodes += view.size - 1;
+    DecodeStats::count(stats_.tokens_per_step, committed_.size());
+    const DraftTree& tree = merger_.tree();
+    for (std::size_t d = 0; d < stats_.accepted_by_drafter.size(); ++d) {  // one per drafter
+      std::size_t k = 1;
+      while (k < path.size() && (tree.source(path[k]) >> d & 1u)) ++k;
+      DecodeStats::count(stats_.accepted_by_drafter[d], k - 1);
+    }
+    stats_.draft_seconds += draft_seconds;
+    stats_.target_seconds += target_seconds;
+    stats_.verify_seconds += verify_seconds;
+  }
+
+  /// Goes back to the first `keep` tokens of the cache with `root` as the next root (resume()).
+  void rewind(int keep, std::span<const token_t> context) {
+    cached_ = keep;
+    context_.assign(context.begin(), context.begin() + static_cast<std::ptrdiff_t>(keep + 1));
+  }
+  /// `tokens` more tokens are in the cache (a fed chain).
+  void cache(int tokens) { cached_ += tokens; }
+  /// Replaces the context (the cache is left as it is) and begins every drafter on it again.
+  void restart(std::span<const token_t> context) {
+    context_.assign(context.begin(), context.end());
+    prompt_length_ = std::min(prompt_length_, static_cast<int>(context.size()));
+    std::apply([&](auto&... d) { (begin_one(d, context, TargetFeatures{}), ...); }, drafters_);
+  }
+
+  std::span<const token_t> context() const { return context_; }
+  int prompt_length() const { return prompt_length_; }
+  /// Tokens in the target's KV cache: the context but its last token (the next root).
+  int cached() const { return cached_; }
+  int vocab() const { return vocab_; }
+  const DecodeStats& stats() const { return stats_; }
+  DecodeStats& stats() { return stats_; }
+  const DraftTree& tree() const { return merger_.tree(); }
+  const Verdict& verdict() const { return verdict_; }
+  Verdict& verdict() { return verdict_; }
+  std::span<const token_t> committed() const { return committed_; }
+  drafters_type& drafters() { return drafters_; }
+
+ private:
+  static constexpr std::size_t tree_count = std::max<std::size_t>(num_drafters, 1);
+
+  template <class D>
+  static void begin_one(D& drafter, std::span<const token_t> prompt, const TargetFeatures& features) {
+    if constexpr (drafter_traits<D>::needs_target_features) drafter.begin(prompt, features);
+    else drafter.begin(prompt);
+  }
+
+  template <class D>
+  void observe_one(D& drafter, const TargetFeatures& features) {
+    const std::span<const token_t> committed(committed_);
+    if constexpr (drafter_traits<D>::needs_target_features) drafter.observe(committed, features);
+    else drafter.observe(committed);
+  }
+
+  template <class D>
+  void propose_one(D& drafter, std::size_t index, const DraftContext& ctx) {
+    DraftTree& tree = trees_[index];
+    tree.reset(context_.back());
+    drafter.propose(ctx, tree);
+    if (tree.root_token() != context_.back()) throw error(who(index) + ": changed the root token of its draft tree");
+    check_tree(tree, vocab_, who(index));
+    if (tree.distributions() > 0) {
+      if constexpr (!drafter_traits<D>::emits_draft_probabilities)
+        throw error(who(index) + ": attached draft distributions (add_sampled) but does not declare "
+                    "`static constexpr bool emits_draft_probabilities = true`");
+      check_distributions(tree, vocab_, who(index));
+    }
+  }
+
+  static std::string who(std::size_t index) { return "drafter " + std::to_string(index) + " (" + names()[index] + ")"; }
+
+  drafters_type drafters_;
+  std::vector<token_t> context_;
+  int prompt_length_ = 0;
+  int cached_ = 0;
+  int vocab_ = 0;
+  std::array<DraftTree, tree_count> trees_;
+  TreeMerger merger_;
+  Verdict verdict_;
+  std::vector<token_t> committed_;
+  DecodeStats stats_;
+};
+
+}  // namespace specdec::detail

@@ -1,0 +1,426 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <specdec/batch_decoder.hpp>
+#include <specdec/policies/drafters/casd.hpp>
+#include <specdec/policies/drafters/context_tree.hpp>
+#include <specdec/policies/drafters/oracle.hpp>
+#include <specdec/policies/verifiers/exact.hpp>
+#include <specdec/policies/verifiers/rejection_sampling.hpp>
+#include <specdec/testing/hash_target.hpp>
+
+#include "support/chi_square.hpp"
+
+using namespace specdec;
+
+namespace {
+
+constexpr int kVocab = 40;
+
+std::vector<token_t> random_prompt(std::mt19937& rng) {
+  std::vector<token_t> p(1 + rng() % 9);
+  for (token_t& t : p) t = static_cast<token_t>(rng() % kVocab);
+  return p;
+}
+
+/// Plain greedy decoding of `options` after `prompt`: max_new_tokens tokens, cut after the first EOS.
+std::vector<token_t> expected_output(const HashTarget& target, const std::vector<token_t>& prompt,
+                                     const RequestOptions& options) {
+  std::vector<token_t> out = target.greedy(prompt, options.max_new_tokens);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (std::find(options.eos.begin(), options.eos.end(), out[i]) != options.eos.end()) {
+      out.resize(i + 1);
+      break;
+    }
+  }
+  return out;
+}
+
+/// Request options: `budget` 0 turns speculation off.
+RequestOptions request(int max_new_tokens, int budget = 64, std::uint64_t seed = 0, std::uint32_t stream = 0) {
+  RequestOptions o;
+  o.max_new_tokens = max_new_tokens;
+  o.speculate = budget != 0;
+  o.budget = budget;
+  o.seed = seed;
+  o.stream = stream;
+  return o;
+}
+RequestOptions with_eos(RequestOptions o, token_t eos) {
+  o.eos = {eos};
+  return o;
+}
+RequestOptions with_temperature(RequestOptions o, float temperature) {
+  o.sampling.temperature = temperature;
+  return o;
+}
+
+/// A request of a schedule: its prompt and options, and what the batch gave it.
+struct Job {
+  std::vector<token_t> prompt;
+  RequestOptions options;
+  std::vector<token_t> output;
+  bool finished = false;
+  bool removed = false;
+};
+
+std::vector<Job> random_jobs(const HashTarget& target, std::mt19937& rng, int count) {
+  std::vector<Job> jobs(static_cast<std::size_t>(count));
+  for (Job& j : jobs) {
+    j.prompt = random_prompt(rng);
+    j.options.max_new_tokens = 1 + static_cast<int>(rng() % 60);
+    j.options.speculate = rng() % 3 != 0;
+    j.options.budget = static_cast<int>(rng() % 12);
+    if (rng() % 3 == 0) {  // an EOS that greedy decoding reaches for some requests
+      const auto g = target.greedy(j.prompt, 30);
+      j.options.eos = {g[rng() % g.size()]};
+    }
+  }
+  return jobs;
+}
+
+/// Runs `jobs` through `batch` on a seeded schedule: between steps a job may arrive (while a
+/// slot is free) and an active one may leave (remove). `add` adds job j and returns its id.
+template <class Batch>
+void run_schedule(Batch& batch, std::vector<Job>& jobs, std::mt19937& rng, const std::function<request_id(Job&)>& add) {
+  std::map<request_id, std::size_t> job_of;
+  std::size_t next = 0;
+  std::int64_t steps_with_requests = 0;
+  while (next < jobs.size() || batch.active() > 0) {
+    while (next < jobs.size() && batch.active() < batch.capacity() && rng() % 2 == 0) {
+      job_of[add(jobs[next])] = next;
+      ++next;
+    }
+    if (batch.active() > 0 && rng() % 17 == 0) {  // a request leaves before it finished
+      auto it = job_of.begin();
+      std::advance(it, rng() % job_of.size());
+      batch.remove(it->first);
+      jobs[it->second].removed = true;
+      job_of.erase(it);
+    }
+    if (batch.active() == 0) {
+      if (next < jobs.size()) continue;
+      break;
+    }
+    ++steps_with_requests;
+    for (const RequestUpdate& u : batch.step()) {
+      Job& j = jobs[job_of.at(u.id)];
+      j.output.insert(j.output.end(), u.tokens.begin(), u.tokens.end());
+      REQUIRE(u.stats != nullptr);
+      if (u.finished) {
+        j.finished = true;
+        job_of.erase(u.id);
+      }
+    }
+  }
+  CHECK(batch.forwards() == steps_with_requests);  // one target forward per step, for all
+}
+
+void check_lossless(const HashTarget& target, const std::vector<Job>& jobs) {
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    INFO("request " << i);
+    const auto expected = expected_output(target, jobs[i].prompt, jobs[i].options);
+    if (jobs[i].removed) {  // what it got before it left is a prefix of its own greedy output
+      REQUIRE(jobs[i].output.size() <= expected.size());
+      CHECK(std::equal(jobs[i].output.begin(), jobs[i].output.end(), expected.begin()));
+    } else {
+      CHECK(jobs[i].finished);
+      CHECK(jobs[i].output == expected);
+    }
+  }
+}
+
+/// A HashTarget with a fixed number of positions (a BoundedTarget).
+struct BoundedHashTarget : HashTarget {
+  BoundedHashTarget(int positions, int slots) : HashTarget(kVocab, 9, 4.0f, slots), positions_(positions) {}
+  int max_positions() const { return positions_; }
+  int positions_;
+};
+
+}  // namespace
+
+TEST_CASE("HashTarget's batched forward equals its forward of each tree alone", "[batch][target]") {
+  STATIC_REQUIRE(BatchTarget<HashTarget>);
+  HashTarget batched(kVocab, 3, 4.0f, 3), single(kVocab, 3);
+  const std::vector<std::vector<token_t>> prompts{{1, 2, 3}, {7}, {4, 4, 4, 4, 9}};
+  for (int s = 0; s < 3; ++s) {  // the cache holds all but the last token, the root
+    const auto& prompt = prompts[static_cast<std::size_t>(s)];
+    batched.prefill(s, std::span<const token_t>(prompt).first(prompt.size() - 1));
+  }
+  // slot 2 then slot 0 (slot 1 sits out): each a chain of two draft tokens on its root
+  std::vector<DraftTree> trees(2);
+  std::vector<TreeMerger> mergers(2);
+  std::vector<TreeView> views;
+  const int slots[] = {2, 0};
+  for (int b = 0; b < 2; ++b) {
+    const auto& prompt = prompts[static_cast<std::size_t>(slots[b])];
+    trees[static_cast<std::size_t>(b)].reset(prompt.back());
+    const token_t chain[] = {5, 6};
+    trees[static_cast<std::size_t>(b)].add_chain(0, chain);
+    const DraftTree* one[] = {&trees[static_cast<std::size_t>(b)]};
+    mergers[static_cast<std::size_t>(b)].merge(one, 2, 2);
+    views.push_back(mergers[static_cast<std::size_t>(b)].view());
+    views.back().base_position = static_cast<int>(prompt.size()) - 1;
+  }
+  const auto& out = batched.forward(TreeBatchView{slots, views});
+  for (int b = 0; b < 2; ++b) {
+    const auto& prompt = prompts[static_cast<std::size_t>(slots[b])];
+    single.prefill(std::span<const token_t>(prompt).first(prompt.size() - 1));
+    const auto& alone = single.forward(views[static_cast<std::size_t>(b)]);
+    for (node_t n = 0; n < 3; ++n) {
+      CHECK(out.tree(b).argmax(n) == alone.argmax(n));
+      CHECK(std::equal(out.tree(b).logits(n).begin(), out.tree(b).logits(n).end(), alone.logits(n).begin()));
+    }
+  }
+  const node_t path[] = {0, 1};
+  batched.commit(2, path);
+  CHECK(batched.cached(2) == 6);
+  CHECK(batched.cached(0) == 2);
+  batched.release(2);
+  CHECK_THROWS_WITH(batched.forward(TreeBatchView{std::span(slots, 1), std::span(views.data(), 1)}),
+                    Catch::Contains("call prefill() first"));
+  const int outside[] = {3};
+  CHECK_THROWS_WITH(batched.prefill(outside[0], prompts[0]), "HashTarget::prefill: slot 3 outside [0, 3)");
+}
+
+TEST_CASE("batch, oracle drafter: every request equals its own greedy decoding", "[batch][lossless]") {
+  const int seed = GENERATE(1, 2, 3, 4);
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  HashTarget target(kVocab, 11, 4.0f, 6);
+  std::vector<Job> jobs = random_jobs(target, rng, 40);
+  SpeculativeBatch<HashTarget, OracleDrafter, ExactVerifier> batch(target, 5, OracleDrafter({}, 1), ExactVerifier{});
+  run_schedule(batch, jobs, rng, [&](Job& j) {
+    std::vector<token_t> reference = j.prompt;
+    const auto g = target.greedy(j.prompt, 200);
+    reference.insert(reference.end(), g.begin(), g.end());
+    const int depth = 1 + static_cast<int>(rng() % 8);
+    return batch.add(j.prompt, j.options, OracleDrafter(reference, depth, 0.25, 1 + static_cast<int>(rng() % 3), rng()));
+  });
+  check_lossless(target, jobs);
+  const DecodeStats all = batch.stats();
+  CHECK(all.tau() > 1.3);  // the oracle is right 75% of the time
+  CHECK(all.drafter_names == std::vector<std::string>{"oracle"});
+}
+
+TEST_CASE("batch, casd and context tree drafters copied per request: lossless", "[batch][lossless]") {
+  const int seed = GENERATE(5, 6, 7);
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  HashTarget target(kVocab, 12, 4.0f, 8);
+  std::vector<Job> jobs = random_jobs(target, rng, 40);
+  SpeculativeBatch<HashTarget, CasdDrafter, ContextTreeDrafter, ExactVerifier> batch(target, 8);
+  run_schedule(batch, jobs, rng, [&](Job& j) { return batch.add(j.prompt, j.options); });
+  check_lossless(target, jobs);
+}
+
+TEST_CASE("batch, history tree drafter: lossless", "[batch][lossless]") {
+  std::mt19937 rng(8);
+  HashTarget target(kVocab, 13, 4.0f, 3);
+  std::vector<Job> jobs = random_jobs(target, rng, 25);
+  SpeculativeBatch<HashTarget, HistoryTreeDrafter, ExactVerifier> batch(target, 3);
+  run_schedule(batch, jobs, rng, [&](Job& j) { return batch.add(j.prompt, j.options); });
+  check_lossless(target, jobs);
+}
+
+TEST_CASE("batch: tree_history drafters share one history across requests", "[batch][drafters]") {
+  STATIC_REQUIRE(SharesStateAcrossRequests<HistoryTreeDrafter>);
+  STATIC_REQUIRE(!SharesStateAcrossRequests<ContextTreeDrafter>);
+  HashTarget target(kVocab, 17, 4.0f, 2);
+  SpeculativeBatch<HashTarget, HistoryTreeDrafter, ExactVerifier> batch(target, 2);
+  const std::vector<token_t> prompt{11, 22, 33, 4};
+  auto decode = [&](const std::vector<token_t>& p) {
+    const request_id id = batch.add(p, request(120, 16));
+    std::vector<token_t> out;
+    double tau = 0;
+    while (batch.active() > 0) {
+      for (const RequestUpdate& u : batch.step()) {
+        if (u.id != id) continue;
+        out.insert(out.end(), u.tokens.begin(), u.tokens.end());
+        tau = u.stats->tau();
+      }
+    }
+    CHECK(out == target.greedy(p, 120));
+    return tau;
+  };
+  const double first = decode(prompt);
+  const double again = decode(prompt);  // a new request, drafting from the first one's output
+  CHECK(again > first + 3.0);
+}
+
+TEST_CASE("batch, shared tree history forgotten while others match into it: lossless", "[batch][lossless][drafters]") {
+  std::mt19937 rng(9);
+  HashTarget target(kVocab, 18, 4.0f, 4);
+  std::vector<Job> jobs = random_jobs(target, rng, 40);
+  ContextTreeOptions small;
+  small.history_tokens = 90;  // outputs overflow it often: the history restarts under the others
+  SpeculativeBatch<HashTarget, HistoryTreeDrafter, ExactVerifier> batch(target, 4, HistoryTreeDrafter(small), ExactVerifier{});
+  run_schedule(batch, jobs, rng, [&](Job& j) { return batch.add(j.prompt, j.options); });
+  check_lossless(target, jobs);
+}
+
+TEST_CASE("batch: tau and the histogram per request and overall", "[batch][stats]") {
+  HashTarget target(kVocab, 14, 4.0f, 2);
+  const std::vector<token_t> prompt{3, 1, 4};
+  std::vector<token_t> reference = prompt;
+  const auto g = target.greedy(prompt, 100);
+  reference.insert(reference.end(), g.begin(), g.end());
+  SpeculativeBatch<HashTarget, OracleDrafter, ExactVerifier> batch(target, 2, OracleDrafter({}, 0), ExactVerifier{});
+  const request_id fast = batch.add(prompt, request(40, 3), OracleDrafter(reference, 3));
+  const request_id plain = batch.add(prompt, request(40, 0), OracleDrafter(reference, 3));
+  CHECK(batch.stats(fast).tau() == 0.0);
+  std::vector<DecodeStats> last(2);
+  while (batch.active() > 0) {
+    for (const RequestUpdate& u : batch.step()) last[static_cast<std::size_t>(u.id)] = *u.stats;
+  }
+  CHECK(last[static_cast<std::size_t>(fast)].tau() == 4.0);  // chain of 3, all accepted, plus the bonus token
+  CHECK(last[static_cast<std::size_t>(fast)].tokens_per_step[4] == 10);
+  CHECK(last[static_cast<std::size_t>(plain)].tau() == 1.0);
+  CHECK(last[static_cast<std::size_t>(plain)].drafted_nodes == 0);
+  const DecodeStats all = batch.stats();
+  CHECK(all.steps == 50);
+  CHECK(all.tokens == 80);
+  CHECK(all.tokens_per_step[1] == 40);
+  CHECK(batch.forwards() == 40);
+  CHECK_THROWS_WITH(batch.stats(fast), "SpeculativeBatch::stats: request 0 has finished or was removed");
+}
+
+TEST_CASE("batch, rejection sampling: a request's tokens depend only on its own seed", "[batch][sampling]") {
+  HashTarget target(kVocab, 15, 1.5f, 8);
+  std::mt19937 rng(21);
+  using Batch = SpeculativeBatch<HashTarget, ContextTreeDrafter, RejectionSampling>;
+  const std::vector<token_t> prompt{2, 7, 1, 8};
+  RequestOptions mine = request(50, 6, 77, 3);
+  mine.sampling = {0.8f, 0, 0.95f, 0.0f};
+  auto run_mine = [&](Batch& batch, int others) {
+    for (int i = 0; i < others; ++i)
+      batch.add(random_prompt(rng), request(1 + static_cast<int>(rng() % 70), static_cast<int>(rng() % 9), rng(), static_cast<std::uint32_t>(rng())));
+    const request_id id = batch.add(prompt, mine);
+    std::vector<token_t> out;
+    while (batch.active() > 0) {
+      for (const RequestUpdate& u : batch.step())
+        if (u.id == id) out.insert(out.end(), u.tokens.begin(), u.tokens.end());
+      if (batch.active() < batch.capacity() && rng() % 3 == 0) batch.add(random_prompt(rng), request(5, 64, rng()));
+    }
+    return out;
+  };
+  Batch alone(target, 8);
+  const std::vector<token_t> expected = run_mine(alone, 0);
+  REQUIRE(expected.size() == 50);
+  for (int others : {1, 4, 7}) {
+    Batch shared(target, 8);
+    CHECK(run_mine(shared, others) == expected);
+  }
+}
+
+TEST_CASE("batch, rejection sampling: each request's tokens follow the target's distribution",
+          "[batch][sampling][lossless][statistical]") {
+  // Many requests with the same prompt and different seeds: their first two tokens must follow
+  // the target's sampling distribution p(a) p(b | a) (temperature 1), whatever shares their batch.
+  constexpr int vocab = 6;
+  HashTarget target(vocab, 16, 2.0f, 16);
+  const std::vector<token_t> prompt{1, 2, 3};
+  auto softmax = [&](std::uint64_t h) {
+    std::vector<double> p(vocab);
+    double sum = 0;
+    for (int v = 0; v < vocab; ++v) sum += p[static_cast<std::size_t>(v)] = std::exp(static_cast<double>(hash_model::logit(h, v, 2.0f)));
+    for (double& x : p) x /= sum;
+    return p;
+  };
+  const std::uint64_t h = hash_model::running_hashes(prompt, 16).back();
+  const auto p1 = softmax(h);
+  std::vector<double> expected(vocab * vocab);
+  for (int a = 0; a < vocab; ++a) {
+    const auto p2 = softmax(hash_model::mix(h, a, static_cast<int>(prompt.size())));
+    for (int b = 0; b < vocab; ++b) expected[static_cast<std::size_t>(a * vocab + b)] = p1[static_cast<std::size_t>(a)] * p2[static_cast<std::size_t>(b)];
+  }
+  // The oracle drafts the greedy continuation (one-hot proposals), accepted or not by sampling.
+  std::vector<token_t> reference = prompt;
+  const auto g = target.greedy(prompt, 10);
+  reference.insert(reference.end(), g.begin(), g.end());
+  SpeculativeBatch<HashTarget, OracleDrafter, RejectionSampling> batch(target, 16, OracleDrafter(reference, 2), RejectionSampling{});
+  std::vector<std::int64_t> counts(vocab * vocab, 0);
+  std::map<request_id, std::vector<token_t>> outputs;
+  std::mt19937 rng(5);
+  constexpr int kRequests = 6000;
+  int added = 0;
+  while (added < kRequests || batch.active() > 0) {
+    while (added < kRequests && batch.active() < batch.capacity()) {
+      const bool mine = rng() % 2 == 0;  // every other request is a bystander with other options
+      const request_id id = batch.add(mine ? std::span<const token_t>(prompt) : std::span<const token_t>(reference).first(5),
+                                      request(mine ? 2 : 1 + static_cast<int>(rng() % 4), rng() % 4 != 0 ? 2 : 0, static_cast<std::uint64_t>(added), 1),
+                                      OracleDrafter(reference, 2));
+      if (mine) outputs[id];
+      ++added;
+    }
+    for (const RequestUpdate& u : batch.step()) {
+      auto it = outputs.find(u.id);
+      if (it == outputs.end()) continue;
+      it->second.insert(it->second.end(), u.tokens.begin(), u.tokens.end());
+      if (u.finished) {
+        REQUIRE(it->second.size() == 2);
+        ++counts[static_cast<std::size_t>(it->second[0] * vocab + it->second[1])];
+        outputs.erase(it);
+      }
+    }
+  }
+  const auto result = specdec::testing::chi_square(counts, expected);
+  INFO("X2 = " << result.statistic);
+  CHECK(result.p_value > 0.001);
+}
+
+TEST_CASE("batch: bad calls throw one sentence and leave the other requests as they were", "[batch][errors]") {
+  // The same schedule twice, the second time with a bad call before each step: the outputs must match.
+  auto run = [](bool bad_calls) {
+    BoundedHashTarget target(/*positions=*/40, /*slots=*/3);
+    SpeculativeBatch<BoundedHashTarget, CasdDrafter, ExactVerifier> batch(target, 3);
+    std::vector<request_id> ids{batch.add(std::vector<token_t>{1, 2, 3}, request(30)),
+                                batch.add(std::vector<token_t>{4, 5}, with_eos(request(12, 4), 7))};
+    std::map<request_id, std::vector<token_t>> out;
+    int step = 0;
+    while (batch.active() > 0) {
+      if (bad_calls) {
+        const std::vector<token_t> ok{1, 2};
+        switch (step % 9) {
+          case 0: CHECK_THROWS_WITH(batch.remove(99), "SpeculativeBatch::remove: request 99 is unknown (no request with this id was added)"); break;
+          case 1: CHECK_THROWS_WITH(batch.add(ok, request(0)), "SpeculativeBatch::add: max_new_tokens must be >= 1, got 0"); break;
+          case 2: CHECK_THROWS_WITH(batch.add(ok, request(256, -1)), "SpeculativeBatch::add: budget must be >= 0, got -1"); break;
+          case 3: CHECK_THROWS_WITH(batch.add(ok, with_eos(request(256), kVocab)), "SpeculativeBatch::add: eos token 0 is 40, outside the vocabulary [0, 40)"); break;
+          case 4: CHECK_THROWS_WITH(batch.add(ok, with_temperature(request(256), -1.0f)), Catch::StartsWith("SpeculativeBatch::add: bad sampling parameters: temperature -1")); break;
+          case 5: CHECK_THROWS_WITH(batch.add(std::vector<token_t>(41, 1)), "SpeculativeBatch::add: the prompt has 41 tokens, more than the target's 40 positions"); break;
+          case 6: CHECK_THROWS_WITH(batch.add(std::vector<token_t>{}), "SpeculativeBatch::add: the prompt is empty (it needs at least one token)"); break;
+          case 7: CHECK_THROWS_WITH(batch.add(std::vector<token_t>{1, -2}), "SpeculativeBatch::add: prompt token 1 is -2, outside the vocabulary [0, 40)"); break;
+          default: CHECK_THROWS_WITH(batch.stats(-1), "SpeculativeBatch::stats: request -1 is unknown (no request with this id was added)");
+        }
+      }
+      if (step == 3) ids.push_back(batch.add(std::vector<token_t>{9, 9, 9}, request(50, 0)));
+      if (step == 4 && bad_calls && batch.active() == batch.capacity()) {  // the batch is full
+        CHECK_THROWS_WITH(batch.add(std::vector<token_t>{1}),
+                          "SpeculativeBatch::add: all 3 slots are taken (the capacity); remove a request or step until one finishes");
+      }
+      for (const RequestUpdate& u : batch.step()) {
+        out[u.id].insert(out[u.id].end(), u.tokens.begin(), u.tokens.end());
+        if (u.finished && bad_calls) {
+          CHECK_THROWS_WITH(batch.remove(u.id), "SpeculativeBatch::remove: request " + std::to_string(u.id) +
+                                                    " has finished or was removed");
+        }
+      }
+      ++step;
+    }
+    // request 2 (prompt of 3, 50 wanted) stopped when the target's 40 positions were full
+    CHECK(out[ids[2]].size() == 40 - 3 + 1);
+    return out;
+  };
+  const auto clean = run(false);
+  CHECK(run(true) == clean);
+  BoundedHashTarget target(40, 2);
+  CHECK_THROWS_WITH((SpeculativeBatch<BoundedHashTarget, ExactVerifier>(target, 3)),
+                    "SpeculativeBatch: capacity 3 exceeds the target's 2 slots");
+  CHECK_THROWS_WITH((SpeculativeBatch<BoundedHashTarget, ExactVerifier>(target, 0)),
+                    "SpeculativeBatch: capacity must be >= 1, got 0");
+}
