@@ -54,6 +54,7 @@ class AcceptanceModel {
     const std::size_t cells = static_cast<std::size_t>(drafters) * options.depths * options.buckets;
     accepted_.assign(cells, 0.0);
     tested_.assign(cells, 0.0);
+    predicted_.assign(cells, 0.0);
   }
 
   int drafters() const { return drafters_; }
@@ -84,13 +85,31 @@ class AcceptanceModel {
   /// parent was accepted) and was `accepted` or not.
   void record(int drafter, int depth, double conditional_score, bool accepted) {
     const std::size_t c = cell(drafter, depth, bucket(conditional_score));
+    predicted_[c] += probability(drafter, depth, conditional_score);  // the estimate before this verdict
     tested_[c] += 1.0;
     if (accepted) accepted_[c] += 1.0;
   }
 
-  /// Verdicts recorded and accepted in a cell (for reports).
+  /// Verdicts recorded, accepted, and the sum of the estimates they were predicted with, in a cell.
   double tested(int drafter, int depth, int bucket) const { return tested_[cell(drafter, depth, bucket)]; }
   double accepted(int drafter, int depth, int bucket) const { return accepted_[cell(drafter, depth, bucket)]; }
+  double predicted(int drafter, int depth, int bucket) const { return predicted_[cell(drafter, depth, bucket)]; }
+  double tested() const {
+    double n = 0;
+    for (double t : tested_) n += t;
+    return n;
+  }
+
+  /// Calibration error: over every cell, |predicted acceptances - observed acceptances|, summed
+  /// and divided by the verdicts recorded (0 for a perfect model; 0 before any verdict).
+  double calibration_error() const {
+    double gap = 0, n = 0;
+    for (std::size_t c = 0; c < tested_.size(); ++c) {
+      gap += std::abs(predicted_[c] - accepted_[c]);
+      n += tested_[c];
+    }
+    return n > 0 ? gap / n : 0.0;
+  }
 
  private:
   std::size_t cell(int drafter, int depth, int bucket) const {
@@ -100,7 +119,7 @@ class AcceptanceModel {
 
   int drafters_;
   AcceptanceModelOptions options_;
-  std::vector<double> accepted_, tested_;
+  std::vector<double> accepted_, tested_, predicted_;
 };
 
 }  // namespace specdec

@@ -13,8 +13,10 @@
 #include <climits>
 #include <cmath>
 #include <concepts>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 #include <specdec/error.hpp>
 
@@ -26,6 +28,32 @@ namespace specdec {
 template <class C>
 concept CostModel = requires(const C& c, int nodes, int context) {
   { c.step_seconds(nodes, context) } -> std::convertible_to<double>;
+};
+
+/// Any CostModel behind one indirection, so that DecoderOptions can hold a user's own type. Empty
+/// (no model) until one is given.
+class AnyCostModel {
+ public:
+  AnyCostModel() = default;
+  template <CostModel C>
+    requires(!std::same_as<std::remove_cvref_t<C>, AnyCostModel>)
+  AnyCostModel(C model) : model_(std::make_shared<const Held<C>>(std::move(model))) {}
+
+  explicit operator bool() const { return model_ != nullptr; }
+  double step_seconds(int nodes, int context) const { return model_->step_seconds(nodes, context); }
+
+ private:
+  struct Base {
+    virtual ~Base() = default;
+    virtual double step_seconds(int nodes, int context) const = 0;
+  };
+  template <class C>
+  struct Held final : Base {
+    explicit Held(C m) : model(std::move(m)) {}
+    double step_seconds(int nodes, int context) const override { return static_cast<double>(model.step_seconds(nodes, context)); }
+    C model;
+  };
+  std::shared_ptr<const Base> model_;
 };
 
 struct DraftSizeChoice {
