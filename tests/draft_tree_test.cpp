@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include <specdec/acceptance_model.hpp>
 #include <specdec/draft_tree.hpp>
 
 using namespace specdec;
@@ -228,4 +229,46 @@ TEST_CASE("draft distributions survive the merge and the budget", "[draft_tree][
     CHECK(m.view().first_proposal == nullptr);
     CHECK(m.view().proposal_of(0) == -1);
   }
+}
+
+TEST_CASE("a calibrated rank orders nodes by estimated path probability across drafters", "[draft_tree]") {
+  DraftTree a, b;
+  a.reset(1);
+  const node_t a1 = a.add(0, 10, 0.95f);  // scores away from the buckets' edges (tenths)
+  a.add(a1, 11, 0.95f * 0.95f);
+  b.reset(1);
+  b.add(0, 20, 0.5f);
+  std::vector<const DraftTree*> trees{&a, &b};
+  AcceptanceModel model(2, {.buckets = 10, .depths = 4, .prior_strength = 1.0});
+  for (int i = 0; i < 99; ++i) model.record(0, 1, 0.95, false);  // drafter 0 over-claims at depth 1
+
+  TreeMerger by_score;
+  by_score.rank(trees, 3, 10);
+  REQUIRE(by_score.ranked() == 3);
+  CHECK(by_score.ranked_priority(0) == Approx(0.95));  // a1, then a2 (0.9025), then b1 (0.5)
+  CHECK(by_score.ranked_priority(2) == Approx(0.5));
+
+  TreeMerger calibrated;
+  calibrated.rank(trees, 3, 10, &model);
+  CHECK(calibrated.ranked_priority(0) == Approx(0.55));                 // b1: drafter 1's prior (bucket 5)
+  CHECK(calibrated.ranked_priority(1) == Approx(0.95 / 100));           // a1: 0.95 prior, 0 of 99 accepted
+  CHECK(calibrated.ranked_priority(2) == Approx(0.95 / 100 * 0.95));    // a2: conditional 0.95 at depth 2
+  calibrated.keep(1);
+  REQUIRE(calibrated.tree().size() == 2);
+  CHECK(calibrated.tree().token(1) == 20);
+  CHECK_THROWS_WITH(calibrated.keep(4), Catch::Contains("4 nodes, but 3 were ranked"));
+
+  // The target accepted b1: the root's kept children were tested, b1 accepted.
+  calibrated.keep(3);
+  const node_t b1 = calibrated.tree().token(1) == 20 ? 1 : calibrated.tree().find_child(0, 20);
+  const std::vector<node_t> accepted{0, b1};
+  calibrated.record_verdict(model, accepted);
+  CHECK(model.tested(1, 1, 5) == 1);
+  CHECK(model.accepted(1, 1, 5) == 1);
+  CHECK(model.tested(0, 1, 9) == 100);  // a1 rejected once more
+  CHECK(model.accepted(0, 1, 9) == 0);
+  CHECK(model.tested(0, 2, 9) == 0);    // a2's parent was rejected: not tested
+
+  AcceptanceModel small(1);
+  CHECK_THROWS_WITH(calibrated.rank(trees, 3, 10, &small), Catch::Contains("knows 1 drafters, but 2 trees"));
 }

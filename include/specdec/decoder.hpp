@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -25,6 +26,7 @@
 
 #include <specdec/checks.hpp>
 #include <specdec/concepts.hpp>
+#include <specdec/draft_budget.hpp>
 #include <specdec/draft_tree.hpp>
 #include <specdec/error.hpp>
 #include <specdec/sequence_step.hpp>
@@ -71,6 +73,17 @@ struct any_feature_drafter<type_list<Ds...>> : std::bool_constant<(drafter_trait
 struct DecoderOptions {
   /// Most non-root draft nodes sent to the target per step, after merging all drafters.
   int budget = 64;
+  /// The automatic budget, on when a cost model is given (any CostModel, draft_budget.hpp: a
+  /// measured cost table, or the user's own model of their target). Each step then ranks up to
+  /// `budget` merged nodes by the estimated probability that their path is accepted (an
+  /// AcceptanceModel that learns from this decoder's verdicts, across sequences) and sends the k
+  /// best, k = 0 included, that maximise expected tokens per second: (1 + their probabilities) /
+  /// (cost.step_seconds(1 + k, cached tokens) + the mean drafting time so far). The cost model
+  /// must answer for every size up to budget + 1. Without one, every step sends up to `budget`
+  /// nodes ranked by the drafters' own scores. Either way the committed tokens are the same: the
+  /// budget changes what is drafted, never what is accepted.
+  AnyCostModel cost{};
+  AcceptanceModelOptions acceptance{};  ///< the automatic budget's calibration
 };
 
 /// Speculative decoding of `Target` with drafts from every `Drafter` merged into one tree and
@@ -185,7 +198,7 @@ class SpeculativeDecoder {
         }
         max_depth = std::min(max_depth, room);
       }
-      const TreeView view = seq_.draft(budget, max_depth);
+      const TreeView view = options_.cost ? sized_draft(budget, max_depth) : seq_.draft(budget, max_depth);
       const auto t1 = clock::now();
 
       auto t2 = t1, t3 = t1;
@@ -200,11 +213,13 @@ class SpeculativeDecoder {
         }
         t2 = t3 = clock::now();
         seq_.check_verdict(view);
+        if (acceptance_) seq_.record_verdict(*acceptance_);
       } else {
         decltype(auto) out = target_.forward(view);
         t2 = clock::now();
         verifier_.verify(view, out, seq_.verdict());
         seq_.check_verdict(view);
+        if (acceptance_) seq_.record_verdict(*acceptance_);
         t3 = clock::now();
         if constexpr (gathers_features) gather_features(out);  // before commit: it ends the output's life
         target_.commit(std::span<const node_t>(seq_.verdict().path));
@@ -282,6 +297,9 @@ class SpeculativeDecoder {
   std::span<const token_t> context() const { return seq_.context(); }
   int prompt_length() const { return seq_.prompt_length(); }
   const DecodeStats& stats() const { return seq_.stats(); }
+  /// The automatic budget's calibration (null without DecoderOptions::cost): its estimates and
+  /// calibration_error() against the verdicts so far.
+  const AcceptanceModel* acceptance_model() const { return acceptance_ ? &*acceptance_ : nullptr; }
   const DecoderOptions& options() const { return options_; }
   /// The last step's merged, laid-out tree and verdict (for inspection and tests).
   const DraftTree& last_tree() const { return seq_.tree(); }
@@ -301,7 +319,25 @@ class SpeculativeDecoder {
       : target_(target),
         options_(options),
         seq_(drafters_type(std::move(std::get<I>(all))...)),
-        verifier_(std::move(std::get<num_drafters>(all))) {}
+        verifier_(std::move(std::get<num_drafters>(all))) {
+    if (options_.cost) acceptance_.emplace(static_cast<int>(std::max<std::size_t>(num_drafters, 1)), options_.acceptance);
+  }
+
+  // The automatic budget's draft: rank up to `most` nodes by calibrated path probability and
+  // keep the count that maximises expected tokens per second (DecoderOptions::cost).
+  TreeView sized_draft(int most, int max_depth) {
+    seq_.rank(most, max_depth, &*acceptance_);
+    const TreeMerger& ranking = seq_.ranking();
+    ranked_.resize(static_cast<std::size_t>(ranking.ranked()));
+    for (int i = 0; i < ranking.ranked(); ++i) ranked_[static_cast<std::size_t>(i)] = ranking.ranked_priority(i);
+    DecodeStats& stats = seq_.stats();
+    const double drafting = stats.steps > 0 ? stats.draft_seconds / static_cast<double>(stats.steps) : 0.0;
+    const DraftSizeChoice choice = choose_draft_size(ranked_, options_.cost, seq_.cached(), drafting);
+    ++stats.sized_steps;
+    stats.expected_tokens += choice.expected_tokens;
+    stats.expected_seconds += choice.seconds;
+    return seq_.keep(choice.nodes);
+  }
 
   int feature_dim() const {
     if constexpr (gathers_features) return static_cast<int>(target_.feature_dim());
@@ -339,6 +375,8 @@ class SpeculativeDecoder {
   verifier_type verifier_;
   [[no_unique_address]] std::conditional_t<step_defined, typename detail::backend_step_for<Target>::type,
                                            detail::NoBackendStep> backend_step_;
+  std::optional<AcceptanceModel> acceptance_;  // the automatic budget's calibration (DecoderOptions::cost)
+  std::vector<double> ranked_;                 // its ranked path probabilities, best first
   std::vector<node_t> feed_path_;    // resume(): the fed chain, root first
   std::vector<float> feature_rows_;  // the last step's accepted path's features, for feature drafters
 };

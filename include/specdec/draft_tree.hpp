@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <specdec/acceptance_model.hpp>
 #include <specdec/config.hpp>
 #include <specdec/core/tree.hpp>
 #include <specdec/error.hpp>
@@ -175,18 +176,39 @@ inline void check_distributions(const DraftTree& tree, int vocab_size, const std
 /// its parent); the `budget` non-root nodes of highest priority are kept, ties broken by first
 /// appearance in the merge order. The kept set is therefore always a connected tree, and the
 /// result is deterministic. Nodes deeper than `max_depth` are dropped.
+///
+/// Calibrated rule (rank() with an AcceptanceModel): a node's priority is instead the estimated
+/// probability that its whole path is accepted (the product along the path of the model's
+/// estimate for the node, the highest among the drafters that proposed it), comparable across
+/// drafters; it never grows along a path either, and the same ties rule keeps the tree connected.
+/// rank() then keep(k) lets the caller choose k from the ranked probabilities (draft_budget.hpp).
 class TreeMerger {
  public:
   /// Merges `trees` (all rooted at the same token) and lays the result out.
   /// Throws specdec::error when roots differ or budget/max_depth are negative.
   void merge(std::span<const DraftTree* const> trees, int budget, int max_depth) {
     if (budget < 0) throw error("TreeMerger: node budget must be >= 0, got " + std::to_string(budget));
+    rank(trees, budget, max_depth);
+    keep(ranked_);
+  }
+
+  /// Merges `trees` and ranks the merged nodes, the best `most` of them in order: by score as
+  /// merge() does, or by calibrated path probability when `model` is given (its drafter i is
+  /// tree i). Then keep(k) for k <= most keeps the first k. Throws as merge() does, and when
+  /// `model` knows fewer drafters than there are trees.
+  void rank(std::span<const DraftTree* const> trees, int most, int max_depth, const AcceptanceModel* model = nullptr) {
+    if (most < 0) throw error("TreeMerger: node budget must be >= 0, got " + std::to_string(most));
     if (max_depth < 0) throw error("TreeMerger: max_depth must be >= 0, got " + std::to_string(max_depth));
     if (trees.empty()) throw error("TreeMerger: no trees to merge");
     if (trees.size() > 32)
       throw error("TreeMerger: " + std::to_string(trees.size()) + " trees, but a source mask has 32 bits");
+    if (model && model->drafters() < static_cast<int>(trees.size()))
+      throw error("TreeMerger: the acceptance model knows " + std::to_string(model->drafters()) + " drafters, but " +
+                  std::to_string(trees.size()) + " trees were given");
+    trees_ = static_cast<int>(trees.size());
     const token_t root = trees[0]->root_token();
     all_.reset(root);
+    tree_score_.assign(static_cast<std::size_t>(trees_), 0.0f);  // the root's row, set below
     first_child_.assign(1, -1);
     next_sibling_.assign(1, -1);
     depth_.assign(1, 0);
@@ -196,6 +218,7 @@ class TreeMerger {
     proposal_q_.clear();
     for (std::size_t t = 0; t < trees.size(); ++t) {
       const DraftTree& tree = *trees[t];
+      tree_score_[t] = std::numeric_limits<float>::infinity();  // the root, as DraftTree scores it
       if (tree.root_token() != root) {
         throw error("TreeMerger: tree " + std::to_string(t) + " has root token " +
                     std::to_string(tree.root_token()) + ", tree 0 has " + std::to_string(root));
@@ -223,10 +246,13 @@ class TreeMerger {
           first_child_.push_back(-1);
           next_sibling_.push_back(-1);
           depth_.push_back(depth_[up] + 1);
+          tree_score_.resize(tree_score_.size() + static_cast<std::size_t>(trees_), 0.0f);
           (last < 0 ? first_child_[up] : next_sibling_[last]) = child;
         } else {
           all_.score_[child] = std::max(all_.score_[child], tree.score(i));
         }
+        float& own = tree_score_[static_cast<std::size_t>(child) * trees_ + t];
+        own = std::max(own, tree.score(i));
         all_.source_[child] |= bit;
         remap_[i] = child;
       }
@@ -242,8 +268,42 @@ class TreeMerger {
         proposal_q_.insert(proposal_q_.end(), q.begin(), q.end());
       }
     }
-    keep_budget(budget);
+    rank_nodes(most, model);
+  }
+
+  /// Nodes rank() ranked (at most its `most`), and the priority of the i-th best: its path
+  /// probability after a calibrated rank(), else the minimum score along its path.
+  int ranked() const { return ranked_; }
+  double ranked_priority(int i) const { return priority_[static_cast<std::size_t>(order_[static_cast<std::size_t>(i)])]; }
+
+  /// Keeps the best `k` ranked nodes and lays the tree out. Throws for k outside [0, ranked()]
+  /// (rank() ranks at most the nodes there are).
+  void keep(int k) {
+    if (k < 0 || k > ranked_)
+      throw error("TreeMerger::keep: " + std::to_string(k) + " nodes, but " + std::to_string(ranked_) + " were ranked");
+    keep_nodes(k);
     lay_out();
+  }
+
+  /// Tells `model` the verdict on the kept tree: `accepted` is the accepted path (root first).
+  /// Every kept node whose parent was accepted was tested, and counts for each drafter that
+  /// proposed it (with that drafter's conditional score and the probability it was ranked by).
+  void record_verdict(AcceptanceModel& model, std::span<const node_t> accepted) const {
+    if (model.drafters() < trees_)
+      throw error("TreeMerger::record_verdict: the acceptance model knows " + std::to_string(model.drafters()) +
+                  " drafters, but the tree merged " + std::to_string(trees_));
+    on_path_.assign(static_cast<std::size_t>(kept_.size()), 0);
+    for (node_t n : accepted) on_path_[static_cast<std::size_t>(n)] = 1;
+    for (int i = 1; i < kept_.size(); ++i) {
+      const node_t parent = kept_.parent_[i];
+      if (!on_path_[static_cast<std::size_t>(parent)]) continue;
+      const node_t node = kept_all_[static_cast<std::size_t>(i)], up = kept_all_[static_cast<std::size_t>(parent)];
+      for (int t = 0; t < trees_; ++t) {
+        const float own = tree_score(node, t);
+        if (!(own > 0.0f)) continue;
+        model.record(t, depth_[node], AcceptanceModel::conditional(own, tree_score(up, t)), on_path_[static_cast<std::size_t>(i)] != 0);
+      }
+    }
   }
 
   /// The merged tree (after the budget cut).
@@ -274,26 +334,48 @@ class TreeMerger {
   }
 
  private:
-  void keep_budget(int budget) {
+  // Node `node`'s score from tree t (0 when t did not propose it).
+  float tree_score(node_t node, int t) const { return tree_score_[static_cast<std::size_t>(node) * trees_ + t]; }
+
+  void rank_nodes(int most, const AcceptanceModel* model) {
     const int n = all_.size();
     priority_.resize(n);
-    priority_[0] = std::numeric_limits<float>::infinity();
-    for (int i = 1; i < n; ++i) priority_[i] = std::min(all_.score_[i], priority_[all_.parent_[i]]);
+    priority_[0] = std::numeric_limits<double>::infinity();
+    for (int i = 1; i < n; ++i) {
+      const node_t up = all_.parent_[i];
+      if (!model) {
+        priority_[i] = std::min<double>(all_.score_[i], priority_[up]);
+        continue;
+      }
+      double p = 0.0;
+      for (int t = 0; t < trees_; ++t) {
+        const float own = tree_score(i, t);
+        if (own > 0.0f) p = std::max(p, model->probability(t, depth_[i], AcceptanceModel::conditional(own, tree_score(up, t))));
+      }
+      priority_[i] = up == 0 ? p : p * priority_[up];
+    }
     order_.resize(n - 1);
     for (std::size_t k = 0; k < order_.size(); ++k) order_[k] = static_cast<int>(k) + 1;
-    const int keep = std::min(budget, n - 1);
+    ranked_ = std::min(most, n - 1);
     // Parents precede children in this order (priority never rises along a path, and a parent's
     // index is smaller), so any prefix is a connected tree.
-    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), [&](int a, int b) {
+    std::partial_sort(order_.begin(), order_.begin() + ranked_, order_.end(), [&](int a, int b) {
       return priority_[a] != priority_[b] ? priority_[a] > priority_[b] : a < b;
     });
-    std::sort(order_.begin(), order_.begin() + keep);
+  }
+
+  void keep_nodes(int keep) {
+    const int n = all_.size();
+    kept_order_.assign(order_.begin(), order_.begin() + keep);
+    std::sort(kept_order_.begin(), kept_order_.end());
     remap_.assign(n, -1);
     remap_[0] = 0;
     kept_.reset(all_.token_[0]);
     kept_.source_[0] = all_.source_[0];
+    kept_all_.assign(1, 0);
     for (int k = 0; k < keep; ++k) {
-      const int i = order_[k];
+      const int i = kept_order_[k];
+      kept_all_.push_back(i);
       remap_[i] = kept_.size();
       kept_.parent_.push_back(remap_[all_.parent_[i]]);
       kept_.token_.push_back(all_.token_[i]);
@@ -357,8 +439,12 @@ class TreeMerger {
 
   DraftTree all_, kept_;
   std::vector<node_t> first_child_, next_sibling_, remap_;
-  std::vector<int> depth_, order_;
-  std::vector<float> priority_;
+  std::vector<int> depth_, order_, kept_order_;
+  std::vector<double> priority_;
+  int trees_ = 0, ranked_ = 0;
+  std::vector<float> tree_score_;       // [merged node][tree]: each tree's score of the node, 0 if absent
+  std::vector<node_t> kept_all_;        // kept node -> merged node
+  mutable std::vector<char> on_path_;   // record_verdict's scratch
   std::vector<int> layout_depth_;
   std::vector<std::uint32_t> mask_;
   std::vector<node_t> layout_first_child_, layout_next_sibling_;

@@ -73,17 +73,33 @@ class SequenceStep<type_list<Drafters...>> {
   /// draft + merge: every drafter proposes below the root, and the trees merge into one of at
   /// most `budget` draft nodes and depth `max_depth`. The view's base_position is the cache size.
   TreeView draft(int budget, int max_depth) {
-    const DraftContext ctx{context_, prompt_length_, budget, max_depth, vocab_};
+    rank(budget, max_depth, nullptr);
+    return keep(merger_.ranked());
+  }
+
+  /// draft + merge in two halves, for a size chosen from the ranking (draft_budget.hpp): every
+  /// drafter proposes up to `most` nodes, the trees merge and the best `most` nodes are ranked,
+  /// by calibrated path probability when `model` is given (else as draft() ranks them); then
+  /// keep(k) lays out the best k.
+  void rank(int most, int max_depth, const AcceptanceModel* model) {
+    const DraftContext ctx{context_, prompt_length_, most, max_depth, vocab_};
     std::array<const DraftTree*, tree_count> trees{};
     for (std::size_t i = 0; i < tree_count; ++i) trees[i] = &trees_[i];
     if constexpr (num_drafters == 0) trees_[0].reset(context_.back());
     std::size_t d = 0;
     std::apply([&](auto&... drafter) { (propose_one(drafter, d++, ctx), ...); }, drafters_);
-    merger_.merge(trees, budget, max_depth);
+    merger_.rank(trees, most, max_depth, model);
+  }
+  const TreeMerger& ranking() const { return merger_; }
+  TreeView keep(int nodes) {
+    merger_.keep(nodes);
     TreeView view = merger_.view();
     view.base_position = cached_;
     return view;
   }
+
+  /// Tells `model` this step's verdict on the kept tree (after check_verdict).
+  void record_verdict(AcceptanceModel& model) const { merger_.record_verdict(model, verdict_.path); }
 
   /// A chain of the root and `tokens` (no drafter asked), laid out on the cache: what a target
   /// forwards to take `tokens` into its cache.
@@ -136,6 +152,7 @@ class SequenceStep<type_list<Drafters...>> {
     stats_.tokens += static_cast<std::int64_t>(committed_.size());
     stats_.drafted_nodes += view.size - 1;
     DecodeStats::count(stats_.tokens_per_step, committed_.size());
+    DecodeStats::count(stats_.nodes_per_step, static_cast<std::size_t>(view.size - 1));
     const DraftTree& tree = merger_.tree();
     for (std::size_t d = 0; d < stats_.accepted_by_drafter.size(); ++d) {  // one per drafter
       std::size_t k = 1;

@@ -21,6 +21,14 @@ struct DecodeStats {
   double draft_seconds = 0;   ///< drafters' propose/observe, merge and layout
   double target_seconds = 0;  ///< target forward and commit (a BackendTarget: also verification)
   double verify_seconds = 0;  ///< verifier (0 for a BackendTarget: it runs behind the forward)
+  /// nodes_per_step[k] = number of steps that sent k draft nodes (the chosen budgets' distribution
+  /// under an automatic budget).
+  std::vector<std::int64_t> nodes_per_step;
+  /// Under an automatic budget (DecoderOptions::cost): the steps it sized, and the sums over them
+  /// of the tokens they were expected to commit and the seconds they were expected to cost.
+  std::int64_t sized_steps = 0;
+  double expected_tokens = 0;
+  double expected_seconds = 0;
 
   /// τ: tokens committed per target call, bonus token included (Spec-Bench's convention).
   double tau() const { return steps ? static_cast<double>(tokens) / static_cast<double>(steps) : 0.0; }
@@ -42,6 +50,10 @@ struct DecodeStats {
     draft_seconds += o.draft_seconds;
     target_seconds += o.target_seconds;
     verify_seconds += o.verify_seconds;
+    add_histogram(nodes_per_step, o.nodes_per_step);
+    sized_steps += o.sized_steps;
+    expected_tokens += o.expected_tokens;
+    expected_seconds += o.expected_seconds;
   }
 
   static void count(std::vector<std::int64_t>& histogram, std::size_t bin) {

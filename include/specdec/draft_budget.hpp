@@ -1,0 +1,98 @@
+// The draft size that pays: given the draft nodes ranked by the estimated probability that their
+// path is accepted (AcceptanceModel), and what a step costs (a CostModel), choose how many nodes to
+// send so that the step's expected tokens per second is highest:
+//
+//   k* = argmax over k of (1 + P_1 + ... + P_k) / (cost(1 + k nodes, context) + drafting time)
+//
+// (1 for the bonus token the target always gives; P_i the i-th best path probability). k = 0, the
+// root alone, is plain decoding: speculation then costs only the drafting time.
+// Host-only.
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <concepts>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+
+#include <specdec/error.hpp>
+
+namespace specdec {
+
+/// What a target step costs. step_seconds(nodes, context): the seconds of one target forward of a
+/// tree of `nodes` nodes (root included, >= 1) on top of `context` cached tokens. A measured cost
+/// table is one (specbench calibrate); a user's own model of their hardware is another.
+template <class C>
+concept CostModel = requires(const C& c, int nodes, int context) {
+  { c.step_seconds(nodes, context) } -> std::convertible_to<double>;
+};
+
+/// Any CostModel behind one indirection, so that DecoderOptions can hold a user's own type. Empty
+/// (no model) until one is given.
+class AnyCostModel {
+ public:
+  AnyCostModel() = default;
+  template <CostModel C>
+    requires(!std::same_as<std::remove_cvref_t<C>, AnyCostModel>)
+  AnyCostModel(C model) : model_(std::make_shared<const Held<C>>(std::move(model))) {}
+
+  explicit operator bool() const { return model_ != nullptr; }
+  double step_seconds(int nodes, int context) const { return model_->step_seconds(nodes, context); }
+
+ private:
+  struct Base {
+    virtual ~Base() = default;
+    virtual double step_seconds(int nodes, int context) const = 0;
+  };
+  template <class C>
+  struct Held final : Base {
+    explicit Held(C m) : model(std::move(m)) {}
+    double step_seconds(int nodes, int context) const override { return static_cast<double>(model.step_seconds(nodes, context)); }
+    C model;
+  };
+  std::shared_ptr<const Base> model_;
+};
+
+struct DraftSizeChoice {
+  int nodes = 0;                ///< non-root draft nodes to send
+  double expected_tokens = 1;   ///< expected tokens committed by the step, bonus included
+  double seconds = 0;           ///< the step's predicted cost (forward + drafting)
+  double tokens_per_second() const { return seconds > 0 ? expected_tokens / seconds : 0.0; }
+};
+
+/// The best number of nodes among the first `max_nodes` of `path_probability` (best first, each in
+/// [0, 1]). Throws specdec::error for a probability out of range, a ranking that rises, or a cost
+/// that is not finite and positive.
+template <CostModel C>
+DraftSizeChoice choose_draft_size(std::span<const double> path_probability, const C& cost, int context,
+                                  double drafting_seconds = 0.0, int max_nodes = INT_MAX) {
+  if (!(drafting_seconds >= 0.0) || !std::isfinite(drafting_seconds))
+    throw error("choose_draft_size: drafting time must be finite and >= 0, got " + std::to_string(drafting_seconds));
+  const int candidates = static_cast<int>(std::min<std::size_t>(path_probability.size(), max_nodes < 0 ? 0 : max_nodes));
+  DraftSizeChoice best;
+  double expected = 1.0;
+  for (int k = 0; k <= candidates; ++k) {
+    if (k > 0) {
+      const double p = path_probability[static_cast<std::size_t>(k - 1)];
+      if (!(p >= 0.0 && p <= 1.0))
+        throw error("choose_draft_size: path probability " + std::to_string(k - 1) + " is " + std::to_string(p) +
+                    ", not in [0, 1]");
+      if (k > 1 && p > path_probability[static_cast<std::size_t>(k - 2)])
+        throw error("choose_draft_size: path probabilities must be ranked best first (entry " + std::to_string(k - 1) +
+                    " rises)");
+      expected += p;
+    }
+    const double forward = static_cast<double>(cost.step_seconds(1 + k, context));
+    if (!(forward > 0.0) || !std::isfinite(forward))
+      throw error("choose_draft_size: the cost model says a forward of " + std::to_string(1 + k) + " nodes costs " +
+                  std::to_string(forward) + " s (it must be finite and > 0)");
+    const DraftSizeChoice here{k, expected, forward + drafting_seconds};
+    if (k == 0 || here.tokens_per_second() > best.tokens_per_second()) best = here;
+  }
+  return best;
+}
+
+}  // namespace specdec
