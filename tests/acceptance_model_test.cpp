@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <random>
 
 #include <specdec/acceptance_model.hpp>
@@ -44,4 +45,16 @@ TEST_CASE("AcceptanceModel refuses bad options", "[acceptance_model]") {
   CHECK_THROWS_WITH(AcceptanceModel(1, {.buckets = 0}), Catch::Contains("buckets"));
   CHECK_THROWS_WITH(AcceptanceModel(1, {.depths = -1}), Catch::Contains("depths"));
   CHECK_THROWS_WITH(AcceptanceModel(1, {.prior_strength = 0.0}), Catch::Contains("prior_strength"));
+}
+
+TEST_CASE("AcceptanceModel with another model as its prior starts from that model's estimates", "[acceptance_model]") {
+  auto batch = std::make_shared<AcceptanceModel>(1, AcceptanceModelOptions{.buckets = 10, .depths = 4, .prior_strength = 4.0});
+  for (int i = 0; i < 96; ++i) batch->record(0, 1, 0.95, i % 4 == 0);  // the batch saw 25% accepted
+  AcceptanceModel request(1, {.buckets = 10, .depths = 4, .prior_strength = 4.0});
+  request.set_prior(batch);
+  CHECK(request.probability(0, 1, 0.95) == Approx(batch->probability(0, 1, 0.95)));
+  for (int i = 0; i < 4; ++i) request.record(0, 1, 0.95, true);  // this request: all accepted
+  CHECK(request.probability(0, 1, 0.95) == Approx((4 + 4 * batch->probability(0, 1, 0.95)) / 8));
+  CHECK_THROWS_WITH(request.set_prior(std::make_shared<AcceptanceModel>(1, AcceptanceModelOptions{.buckets = 5})),
+                    Catch::Contains("other drafters, buckets or depths"));
 }

@@ -424,3 +424,56 @@ TEST_CASE("batch: bad calls throw one sentence and leave the other requests as t
   CHECK_THROWS_WITH((SpeculativeBatch<BoundedHashTarget, ExactVerifier>(target, 0)),
                     "SpeculativeBatch: capacity must be >= 1, got 0");
 }
+
+namespace {
+// A forward that costs `fixed` plus `per_node` per node, whatever the context.
+struct LinearCost {
+  double fixed, per_node;
+  double step_seconds(int nodes, int) const { return fixed + per_node * nodes; }
+};
+}  // namespace
+
+TEST_CASE("batch, automatic budget: lossless per request whatever the joint sizes", "[batch][lossless][budget]") {
+  const int seed = GENERATE(21, 22, 23);
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  HashTarget target(kVocab, 11, 4.0f, 6);
+  std::vector<Job> jobs = random_jobs(target, rng, 40);
+  for (Job& j : jobs) j.options.budget = 1 + j.options.budget;  // ranked up to 1..12 nodes each
+  const LinearCost cost = seed == 21 ? LinearCost{1.0, 0.01} : seed == 22 ? LinearCost{1.0, 0.2} : LinearCost{0.0, 1.0};
+  SpeculativeBatch<HashTarget, OracleDrafter, ExactVerifier> batch(target, 5, BatchOptions{.cost = cost},
+                                                                   OracleDrafter({}, 1), ExactVerifier{});
+  run_schedule(batch, jobs, rng, [&](Job& j) {
+    std::vector<token_t> reference = j.prompt;
+    const auto g = target.greedy(j.prompt, 200);
+    reference.insert(reference.end(), g.begin(), g.end());
+    return batch.add(j.prompt, j.options, OracleDrafter(reference, 8, 0.25, 2, rng()));
+  });
+  check_lossless(target, jobs);
+  const DecodeStats all = batch.stats();
+  CHECK(all.sized_steps == batch.forwards());
+  if (seed == 23) CHECK(all.drafted_nodes == 0);  // a node costs a forward: nothing pays
+  if (seed == 21) CHECK(all.tau() > 1.5);          // nodes nearly free: the oracle's chains go
+}
+
+TEST_CASE("batch, automatic budget: a step's nodes go to the requests whose drafts are likelier",
+          "[batch][budget]") {
+  HashTarget target(kVocab, 11, 4.0f, 2);
+  const std::vector<token_t> good_prompt{1, 2, 3}, bad_prompt{4, 5, 6};
+  auto reference = [&](const std::vector<token_t>& prompt) {
+    std::vector<token_t> r = prompt;
+    const auto g = target.greedy(prompt, 600);
+    r.insert(r.end(), g.begin(), g.end());
+    return r;
+  };
+  // Each extra node costs a fifth of the weights' read: only likely nodes pay. One request's
+  // oracle is right 95% of the time, the other's 20%: the first gets the nodes.
+  SpeculativeBatch<HashTarget, OracleDrafter, ExactVerifier> batch(target, 2, BatchOptions{.cost = LinearCost{1.0, 0.2}},
+                                                                   OracleDrafter({}, 1), ExactVerifier{});
+  const request_id good = batch.add(good_prompt, request(500, 8), OracleDrafter(reference(good_prompt), 8, 0.05, 1, 3));
+  const request_id bad = batch.add(bad_prompt, request(500, 8), OracleDrafter(reference(bad_prompt), 8, 0.8, 1, 4));
+  for (int i = 0; i < 40; ++i) batch.step();  // both requests still run (40 steps of at most 9 tokens)
+  CHECK(batch.stats(good).draft_nodes_per_step() > 2.0);
+  CHECK(batch.stats(bad).draft_nodes_per_step() < 1.0);
+  REQUIRE(batch.acceptance_model() != nullptr);
+  CHECK(batch.acceptance_model()->calibration_error() < 0.15);
+}

@@ -12,7 +12,9 @@
 //   p = (accepted + prior_strength * prior) / (tested + prior_strength)
 //
 // The prior is the bucket's own score (the drafter's claim), so a new drafter starts by being
-// taken at its word and the counts correct it as verdicts arrive. A node proposed by several
+// taken at its word and the counts correct it as verdicts arrive. Or the prior is another model's
+// estimate (set_prior): a request of a batch keeps its own counts on top of the whole batch's,
+// so that it starts from what the batch learned and its own verdicts take over. A node proposed by several
 // drafters gets the highest of their estimates. The probability that a node's whole path is
 // accepted, the product of the estimates along it, never grows along a path: ranking by it keeps
 // a connected tree, and its sum over the kept nodes is the expected number of accepted draft
@@ -24,6 +26,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -77,8 +80,18 @@ class AcceptanceModel {
   /// score is accepted given that its parent is.
   double probability(int drafter, int depth, double conditional_score) const {
     const std::size_t c = cell(drafter, depth, bucket(conditional_score));
-    const double prior = (bucket(conditional_score) + 0.5) / options_.buckets;
+    const double prior = prior_ ? prior_->probability(drafter, depth, conditional_score)
+                                : (bucket(conditional_score) + 0.5) / options_.buckets;
     return (accepted_[c] + options_.prior_strength * prior) / (tested_[c] + options_.prior_strength);
+  }
+
+  /// Takes `prior`'s estimates as this model's prior (null: the buckets' own scores). It must know
+  /// at least as many drafters and tell apart the same buckets and depths.
+  void set_prior(std::shared_ptr<const AcceptanceModel> prior) {
+    if (prior && (prior->drafters_ < drafters_ || prior->options_.buckets != options_.buckets ||
+                  prior->options_.depths != options_.depths))
+      throw error("AcceptanceModel::set_prior: the prior model has other drafters, buckets or depths");
+    prior_ = std::move(prior);
   }
 
   /// One verdict: a node of `drafter` at `depth` with this conditional score was tested (its
@@ -120,6 +133,7 @@ class AcceptanceModel {
   int drafters_;
   AcceptanceModelOptions options_;
   std::vector<double> accepted_, tested_, predicted_;
+  std::shared_ptr<const AcceptanceModel> prior_;
 };
 
 }  // namespace specdec

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,6 +32,7 @@
 #include <specdec/checks.hpp>
 #include <specdec/concepts.hpp>
 #include <specdec/core/sampling.hpp>
+#include <specdec/draft_budget.hpp>
 #include <specdec/error.hpp>
 #include <specdec/sequence_step.hpp>
 #include <specdec/stats.hpp>
@@ -90,6 +92,20 @@ struct RequestOptions {
   std::uint32_t stream = 0;
 };
 
+/// How a SpeculativeBatch sizes its steps.
+struct BatchOptions {
+  /// The automatic budget, on when a cost model is given (see DecoderOptions::cost and
+  /// docs/budget.md). Each step every speculating request ranks up to its `budget` nodes by
+  /// calibrated path probability (one AcceptanceModel for the whole batch, learning from every
+  /// request's verdicts), and the batch sends the best nodes of all requests together, as many as
+  /// maximise expected tokens per second: (requests + the nodes' probabilities) /
+  /// (cost.step_seconds(requests + nodes, cached tokens of all requests) + the mean drafting time
+  /// of a step). A request's share is its nodes among them, none included. The cost model must
+  /// answer for every size up to the requests plus the sum of their budgets.
+  AnyCostModel cost{};
+  AcceptanceModelOptions acceptance{};
+};
+
 /// What one request committed in a step (see SpeculativeBatch::step).
 struct RequestUpdate {
   request_id id = -1;
@@ -143,7 +159,11 @@ class SpeculativeBatch {
   /// `capacity`: requests held at once (at most target.slots()). The policies given are the
   /// prototypes each request's own drafters and verifier are copied from.
   SpeculativeBatch(Target& target, int capacity, Policies... policies)
-      : SpeculativeBatch(target, capacity, std::forward_as_tuple(std::move(policies)...),
+      : SpeculativeBatch(target, capacity, BatchOptions{}, std::move(policies)...) {}
+
+  /// With options (the automatic budget: BatchOptions::cost).
+  SpeculativeBatch(Target& target, int capacity, BatchOptions options, Policies... policies)
+      : SpeculativeBatch(target, capacity, std::move(options), std::forward_as_tuple(std::move(policies)...),
                          std::make_index_sequence<num_drafters>{}) {}
 
   /// All prototypes default-constructed.
@@ -202,12 +222,16 @@ class SpeculativeBatch {
           const int room = static_cast<int>(target_.max_positions()) - r.seq.cached() - 1;
           budget = std::min(budget, room);  // the root always fits: a request finishes when full
         }
-        const TreeView view = budget > 0 ? r.seq.draft(budget, budget) : r.seq.chain({});
+        r.ranked = budget > 0 && acceptance_;
+        TreeView view{};
+        if (r.ranked) r.seq.rank(budget, budget, &*r.acceptance);  // sized below, with the others
+        else view = budget > 0 ? r.seq.draft(budget, budget) : r.seq.chain({});
         r.draft_seconds = seconds(clock::now() - t0).count();
         batch_slots_.push_back(static_cast<int>(s));
         batch_trees_.push_back(view);
       }
       if (batch_slots_.empty()) return {};
+      if (acceptance_) share_nodes();
 
       // forward: one call for every request's tree
       const auto t1 = clock::now();
@@ -220,6 +244,10 @@ class SpeculativeBatch {
         const auto begin = t3;
         r.verifier.verify(batch_trees_[b], out.tree(static_cast<int>(b)), r.seq.verdict());
         r.seq.check_verdict(batch_trees_[b]);
+        if (r.ranked) {
+          r.seq.record_verdict(*r.acceptance);
+          r.seq.record_verdict(*acceptance_);
+        }
         t3 = clock::now();
         r.verify_seconds = seconds(t3 - begin).count();
       }
@@ -269,8 +297,16 @@ class SpeculativeBatch {
       all.drafter_names = sequence_type::names();
       all.accepted_by_drafter.resize(num_drafters);
     }
+    // The automatic budget sizes batch steps, not request steps: its sums are the batch's.
+    all.sized_steps = sized_steps_;
+    all.expected_tokens = expected_tokens_;
+    all.expected_seconds = expected_seconds_;
     return all;
   }
+
+  /// The automatic budget's calibration over all requests (null without BatchOptions::cost): each
+  /// request ranks its nodes with its own counts on top of it (AcceptanceModel::set_prior).
+  const AcceptanceModel* acceptance_model() const { return acceptance_.get(); }
 
   Target& target() { return target_; }
 
@@ -289,14 +325,57 @@ class SpeculativeBatch {
     bool finished = false;   // reported finished; the slot is freed by the next add() or step()
     double draft_seconds = 0;   // this step's draft and merge
     double verify_seconds = 0;  // this step's verification
+    bool ranked = false;        // this step's nodes are sized by share_nodes()
+    // The automatic budget's calibration of this request, with the batch's as its prior.
+    std::optional<AcceptanceModel> acceptance;
   };
 
+  // The automatic budget's step: the ranked requests' nodes compete for one step's size
+  // (BatchOptions::cost); each request keeps its nodes among the best.
+  void share_nodes() {
+    candidates_.clear();
+    long long context = 0;
+    double drafting = 0;
+    for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
+      const Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
+      context += r.seq.cached();
+      drafting += r.draft_seconds;
+      if (!r.ranked) continue;
+      const TreeMerger& ranking = r.seq.ranking();
+      for (int i = 0; i < ranking.ranked(); ++i) candidates_.push_back({ranking.ranked_priority(i), static_cast<int>(b), i});
+    }
+    // Best first; ties go to the earlier slot, then the request's own order (a connected prefix).
+    std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
+      if (a.probability != b.probability) return a.probability > b.probability;
+      return a.tree != b.tree ? a.tree < b.tree : a.rank < b.rank;
+    });
+    ranked_.resize(candidates_.size());
+    for (std::size_t j = 0; j < candidates_.size(); ++j) ranked_[j] = candidates_[j].probability;
+    const int roots = static_cast<int>(batch_slots_.size());
+    const int all_cached = static_cast<int>(std::min<long long>(context, INT_MAX));
+    const DraftSizeChoice choice =
+        choose_draft_size(ranked_, options_.cost, all_cached, drafting, INT_MAX, roots);
+    share_.assign(batch_slots_.size(), 0);
+    for (int j = 0; j < choice.nodes; ++j) ++share_[static_cast<std::size_t>(candidates_[static_cast<std::size_t>(j)].tree)];
+    for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
+      Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
+      if (r.ranked) batch_trees_[b] = r.seq.keep(share_[b]);
+    }
+    ++sized_steps_;
+    expected_tokens_ += choice.expected_tokens;
+    expected_seconds_ += choice.seconds;
+  }
+
   template <class Tuple, std::size_t... I>
-  SpeculativeBatch(Target& target, int capacity, Tuple&& all, std::index_sequence<I...>)
+  SpeculativeBatch(Target& target, int capacity, BatchOptions options, Tuple&& all, std::index_sequence<I...>)
       : target_(target),
+        options_(std::move(options)),
         prototype_(std::move(std::get<I>(all))...),
         verifier_(std::move(std::get<num_drafters>(all))) {
     if constexpr (checked) {
+      if (options_.cost)
+        acceptance_ = std::make_shared<AcceptanceModel>(static_cast<int>(std::max<std::size_t>(num_drafters, 1)),
+                                                        options_.acceptance);
       if (capacity < 1) throw error("SpeculativeBatch: capacity must be >= 1, got " + std::to_string(capacity));
       if (capacity > static_cast<int>(target_.slots()))
         throw error("SpeculativeBatch: capacity " + std::to_string(capacity) + " exceeds the target's " +
@@ -341,6 +420,10 @@ class SpeculativeBatch {
     share_states(drafters, std::make_index_sequence<num_drafters>{});
     target_.prefill(static_cast<int>(s), prompt.first(prompt.size() - 1));
     auto& r = requests_[s].emplace(next_id_, options, std::move(drafters), make_verifier(options));
+    if (acceptance_) {
+      r.acceptance.emplace(acceptance_->drafters(), acceptance_->options());
+      r.acceptance->set_prior(acceptance_);
+    }
     try {
       r.seq.begin(prompt, static_cast<int>(target_.vocab_size()), TargetFeatures{});
     } catch (...) {
@@ -425,6 +508,7 @@ class SpeculativeBatch {
   }
 
   Target& target_;
+  BatchOptions options_;
   drafters_type prototype_;
   verifier_type verifier_;
   std::vector<std::optional<Request>> requests_;  // per slot
@@ -435,6 +519,18 @@ class SpeculativeBatch {
   std::vector<int> batch_slots_;
   std::vector<TreeView> batch_trees_;
   std::vector<RequestUpdate> updates_;
+  // The automatic budget (BatchOptions::cost): the calibration, this step's ranked nodes of every
+  // request, and the batch's sums over the steps it sized.
+  struct Candidate {
+    double probability;
+    int tree, rank;
+  };
+  std::shared_ptr<AcceptanceModel> acceptance_;  // the whole batch's: each request's prior
+  std::vector<Candidate> candidates_;
+  std::vector<double> ranked_;
+  std::vector<int> share_;
+  std::int64_t sized_steps_ = 0;
+  double expected_tokens_ = 0, expected_seconds_ = 0;
 };
 
 }  // namespace specdec

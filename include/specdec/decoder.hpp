@@ -330,12 +330,10 @@ class SpeculativeDecoder {
     const TreeMerger& ranking = seq_.ranking();
     ranked_.resize(static_cast<std::size_t>(ranking.ranked()));
     for (int i = 0; i < ranking.ranked(); ++i) ranked_[static_cast<std::size_t>(i)] = ranking.ranked_priority(i);
-    DecodeStats& stats = seq_.stats();
+    const DecodeStats& stats = seq_.stats();
     const double drafting = stats.steps > 0 ? stats.draft_seconds / static_cast<double>(stats.steps) : 0.0;
     const DraftSizeChoice choice = choose_draft_size(ranked_, options_.cost, seq_.cached(), drafting);
-    ++stats.sized_steps;
-    stats.expected_tokens += choice.expected_tokens;
-    stats.expected_seconds += choice.seconds;
+    seq_.record_sizing(choice.expected_tokens, choice.seconds);
     return seq_.keep(choice.nodes);
   }
 

@@ -5,7 +5,9 @@
 //   k* = argmax over k of (1 + P_1 + ... + P_k) / (cost(1 + k nodes, context) + drafting time)
 //
 // (1 for the bonus token the target always gives; P_i the i-th best path probability). k = 0, the
-// root alone, is plain decoding: speculation then costs only the drafting time.
+// root alone, is plain decoding: speculation then costs only the drafting time. In a batch of R
+// requests, the R roots take the place of the 1, and the ranking is every request's nodes
+// together: one step's nodes are shared out jointly (SpeculativeBatch).
 // Host-only.
 #pragma once
 
@@ -58,22 +60,26 @@ class AnyCostModel {
 
 struct DraftSizeChoice {
   int nodes = 0;                ///< non-root draft nodes to send
-  double expected_tokens = 1;   ///< expected tokens committed by the step, bonus included
+  double expected_tokens = 1;   ///< expected tokens committed by the step, bonus tokens included
   double seconds = 0;           ///< the step's predicted cost (forward + drafting)
   double tokens_per_second() const { return seconds > 0 ? expected_tokens / seconds : 0.0; }
 };
 
 /// The best number of nodes among the first `max_nodes` of `path_probability` (best first, each in
-/// [0, 1]). Throws specdec::error for a probability out of range, a ranking that rises, or a cost
-/// that is not finite and positive.
+/// [0, 1]). `roots`: the trees' roots that the forward carries anyway (a batch of that many
+/// requests: each commits a token whatever is drafted), so a step of k draft nodes costs
+/// cost.step_seconds(roots + k, context) and is expected to commit roots + the k probabilities.
+/// Throws specdec::error for a probability out of range, a ranking that rises, or a cost that is
+/// not finite and positive.
 template <CostModel C>
 DraftSizeChoice choose_draft_size(std::span<const double> path_probability, const C& cost, int context,
-                                  double drafting_seconds = 0.0, int max_nodes = INT_MAX) {
+                                  double drafting_seconds = 0.0, int max_nodes = INT_MAX, int roots = 1) {
+  if (roots < 1) throw error("choose_draft_size: roots must be >= 1, got " + std::to_string(roots));
   if (!(drafting_seconds >= 0.0) || !std::isfinite(drafting_seconds))
     throw error("choose_draft_size: drafting time must be finite and >= 0, got " + std::to_string(drafting_seconds));
   const int candidates = static_cast<int>(std::min<std::size_t>(path_probability.size(), max_nodes < 0 ? 0 : max_nodes));
   DraftSizeChoice best;
-  double expected = 1.0;
+  double expected = roots;
   for (int k = 0; k <= candidates; ++k) {
     if (k > 0) {
       const double p = path_probability[static_cast<std::size_t>(k - 1)];
@@ -85,9 +91,9 @@ DraftSizeChoice choose_draft_size(std::span<const double> path_probability, cons
                     " rises)");
       expected += p;
     }
-    const double forward = static_cast<double>(cost.step_seconds(1 + k, context));
+    const double forward = static_cast<double>(cost.step_seconds(roots + k, context));
     if (!(forward > 0.0) || !std::isfinite(forward))
-      throw error("choose_draft_size: the cost model says a forward of " + std::to_string(1 + k) + " nodes costs " +
+      throw error("choose_draft_size: the cost model says a forward of " + std::to_string(roots + k) + " nodes costs " +
                   std::to_string(forward) + " s (it must be finite and > 0)");
     const DraftSizeChoice here{k, expected, forward + drafting_seconds};
     if (k == 0 || here.tokens_per_second() > best.tokens_per_second()) best = here;

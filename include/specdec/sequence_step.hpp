@@ -184,6 +184,12 @@ class SequenceStep<type_list<Drafters...>> {
   int cached() const { return cached_; }
   int vocab() const { return vocab_; }
   const DecodeStats& stats() const { return stats_; }
+  /// The automatic budget sized this step: it expected these tokens and seconds.
+  void record_sizing(double expected_tokens, double expected_seconds) {
+    ++stats_.sized_steps;
+    stats_.expected_tokens += expected_tokens;
+    stats_.expected_seconds += expected_seconds;
+  }
   const DraftTree& tree() const { return merger_.tree(); }
   const Verdict& verdict() const { return verdict_; }
   Verdict& verdict() { return verdict_; }

@@ -24,8 +24,9 @@ struct DecodeStats {
   /// nodes_per_step[k] = number of steps that sent k draft nodes (the chosen budgets' distribution
   /// under an automatic budget).
   std::vector<std::int64_t> nodes_per_step;
-  /// Under an automatic budget (DecoderOptions::cost): the steps it sized, and the sums over them
-  /// of the tokens they were expected to commit and the seconds they were expected to cost.
+  /// Under an automatic budget (DecoderOptions::cost, BatchOptions::cost): the steps it sized (a
+  /// batch's steps, for a SpeculativeBatch), and the sums over them of the tokens they were
+  /// expected to commit and the seconds they were expected to cost.
   std::int64_t sized_steps = 0;
   double expected_tokens = 0;
   double expected_seconds = 0;
