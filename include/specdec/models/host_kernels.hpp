@@ -275,7 +275,7 @@ class ThreadPool {
     pending_.store(threads_ - 1);
     generation_.fetch_add(1);
     generation_.notify_all();
-    f(0, share(0));
+    f(share(0), share(1));
     for (int spin = 0; pending_.load() != 0; ++spin)
       if (spin > 1000) std::this_thread::yield();
   }
