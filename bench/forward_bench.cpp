@@ -1,6 +1,8 @@
 // forward_bench: what a tree forward of n nodes costs next to one token, c(n)/c(1) (median of
 // repeated forwards), for n = 1, 2, 4, ..., 128, on llama2.c checkpoints at 1 and 2 threads.
-// Speculative decoding pays when c(n)/c(1) stays well below the tokens a step commits.
+// Speculative decoding pays when c(n)/c(1) stays well below the tokens a step commits. Also
+// prints plain greedy decoding's tokens/s from BOS over the model's first 256 positions, the
+// workload of llama2.c's `run MODEL -t 0 -n 256`.
 //
 //   forward_bench [--model PATH]... [--context N] [--reps N] [--threads N]...
 // Models default to stories260K and BabyLlama-936K in the data directory.
@@ -70,6 +72,14 @@ int main(int argc, char** argv) {
       for (int i = 0; i < ctx; ++i) prompt[static_cast<std::size_t>(i)] = static_cast<specdec::token_t>((i * 31 + 1) % c.vocab_size);
       for (int threads : thread_counts) {
         specdec::Llama2cTarget target(model, specdec::Llama2cTarget::Options{threads});
+        const specdec::token_t bos[] = {1};
+        const int steps = std::min(255, c.seq_len);
+        const auto g0 = std::chrono::steady_clock::now();
+        const auto text = target.generate(bos, steps);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
+        std::printf("%-22s %7d plain greedy decoding from BOS: %zu tokens, %.0f tokens/s\n",
+                    std::filesystem::path(path).filename().string().c_str(), threads, text.size(),
+                    static_cast<double>(text.size()) / seconds);
         target.prefill(prompt);
         std::mt19937_64 rng(1);
         double one = 0.0;

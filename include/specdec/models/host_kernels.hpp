@@ -157,19 +157,30 @@ template <class V>
   }
 }
 
-// o[e] += p[t] * v_t[e] for t in [t0, t1) in order, e in [0, hs); v_t = v + t * v_stride.
-template <class V>
-[[gnu::always_inline]] inline void values_impl(float* o, const float* p, const float* v, std::size_t v_stride, int hs,
-                                               int t0, int t1) {
-  constexpr int L = sizeof(V) / sizeof(float);
+// For H heads h: o[h][e] += p[h][t] * v[h][t * v_stride + e] for t in [t0, t1) in order, e in
+// [0, hs). The heads' sums are independent chains, interleaved to hide the adds' latency.
+template <int H>
+[[gnu::always_inline]] inline void values_h(float* const* o, const float* const* p, const float* const* v,
+                                            std::size_t v_stride, int hs, int t0, int t1) {
   int e = 0;
-  for (; e + L <= hs; e += L) {
-    V acc = load<V>(o + e);
-    for (int t = t0; t < t1; ++t) acc += splat<V>(p[t]) * load<V>(v + t * v_stride + e);
-    store(o + e, acc);
+  for (; e + 8 <= hs; e += 8) {
+    v8f acc[H];
+    _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) acc[h] = load<v8f>(o[h] + e);
+    for (int t = t0; t < t1; ++t)
+      _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) acc[h] += splat<v8f>(p[h][t]) * load<v8f>(v[h] + t * v_stride + e);
+    _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) store(o[h] + e, acc[h]);
   }
   for (; e < hs; ++e)
-    for (int t = t0; t < t1; ++t) o[e] += p[t] * v[t * v_stride + e];
+    for (int h = 0; h < H; ++h)
+      for (int t = t0; t < t1; ++t) o[h][e] += p[h][t] * v[h][t * v_stride + e];
+}
+
+[[gnu::always_inline]] inline void values_impl(float* const* o, const float* const* p, const float* const* v, int heads,
+                                               std::size_t v_stride, int hs, int t0, int t1) {
+  int h = 0;
+  for (; h + 4 <= heads; h += 4) values_h<4>(o + h, p + h, v + h, v_stride, hs, t0, t1);
+  for (; h + 2 <= heads; h += 2) values_h<2>(o + h, p + h, v + h, v_stride, hs, t0, t1);
+  for (; h < heads; ++h) values_h<1>(o + h, p + h, v + h, v_stride, hs, t0, t1);
 }
 
 // s[0..n) = exp(s[t] - max) / sum, the sum in order.
@@ -192,7 +203,7 @@ struct Kernels {
   const char* name;
   void (*matmul)(const Matrix&, const float*, int, int, float*, int, int, int);
   void (*scores)(float*, const float*, const float*, std::size_t, int, int, int, float);
-  void (*values)(float*, const float*, const float*, std::size_t, int, int, int);
+  void (*values)(float* const*, const float* const*, const float* const*, int, std::size_t, int, int, int);
   void (*softmax)(float*, int);
   void (*swiglu)(float*, const float*, int);
 };
@@ -205,8 +216,9 @@ struct Kernels {
                                  float r) {                                                                          \
     scores_impl<V>(s, q, kt, st, hs, t0, t1, r);                                                                     \
   }                                                                                                                  \
-  ATTR inline void NAME##_values(float* o, const float* p, const float* v, std::size_t st, int hs, int t0, int t1) {  \
-    values_impl<v8f>(o, p, v, st, hs, t0, t1);                                                                       \
+  ATTR inline void NAME##_values(float* const* o, const float* const* p, const float* const* v, int heads,            \
+                                 std::size_t st, int hs, int t0, int t1) {                                           \
+    values_impl(o, p, v, heads, st, hs, t0, t1);                                                                     \
   }                                                                                                                  \
   ATTR inline void NAME##_softmax(float* s, int n) { softmax_impl(s, n); }                                           \
   ATTR inline void NAME##_swiglu(float* a, const float* b, int n) { swiglu_impl(a, b, n); }                          \

@@ -136,23 +136,29 @@ void parallel(ThreadPool* pool, int tasks, F&& f) {
   else f(0, tasks);
 }
 
-// Attention of tokens [i0, i1) for the query heads of kv head g.
-inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int g, int i0,
-                   int i1) {
+// Attention of tokens [i0, i1) for the query heads of kv heads [g0, g1).
+inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int g0, int g1,
+                   int i0, int i1) {
   const Kernels& k = kernels();
   const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), group = c.kv_group();
   const float sqrt_hs = std::sqrt(static_cast<float>(hs));
   const std::size_t seq = static_cast<std::size_t>(s.seq);
-  float* scores = s.scores.data() + static_cast<std::size_t>(g) * group * LayerScratch::node_block * seq;
-  int* extra = s.extra.data() + static_cast<std::size_t>(g) * LayerScratch::node_block * s.depth;
-  const float* kt = kv.kt + static_cast<std::size_t>(g) * hs * kv.slots;
-  const float* vg = kv.v + static_cast<std::size_t>(g) * hs;
-  int contiguous[LayerScratch::node_block], extras[LayerScratch::node_block];
-  auto q_of = [&](int i, int r) { return s.att.data() + static_cast<std::size_t>(i) * dim + (g * group + r) * hs; };
-  auto row = [&](int local, int r) { return scores + (static_cast<std::size_t>(local) * group + r) * seq; };
+  constexpr int nb = LayerScratch::node_block;
+  // Per node of the block: its cached slots [0, contiguous) and its ancestor slots (this task's list).
+  int contiguous[nb], extras[nb];
+  int* extra = s.extra.data() + static_cast<std::size_t>(g0) * nb * s.depth;
+  auto q_of = [&](int i, int h) { return s.att.data() + static_cast<std::size_t>(i) * dim + h * hs; };
+  auto row = [&](int local, int h) { return s.scores.data() + (static_cast<std::size_t>(h) * nb + local) * seq; };
+  auto kt_of = [&](int h) { return kv.kt + static_cast<std::size_t>(h / group) * hs * kv.slots; };
+  auto v_of = [&](int h) { return kv.v + static_cast<std::size_t>(h / group) * hs; };
+  const int h0 = g0 * group, h1 = g1 * group;
+  constexpr int max_heads = 64;  // heads per values() call
+  float* o[max_heads];
+  const float* p[max_heads];
+  const float* v[max_heads];
 
-  for (int n0 = i0; n0 < i1; n0 += LayerScratch::node_block) {
-    const int n1 = std::min(i1, n0 + LayerScratch::node_block);
+  for (int n0 = i0; n0 < i1; n0 += nb) {
+    const int n1 = std::min(i1, n0 + nb);
     int most = 0;
     for (int i = n0; i < n1; ++i) {
       const int local = i - n0;
@@ -172,33 +178,39 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
     for (int t0 = 0; t0 < most; t0 += LayerScratch::slot_block)
       for (int i = n0; i < n1; ++i) {
         const int t1 = std::min(t0 + LayerScratch::slot_block, contiguous[i - n0]);
-        for (int r = 0; r < group && t0 < t1; ++r) k.scores(row(i - n0, r), q_of(i, r), kt, kv.slots, hs, t0, t1, sqrt_hs);
+        for (int h = h0; h < h1 && t0 < t1; ++h) k.scores(row(i - n0, h), q_of(i, h), kt_of(h), kv.slots, hs, t0, t1, sqrt_hs);
       }
     for (int i = n0; i < n1; ++i) {
       const int local = i - n0;
       const int* list = extra + static_cast<std::size_t>(local) * s.depth;
-      for (int r = 0; r < group; ++r) {
-        float* sr = row(local, r) + contiguous[local];
-        for (int a = 0; a < extras[local]; ++a) k.scores(sr + a, q_of(i, r), kt + list[a], kv.slots, hs, 0, 1, sqrt_hs);
-        k.softmax(row(local, r), contiguous[local] + extras[local]);
+      for (int h = h0; h < h1; ++h) {
+        float* sr = row(local, h) + contiguous[local];
+        for (int a = 0; a < extras[local]; ++a) k.scores(sr + a, q_of(i, h), kt_of(h) + list[a], kv.slots, hs, 0, 1, sqrt_hs);
+        k.softmax(row(local, h), contiguous[local] + extras[local]);
       }
     }
     // Values: the queries are spent, so each head's output overwrites its query in s.att.
-    for (int i = n0; i < n1; ++i)
-      for (int r = 0; r < group; ++r) std::fill_n(q_of(i, r), hs, 0.0f);
+    for (int i = n0; i < n1; ++i) std::fill_n(q_of(i, h0), (h1 - h0) * hs, 0.0f);
     for (int t0 = 0; t0 < most; t0 += LayerScratch::slot_block)
       for (int i = n0; i < n1; ++i) {
         const int t1 = std::min(t0 + LayerScratch::slot_block, contiguous[i - n0]);
-        for (int r = 0; r < group && t0 < t1; ++r) k.values(q_of(i, r), row(i - n0, r), vg, kv_dim, hs, t0, t1);
+        for (int hb = h0; hb < h1 && t0 < t1; hb += max_heads) {
+          const int heads = std::min(max_heads, h1 - hb);
+          for (int h = 0; h < heads; ++h) o[h] = q_of(i, hb + h), p[h] = row(i - n0, hb + h), v[h] = v_of(hb + h);
+          k.values(o, p, v, heads, kv_dim, hs, t0, t1);
+        }
       }
     for (int i = n0; i < n1; ++i) {
       const int local = i - n0;
       const int* list = extra + static_cast<std::size_t>(local) * s.depth;
-      for (int r = 0; r < group; ++r) {
-        const float* p = row(local, r) + contiguous[local];
-        for (int a = 0; a < extras[local]; ++a)
-          k.values(q_of(i, r), p + a, vg + static_cast<std::size_t>(list[a]) * kv_dim, 0, hs, 0, 1);
-      }
+      for (int a = 0; a < extras[local]; ++a)
+        for (int hb = h0; hb < h1; hb += max_heads) {
+          const int heads = std::min(max_heads, h1 - hb);
+          for (int h = 0; h < heads; ++h)
+            o[h] = q_of(i, hb + h), p[h] = row(local, hb + h) + contiguous[local] + a,
+            v[h] = v_of(hb + h) + static_cast<std::size_t>(list[a]) * kv_dim;
+          k.values(o, p, v, heads, 0, hs, 0, 1);
+        }
     }
   }
 }
@@ -229,7 +241,7 @@ inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, const L
     std::copy_n(q, dim, at(s.att, i, dim));  // the queries; attend() replaces them by its outputs
   }
   detail::parallel(pool, c.n_kv_heads, [&](int g0, int g1) {
-    for (int g = g0; g < g1; ++g) detail::attend(c, b, kv, s, g, 0, n);
+    if (g0 < g1) detail::attend(c, b, kv, s, g0, g1, 0, n);
   });
   detail::matmul(pool, w.wo, s.att.data(), dim, n, s.tmp.data(), ld_tmp);
   for (int i = 0; i < n; ++i) {
