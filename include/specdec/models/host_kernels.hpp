@@ -90,7 +90,7 @@ template <class V>
   return v;
 }
 template <class V>
-[[gnu::always_inline]] inline void store(float* p, V v) {
+[[gnu::always_inline]] inline void store(float* p, const V& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
