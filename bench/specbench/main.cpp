@@ -227,6 +227,7 @@ struct ModelArgs {
   int top_k = 0;
   std::uint64_t seed = 0;
   int budget = 64;
+  int threads = 1;
   int max_new_tokens = 256;
   int max_prompts = 0;
   int show = 0;
@@ -279,6 +280,7 @@ int run_model(const ModelArgs& a) {
   const Combination& combination = find_combination(a.drafters);
   ModelOptions options;
   options.budget = a.budget;
+  options.threads = a.threads;
   options.resources = a.resources.resources();
   options.seed = a.seed;
   options.sampling.temperature = static_cast<float>(a.temperature);
@@ -323,6 +325,8 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
       ->required();
   cmd.add_option("--budget", a.budget, "Most draft nodes per target call, after merging (default 64)")
       ->check(whole_number_at_least(0));
+  cmd.add_option("--threads", a.threads, "Threads of the target's forward, plain and speculative alike (default 1)")
+      ->check(CLI::Range(1, 256));
   cmd.add_option("--max-new-tokens", a.max_new_tokens,
                  "New tokens per prompt at most, cut to the model's positions (default 256)")
       ->check(whole_number_at_least(1));

@@ -52,6 +52,7 @@ enum class VerifierKind { exact, rejection, conditional };
 
 struct ModelOptions {
   int budget = 64;
+  int threads = 1;  ///< the target's forward threads (plain and speculative alike)
   VerifierKind verifier = VerifierKind::exact;
   specdec::SamplingParams sampling{};        ///< rejection sampling; also the conditional's next token
   std::uint64_t seed = 0;                    ///< prompt i draws from Philox stream (seed, sequence i)
@@ -135,7 +136,7 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
   run.drafters = Decoder::names();
   run.counts_draft_forwards = (detail::CountsDraftForwards<Drafters> || ... || false);
   const auto draft_work = [](Decoder& d) { return detail::draft_work(d, std::index_sequence_for<Drafters...>{}); };
-  specdec::Llama2cTarget target(bench.model);
+  specdec::Llama2cTarget target(bench.model, specdec::Llama2cTarget::Options{options.threads});
   Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
                   make_drafter<Drafters>(options.resources, TargetInfo{bench.model->config().vocab_size, bench.model})..., detail::make_verifier<Verifier>(options, 0, eos));
   for (std::size_t p = 0; p < bench.prompts.size(); ++p) {

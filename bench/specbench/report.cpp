@@ -262,6 +262,7 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
   m.verifier = verifier_description(options);
   m.dresd_search = options.resources.dense_search_used();
   m.prompts = static_cast<int>(run.turns.size());
+  m.threads = options.threads;
   m.greedy = options.verifier == VerifierKind::exact;
   return m;
 }
@@ -276,9 +277,9 @@ void print_model_report(std::ostream& out, const ModelReport& m) {
   print_tables(out, r);
   const double spec = m.speculative_tokens_per_second(), plain = m.plain_tokens_per_second();
   out << fmt::format(
-      "\nspeed (this run, same prompts, one thread): speculative {:.0f} tokens/s, plain {:.0f} tokens/s, "
+      "\nspeed (this run, same prompts, {} forward thread{}): speculative {:.0f} tokens/s, plain {:.0f} tokens/s, "
       "ratio {:.3f}\n",
-      spec, plain, plain > 0 ? spec / plain : 0.0);
+      m.threads, m.threads == 1 ? "" : "s", spec, plain, plain > 0 ? spec / plain : 0.0);
   if (m.draft_forwards >= 0)
     out << fmt::format("draft model: {} forwards, {:.3f} per target step, {:.3f} per committed token; {:.2f} nodes per "
                        "forward\n",
@@ -295,6 +296,7 @@ nlohmann::ordered_json to_json(const ModelReport& m) {
   j["verifier"] = m.verifier;
   if (!m.dresd_search.empty()) j["dresd_search"] = m.dresd_search;
   j["prompts"] = m.prompts;
+  j["threads"] = m.threads;
   j["clamped_prompts"] = m.clamped;
   j["speculative"] = {{"tokens", m.speculative_tokens},
                       {"seconds", m.speculative_seconds},

@@ -70,6 +70,7 @@ struct ModelReport {
   std::string verifier;  ///< the verifier and its options
   std::string dresd_search;  ///< dresd's search backend and parameters ("" without dresd)
   int prompts = 0;
+  int threads = 1;       ///< the target's forward threads
   int clamped = 0;       ///< prompts whose max_new_tokens was cut to the model's positions
   std::int64_t speculative_tokens = 0, plain_tokens = 0;
   double speculative_seconds = 0, plain_seconds = 0;

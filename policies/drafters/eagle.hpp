@@ -25,9 +25,10 @@
 // step the scratch is dropped (rolled back to the committed tokens) and the committed tokens are
 // re-fed with the target's true features, exactly as a fresh head fed the same prefix would hold.
 //
-// Cost per step: (levels - 1) · top_k head elements (one decoder layer each, tree attention) plus
-// as many classifier rows and top-k selections over the vocabulary, and one element per committed
-// token to re-feed.
+// Cost per step: one head forward per level after the first, all its frontier elements (up to
+// top_k) in one weights-once call (models/llama_layer.hpp), then the classifier once for all their
+// rows and a partial top-k per row (core/top_k.hpp); and one element per committed token to
+// re-feed.
 #pragma once
 
 #include <algorithm>
@@ -41,6 +42,7 @@
 #include <vector>
 
 #include <specdec/concepts.hpp>
+#include <specdec/core/top_k.hpp>
 #include <specdec/error.hpp>
 #include <specdec/models/eagle_head.hpp>
 #include <specdec/models/llama_layer.hpp>
@@ -106,13 +108,16 @@ class EagleDrafter {
     if (levels < 1 || keep < 1) return;
     candidates_.clear();
     drafted_features_.clear();
-    add_children(-1, root_feature_.data());
+    up_.clear();
+    classify(root_feature_.data(), 1);
+    add_children(-1, 0);
     frontier_.resize(candidates_.size());
     std::iota(frontier_.begin(), frontier_.end(), 0);
     for (int level = 2; level <= levels; ++level) {
       forward_frontier();
+      classify(feature_of(frontier_[0]), static_cast<int>(frontier_.size()));  // the frontier's rows are consecutive
       const int first = static_cast<int>(candidates_.size());
-      for (int parent : frontier_) add_children(parent, feature_of(parent));
+      for (std::size_t r = 0; r < frontier_.size(); ++r) add_children(frontier_[r], static_cast<int>(r));
       frontier_.resize(candidates_.size() - static_cast<std::size_t>(first));
       std::iota(frontier_.begin(), frontier_.end(), first);
       const std::size_t width = std::min(frontier_.size(), static_cast<std::size_t>(options_.top_k));
@@ -159,24 +164,22 @@ class EagleDrafter {
         throw error("eagle: token " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
       const int position = fed_;
       const float* row = rows ? rows + i * static_cast<std::size_t>(dim()) : nullptr;
-      const int visible[] = {fed_}, visible_begin[] = {0, 1};
-      head_->run(cache_, fed_, fed_, 1, &t, row, &position, visible, visible_begin, target_->embedding().data(),
-                 root_feature_.data());
+      const int up[] = {-1};
+      head_->run(cache_, fed_, fed_, 1, &t, row, &position, up, 1, target_->embedding().data(), root_feature_.data());
       ++fed_;
       last_token_ = t;
     }
   }
 
   // Feeds the frontier's tokens as one batch of draft elements in scratch slots behind the
-  // committed ones, each attending to the cache and to its draft ancestors.
+  // committed ones, each attending to the cache and to its draft ancestors (up_, by slot - fed_).
   void forward_frontier() {
     const std::size_t n = frontier_.size();
     const int first_slot = fed_ + static_cast<int>(drafted_features_.size()) / dim();
     batch_tokens_.clear();
     batch_features_.clear();
     batch_positions_.clear();
-    visible_.clear();
-    visible_begin_.assign(1, 0);
+    int depth = 1;
     for (std::size_t i = 0; i < n; ++i) {
       Candidate& c = candidates_[static_cast<std::size_t>(frontier_[i])];
       c.slot = first_slot + static_cast<int>(i);
@@ -184,16 +187,20 @@ class EagleDrafter {
       batch_positions_.push_back(fed_ - 1 + c.depth);
       const float* parent_feature = c.parent < 0 ? root_feature_.data() : feature_of(c.parent);
       batch_features_.insert(batch_features_.end(), parent_feature, parent_feature + dim());
-      const std::size_t begin = visible_.size();
-      for (int a = frontier_[i]; a >= 0; a = candidates_[static_cast<std::size_t>(a)].parent)
-        visible_.push_back(candidates_[static_cast<std::size_t>(a)].slot);
-      std::reverse(visible_.begin() + static_cast<std::ptrdiff_t>(begin), visible_.end());
-      visible_begin_.push_back(static_cast<int>(visible_.size()));
+      up_.push_back(c.parent < 0 ? -1 : candidates_[static_cast<std::size_t>(c.parent)].slot);
+      depth = std::max(depth, c.depth);
     }
     drafted_features_.resize(drafted_features_.size() + n * static_cast<std::size_t>(dim()));
     head_->run(cache_, fed_, first_slot, static_cast<int>(n), batch_tokens_.data(), batch_features_.data(),
-               batch_positions_.data(), visible_.data(), visible_begin_.data(), target_->embedding().data(),
+               batch_positions_.data(), up_.data(), depth, target_->embedding().data(),
                drafted_features_.data() + static_cast<std::size_t>(first_slot - fed_) * dim());
+  }
+
+  // The target's classifier over `rows` consecutive features, in one weights-once product.
+  void classify(const float* features, int rows) {
+    const llama::Matrix& cls = target_->classifier();
+    if (logits_.size() < static_cast<std::size_t>(rows) * cls.stride) logits_.resize(static_cast<std::size_t>(rows) * cls.stride);
+    llama::detail::matmul(nullptr, cls, features, dim(), rows, logits_.data(), cls.stride);
   }
 
   const float* feature_of(int candidate) const {
@@ -201,31 +208,20 @@ class EagleDrafter {
     return drafted_features_.data() + static_cast<std::size_t>(slot - fed_) * dim();
   }
 
-  // Adds the top_k tokens of the head's distribution given `feature` as children of `parent`.
-  void add_children(int parent, const float* feature) {
-    const Llama2cConfig& c = head_->config();
-    logits_.resize(static_cast<std::size_t>(c.vocab_size));
-    llama::matvec(logits_.data(), feature, target_->classifier_t().data(), c.dim, c.vocab_size);
-    const float best = *std::max_element(logits_.begin(), logits_.end());
-    double sum = 0.0;
-    for (float l : logits_) sum += std::exp(static_cast<double>(l - best));
-    const float log_z = best + static_cast<float>(std::log(sum));
+  // Adds the top_k tokens of the head's distribution in row `row` of the last classify() as
+  // children of `parent`.
+  void add_children(int parent, int row) {
+    const int vocab = head_->config().vocab_size;
+    const float* logits = logits_.data() + static_cast<std::size_t>(row) * target_->classifier().stride;
+    const int k = std::min(vocab, options_.top_k);
+    ids_.resize(static_cast<std::size_t>(k));
+    const core::SoftmaxStats stats = core::softmax_top_k(logits, vocab, k, ids_.data());
+    const float log_z = stats.best + static_cast<float>(std::log(stats.sum));
     if (!std::isfinite(log_z)) throw error("eagle: the head's logits are not finite (NaN or inf in the head's weights?)");
-    ids_.resize(logits_.size());
-    std::iota(ids_.begin(), ids_.end(), 0);
-    const std::size_t k = std::min(ids_.size(), static_cast<std::size_t>(options_.top_k));
-    std::partial_sort(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(k), ids_.end(), [&](int a, int b) {
-      return logits_[static_cast<std::size_t>(a)] != logits_[static_cast<std::size_t>(b)]
-                 ? logits_[static_cast<std::size_t>(a)] > logits_[static_cast<std::size_t>(b)]
-                 : a < b;
-    });
     const Candidate* up = parent < 0 ? nullptr : &candidates_[static_cast<std::size_t>(parent)];
     const float base = up ? up->logp : 0.0f;
     const int depth = up ? up->depth + 1 : 1;
-    for (std::size_t j = 0; j < k; ++j) {
-      const int id = ids_[j];
-      candidates_.push_back({parent, id, base + (logits_[static_cast<std::size_t>(id)] - log_z), depth, -1});
-    }
+    for (int id : ids_) candidates_.push_back({parent, id, base + (logits[id] - log_z), depth, -1});
   }
 
   bool better(int a, int b) const {
@@ -264,7 +260,7 @@ class EagleDrafter {
   std::vector<float> drafted_features_, logits_;
   std::vector<token_t> batch_tokens_;
   std::vector<float> batch_features_;
-  std::vector<int> batch_positions_, visible_, visible_begin_;
+  std::vector<int> batch_positions_, up_;
 };
 
 static_assert(Drafter<EagleDrafter>);

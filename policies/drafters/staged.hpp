@@ -42,6 +42,7 @@
 #include <vector>
 
 #include <specdec/concepts.hpp>
+#include <specdec/core/top_k.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/error.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
@@ -115,22 +116,17 @@ class DraftModelRecorder {
     }
     for (float l : logits)  // before ranking: a NaN would break the sort's ordering
       if (!std::isfinite(l)) throw error("the draft model's logits are not finite (NaN or inf)");
-    ids_.resize(logits.size());
-    for (std::size_t v = 0; v < ids_.size(); ++v) ids_[v] = static_cast<token_t>(v);
     // Ranked by logit, as the exact verifier's argmax (ties to the lowest id): rank 0 is the token
     // the inner decoder commits.
-    const auto ranks_before = [&](token_t a, token_t b) {
-      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-    };
-    const std::size_t k = std::min(ids_.size(), static_cast<std::size_t>(top_k_));
-    std::partial_sort(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(k), ids_.end(), ranks_before);
-    const float best = logits[ids_[0]];
-    double sum = 0.0;
-    for (float l : logits) sum += std::exp(static_cast<double>(l - best));
+    const std::size_t k = std::min(logits.size(), static_cast<std::size_t>(top_k_));
+    ids_.resize(k);
+    const core::SoftmaxStats stats = core::softmax_top_k(logits.data(), static_cast<int>(logits.size()),
+                                                         static_cast<int>(k), ids_.data());
     const std::size_t at = static_cast<std::size_t>(position) * top_k_;
     for (std::size_t j = 0; j < static_cast<std::size_t>(top_k_); ++j) {
       tokens_[at + j] = j < k ? ids_[j] : ids_[0];
-      probabilities_[at + j] = j < k ? static_cast<float>(std::exp(static_cast<double>(logits[ids_[j]] - best)) / sum) : 0.0f;
+      probabilities_[at + j] =
+          j < k ? static_cast<float>(std::exp(static_cast<double>(logits[ids_[j]] - stats.best)) / stats.sum) : 0.0f;
     }
   }
 

@@ -46,18 +46,24 @@ class EagleHead {
   static constexpr std::int32_t version = 1;
   static constexpr std::uintmax_t header_bytes = 8 + 6 * sizeof(std::int32_t);
 
-  /// The head's K/V cache and scratch space (one per sequence being drafted).
+  /// The head's K/V cache (llama::KvView's layout) and scratch space (one per sequence being
+  /// drafted); grows to the largest call, then is reused.
   struct Cache {
-    std::vector<float> k, v;  // [slot][kv_dim]
-    std::vector<float> input, x, rope;  // input: [embedding ; feature] of one element
+    std::vector<float> kt, v;
+    int slots = 0;
+    std::vector<float> input, x, fc_out, rope;
     llama::LayerScratch scratch;
-    /// Makes room for `slots` slots, keeping the ones written.
-    void reserve(int slots, int kv_dim) {
-      const std::size_t n = static_cast<std::size_t>(slots) * static_cast<std::size_t>(kv_dim);
-      if (k.size() < n) {
-        k.resize(std::max(n, k.size() + k.size() / 2));
-        v.resize(k.size());
-      }
+    /// Makes room for `needed` slots, keeping the ones written.
+    void reserve(int needed, int kv_dim) {
+      if (needed <= slots) return;
+      const int grown = std::max(needed, slots + slots / 2);
+      std::vector<float> kt2(static_cast<std::size_t>(grown) * kv_dim), v2(kt2.size());
+      for (int e = 0; e < kv_dim; ++e)
+        std::copy_n(kt.data() + static_cast<std::size_t>(e) * slots, slots, kt2.data() + static_cast<std::size_t>(e) * grown);
+      std::copy(v.begin(), v.end(), v2.begin());
+      kt = std::move(kt2);
+      v = std::move(v2);
+      slots = grown;
     }
   };
 
@@ -98,24 +104,26 @@ class EagleHead {
       in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
       if (!in) throw error(name + ": read failed");
     };
-    auto read_transposed = [&](std::vector<float>& v, int rows, int cols) {
-      std::vector<float> raw;
-      read(raw, static_cast<std::size_t>(rows) * cols);
-      v = Llama2cModel::transpose(raw, rows, cols);
-    };
+    std::vector<float> fc, wq, wk, wv, wo, w1, w2, w3;
     Llama2cModel::Layer& w = head.layer_;
-    read_transposed(head.fc_t_, d, 2 * d);
+    read(fc, static_cast<std::size_t>(d) * 2 * d);
     read(head.fc_bias_, static_cast<std::size_t>(d));
     read(w.rms_att, static_cast<std::size_t>(d));
-    read_transposed(w.wq_t, d, d);
-    read_transposed(w.wk_t, kv, d);
-    read_transposed(w.wv_t, kv, d);
-    read_transposed(w.wo_t, d, d);
+    read(wq, static_cast<std::size_t>(d) * d);
+    read(wk, static_cast<std::size_t>(kv) * d);
+    read(wv, static_cast<std::size_t>(kv) * d);
+    read(wo, static_cast<std::size_t>(d) * d);
     read(w.rms_ffn, static_cast<std::size_t>(d));
-    read_transposed(w.w1_t, hid, d);
-    read_transposed(w.w2_t, d, hid);
-    read_transposed(w.w3_t, hid, d);
+    read(w1, static_cast<std::size_t>(hid) * d);
+    read(w2, static_cast<std::size_t>(d) * hid);
+    read(w3, static_cast<std::size_t>(hid) * d);
     read(head.rms_out_, static_cast<std::size_t>(d));
+    head.fc_ = llama::Matrix::pack(2 * d, {{fc.data(), d}});
+    w.wqkv = llama::Matrix::pack(d, {{wq.data(), d}, {wk.data(), kv}, {wv.data(), kv}});
+    w.wo = llama::Matrix::pack(d, {{wo.data(), d}});
+    w.w13 = llama::Matrix::pack(d, {{w1.data(), hid}, {w3.data(), hid}});
+    w.w2 = llama::Matrix::pack(hid, {{w2.data(), d}});
+    head.rope_ = llama::RopeTable(c.head_size());
     return head;
   }
 
@@ -147,30 +155,40 @@ class EagleHead {
 
   /// Runs `n` elements on top of `cache`: element i is (tokens[i], features row i: dim floats, or
   /// zeros where `features` is null) at RoPE position positions[i]; it writes its K/V at slot
-  /// first_slot + i and attends to slots [0, cached) and to visible[visible_begin[i] ..
-  /// visible_begin[i + 1]) (see llama::LayerBatch). Writes each element's predicted feature to
-  /// out[i * dim ...]. `embedding` is the target's, [vocab][dim].
+  /// first_slot + i and attends to slots [0, cached), then to its ancestors and itself: up[s -
+  /// cached] is the parent slot of the element at slot s >= cached, or -1 (see llama::LayerBatch;
+  /// chains no longer than max_depth). Writes each element's predicted feature to out[i * dim
+  /// ...]. `embedding` is the target's, [vocab][dim]. Each weight is read once for all n elements.
   void run(Cache& cache, int cached, int first_slot, int n, const token_t* tokens, const float* features,
-           const int* positions, const int* visible, const int* visible_begin, const float* embedding,
-           float* out) const {
-    const int d = config_.dim, hs = config_.head_size();
+           const int* positions, const int* up, int max_depth, const float* embedding, float* out,
+           llama::ThreadPool* pool = nullptr) const {
+    const int d = config_.dim, hs = config_.head_size(), ld = llama::Matrix::padded(d);
     const std::size_t un = static_cast<std::size_t>(n);
     cache.reserve(first_slot + n, config_.kv_dim());
-    cache.x.resize(un * d);
-    cache.rope.resize(un * hs);
-    std::vector<float>& in = cache.input;
-    in.resize(2 * static_cast<std::size_t>(d));
+    auto grow = [](std::vector<float>& v, std::size_t size) {
+      if (v.size() < size) v.resize(size);
+    };
+    grow(cache.x, un * d);
+    grow(cache.rope, un * hs);
+    grow(cache.input, un * 2 * d);
+    grow(cache.fc_out, un * ld);
     for (int i = 0; i < n; ++i) {
-      std::copy_n(embedding + static_cast<std::size_t>(tokens[i]) * d, d, in.data());
-      if (features) std::copy_n(features + static_cast<std::size_t>(i) * d, d, in.data() + d);
-      else std::fill_n(in.data() + d, d, 0.0f);
-      float* x = cache.x.data() + static_cast<std::size_t>(i) * d;
-      llama::matvec(x, in.data(), fc_t_.data(), 2 * d, d);
-      for (int e = 0; e < d; ++e) x[e] += fc_bias_[static_cast<std::size_t>(e)];
-      llama::rope_angles(positions[i], hs, cache.rope.data() + static_cast<std::size_t>(i) * hs);
+      float* in = cache.input.data() + static_cast<std::size_t>(i) * 2 * d;
+      std::copy_n(embedding + static_cast<std::size_t>(tokens[i]) * d, d, in);
+      if (features) std::copy_n(features + static_cast<std::size_t>(i) * d, d, in + d);
+      else std::fill_n(in + d, d, 0.0f);
+      rope_.angles(positions[i], cache.rope.data() + static_cast<std::size_t>(i) * hs);
     }
-    const llama::LayerBatch batch{n, cached, first_slot, cache.x.data(), cache.rope.data(), visible, visible_begin};
-    llama::decoder_layer(layer_, config_, batch, cache.k.data(), cache.v.data(), cache.scratch);
+    llama::detail::matmul(pool, fc_, cache.input.data(), 2 * d, n, cache.fc_out.data(), ld);
+    for (int i = 0; i < n; ++i) {
+      float* x = cache.x.data() + static_cast<std::size_t>(i) * d;
+      const float* y = cache.fc_out.data() + static_cast<std::size_t>(i) * ld;
+      for (int e = 0; e < d; ++e) x[e] = y[e] + fc_bias_[static_cast<std::size_t>(e)];
+    }
+    cache.scratch.reserve(config_, layer_.wqkv, layer_.w13, n, first_slot + max_depth, max_depth);
+    const llama::LayerBatch batch{n, cached, first_slot, cache.x.data(), cache.rope.data(), false, up, max_depth};
+    llama::decoder_layer(layer_, config_, batch, llama::KvView{cache.kt.data(), cache.v.data(), cache.slots},
+                         cache.scratch, pool);
     for (int i = 0; i < n; ++i)
       llama::rmsnorm(out + static_cast<std::size_t>(i) * d, cache.x.data() + static_cast<std::size_t>(i) * d,
                      rms_out_.data(), d);
@@ -199,8 +217,9 @@ class EagleHead {
   }
 
   Llama2cConfig config_;
-  std::vector<float> fc_t_;  // [2·dim][dim]
+  llama::Matrix fc_;  // 2·dim inputs -> dim
   std::vector<float> fc_bias_;
+  llama::RopeTable rope_;
   Llama2cModel::Layer layer_;
   std::vector<float> rms_out_;
 };

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <specdec/error.hpp>
+#include <specdec/models/host_kernels.hpp>
 
 namespace specdec {
 
@@ -68,20 +69,18 @@ struct Llama2cConfig {
 };
 
 /// The weights, laid out for the forward pass. Every projection y = W x with W stored
-/// [out][in] in the file is kept transposed, [in][out], so that a matrix-vector product runs
-/// over contiguous memory while still summing each output in the file's input order.
+/// [out][in] in the file is packed transposed (llama::Matrix), so that the matrix product reads
+/// contiguous rows while still summing each output in the file's input order; projections of the
+/// same input share one matrix (q, k, v; w1, w3) so that one pass over it serves all of them.
 class Llama2cModel {
  public:
   struct Layer {
-    std::vector<float> rms_att;   // [dim]
-    std::vector<float> wq_t;      // [dim][dim]
-    std::vector<float> wk_t;      // [dim][kv_dim]
-    std::vector<float> wv_t;      // [dim][kv_dim]
-    std::vector<float> wo_t;      // [dim][dim]
-    std::vector<float> rms_ffn;   // [dim]
-    std::vector<float> w1_t;      // [dim][hidden]
-    std::vector<float> w2_t;      // [hidden][dim]
-    std::vector<float> w3_t;      // [dim][hidden]
+    std::vector<float> rms_att;  // [dim]
+    llama::Matrix wqkv;          // wq | wk | wv
+    llama::Matrix wo;
+    std::vector<float> rms_ffn;  // [dim]
+    llama::Matrix w13;           // w1 | w3
+    llama::Matrix w2;
   };
 
   /// Reads a checkpoint. Throws specdec::error naming the file when it does not exist, cannot be
@@ -122,36 +121,42 @@ class Llama2cModel {
       in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
       if (!in) throw error(name + ": read failed");
     };
-    // Reads L matrices [rows][cols] and stores each transposed into layer field `field`.
-    auto read_transposed = [&](std::vector<float> Layer::*field, int rows, int cols) {
-      std::vector<float> raw;
-      for (int l = 0; l < L; ++l) {
-        read(raw, static_cast<std::size_t>(rows) * cols);
-        m.layers_[l].*field = transpose(raw, rows, cols);
-      }
-    };
     auto read_per_layer = [&](std::vector<float> Layer::*field, int n) {
       for (int l = 0; l < L; ++l) read(m.layers_[l].*field, static_cast<std::size_t>(n));
     };
+    // Reads L matrices [rows][cols], kept as they are until packed.
+    auto read_matrices = [&](std::vector<std::vector<float>>& raw, int rows, int cols) {
+      raw.resize(static_cast<std::size_t>(L));
+      for (auto& r : raw) read(r, static_cast<std::size_t>(rows) * cols);
+    };
+    std::vector<std::vector<float>> wq, wk, wv, wo, w1, w2, w3;
     m.layers_.resize(L);
     read(m.embedding_, static_cast<std::size_t>(c.vocab_size) * d);
     read_per_layer(&Layer::rms_att, d);
-    read_transposed(&Layer::wq_t, d, d);
-    read_transposed(&Layer::wk_t, kv, d);
-    read_transposed(&Layer::wv_t, kv, d);
-    read_transposed(&Layer::wo_t, d, d);
+    read_matrices(wq, d, d);
+    read_matrices(wk, kv, d);
+    read_matrices(wv, kv, d);
+    read_matrices(wo, d, d);
     read_per_layer(&Layer::rms_ffn, d);
-    read_transposed(&Layer::w1_t, hid, d);
-    read_transposed(&Layer::w2_t, d, hid);
-    read_transposed(&Layer::w3_t, hid, d);
+    read_matrices(w1, hid, d);
+    read_matrices(w2, d, hid);
+    read_matrices(w3, hid, d);
     read(m.rms_final_, static_cast<std::size_t>(d));
     in.seekg(static_cast<std::streamoff>(2ull * c.seq_len * (c.head_size() / 2) * sizeof(float)), std::ios::cur);
+    for (int l = 0; l < L; ++l) {
+      Layer& w = m.layers_[static_cast<std::size_t>(l)];
+      const std::size_t i = static_cast<std::size_t>(l);
+      w.wqkv = llama::Matrix::pack(d, {{wq[i].data(), d}, {wk[i].data(), kv}, {wv[i].data(), kv}});
+      w.wo = llama::Matrix::pack(d, {{wo[i].data(), d}});
+      w.w13 = llama::Matrix::pack(d, {{w1[i].data(), hid}, {w3[i].data(), hid}});
+      w.w2 = llama::Matrix::pack(hid, {{w2[i].data(), d}});
+    }
     if (c.shared_classifier) {
-      m.classifier_t_ = transpose(m.embedding_, c.vocab_size, d);
+      m.classifier_ = llama::Matrix::pack(d, {{m.embedding_.data(), c.vocab_size}});
     } else {
       std::vector<float> raw;
       read(raw, static_cast<std::size_t>(c.vocab_size) * d);
-      m.classifier_t_ = transpose(raw, c.vocab_size, d);
+      m.classifier_ = llama::Matrix::pack(d, {{raw.data(), c.vocab_size}});
     }
     return m;
   }
@@ -161,8 +166,8 @@ class Llama2cModel {
   const std::vector<float>& embedding() const { return embedding_; }
   const Layer& layer(int l) const { return layers_[static_cast<std::size_t>(l)]; }
   const std::vector<float>& rms_final() const { return rms_final_; }
-  /// Classifier, transposed: [dim][vocab].
-  const std::vector<float>& classifier_t() const { return classifier_t_; }
+  /// Classifier, packed: vocab_size outputs of dim inputs.
+  const llama::Matrix& classifier() const { return classifier_; }
 
   /// Number of floats after the header that a checkpoint with this header holds.
   static std::uint64_t weight_floats(const Llama2cConfig& c) {
@@ -175,15 +180,6 @@ class Llama2cModel {
     n += 2ull * c.seq_len * (c.head_size() / 2);       // legacy RoPE tables
     if (!c.shared_classifier) n += V * d;              // wcls
     return n;
-  }
-
-  /// `a` [rows][cols] transposed: [cols][rows] (how projections are kept, see above).
-  static std::vector<float> transpose(const std::vector<float>& a, int rows, int cols) {
-    std::vector<float> t(a.size());
-    for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < cols; ++c)
-        t[static_cast<std::size_t>(c) * rows + r] = a[static_cast<std::size_t>(r) * cols + c];
-    return t;
   }
 
   static std::string describe(const Llama2cConfig& c) {
@@ -215,7 +211,7 @@ class Llama2cModel {
   std::vector<float> embedding_;
   std::vector<Layer> layers_;
   std::vector<float> rms_final_;
-  std::vector<float> classifier_t_;
+  llama::Matrix classifier_;
 };
 
 }  // namespace specdec

@@ -2,9 +2,16 @@
 // FFN) over a batch of tokens, on the host: the code Llama2cTarget runs for each of its layers and
 // the EAGLE head runs for its one layer, so that both compute bit for bit the same way.
 //
-// Sums run in the order a single-sequence forward uses (matrix products over the input index,
-// attention over slots in order), so a token's result does not depend on the batch around it.
-// Host-only.
+// Weights once: each projection is one tiled matrix product over all the batch's tokens
+// (host_kernels.hpp), so a weight read from memory serves every token; attention walks the cached
+// K/V slots in blocks, outer, with the batch's nodes inner, so a cached row is read once for all
+// nodes that share the prefix.
+//
+// What a token sees: the cache slots [0, c) — c = cached, or cached + i + 1 for token i of a
+// chain (prefill) — then, outside a chain, its ancestors' slots and its own (parents from `up`),
+// root first. That sequence, and every sum over it, is the one a single-token forward of the
+// token's path runs (reduction order: host_kernels.hpp), so a token's result does not depend on
+// the batch around it, the thread count or the ISA. Host-only.
 #pragma once
 
 #include <algorithm>
@@ -12,20 +19,10 @@
 #include <cstddef>
 #include <vector>
 
+#include <specdec/models/host_kernels.hpp>
 #include <specdec/models/llama2c_model.hpp>
 
 namespace specdec::llama {
-
-// y[out_n] = W x for W given transposed ([in][out_n]); y[r] sums x[j] * W[r][j] over j = 0, 1, ...
-// (the order of a plain dot product), vectorized over r.
-inline void matvec(float* __restrict y, const float* __restrict x, const float* __restrict w_t, int in, int out_n) {
-  for (int r = 0; r < out_n; ++r) y[r] = 0.0f;
-  for (int j = 0; j < in; ++j) {
-    const float xj = x[j];
-    const float* __restrict row = w_t + static_cast<std::size_t>(j) * out_n;
-    for (int r = 0; r < out_n; ++r) y[r] += row[r] * xj;
-  }
-}
 
 inline void rmsnorm(float* out, const float* x, const float* weight, int n) {
   float ss = 0.0f;
@@ -36,15 +33,23 @@ inline void rmsnorm(float* out, const float* x, const float* weight, int n) {
   for (int j = 0; j < n; ++j) out[j] = weight[j] * (ss * x[j]);
 }
 
-/// cos_sin[2p], cos_sin[2p + 1] = the RoPE rotation of pair p of a head at `position`.
-inline void rope_angles(int position, int head_size, float* cos_sin) {
-  for (int p = 0; p < head_size / 2; ++p) {
-    const float freq = 1.0f / std::pow(10000.0f, static_cast<float>(2 * p) / static_cast<float>(head_size));
-    const float angle = static_cast<float>(position) * freq;
-    cos_sin[2 * p] = std::cos(angle);
-    cos_sin[2 * p + 1] = std::sin(angle);
+/// RoPE inverse frequencies of a head size, computed once per model.
+struct RopeTable {
+  std::vector<float> inv_freq;  // [head_size / 2]
+  explicit RopeTable(int head_size = 0) : inv_freq(static_cast<std::size_t>(head_size / 2)) {
+    for (int p = 0; p < head_size / 2; ++p)
+      inv_freq[static_cast<std::size_t>(p)] =
+          1.0f / std::pow(10000.0f, static_cast<float>(2 * p) / static_cast<float>(head_size));
   }
-}
+  /// cos_sin[2p], cos_sin[2p + 1] = the rotation of pair p at `position`.
+  void angles(int position, float* cos_sin) const {
+    for (std::size_t p = 0; p < inv_freq.size(); ++p) {
+      const float angle = static_cast<float>(position) * inv_freq[p];
+      cos_sin[2 * p] = std::cos(angle);
+      cos_sin[2 * p + 1] = std::sin(angle);
+    }
+  }
+};
 
 // Rotates pairs (2p, 2p + 1) of every head of `v` (`width` floats) by the token's angles.
 inline void rope(float* v, int width, int head_size, const float* cos_sin) {
@@ -57,98 +62,201 @@ inline void rope(float* v, int width, int head_size, const float* cos_sin) {
   }
 }
 
+/// One layer's KV cache: K transposed, kt[(kv_head * head_size + e) * slots + slot] (a head's
+/// keys of consecutive slots are contiguous, the lanes of the score kernel), V by slot,
+/// v[slot * kv_dim + kv_head * head_size + e].
+struct KvView {
+  float* kt = nullptr;
+  float* v = nullptr;
+  int slots = 0;
+};
+
 /// The tokens of one layer call: `n` tokens whose residual streams are x[n][dim]. Token i has RoPE
-/// angles rope[i * head_size ...], writes its K/V at slot first_slot + i, and attends to slots
-/// [0, cached) and to visible[visible_begin[i] .. visible_begin[i + 1]) (slots past the cache, its
-/// ancestors then itself, in order).
+/// angles rope[i * head_size ...] and writes its K/V at slot first_slot + i. With `chain`, token i
+/// sees slots [0, cached + i] (first_slot == cached); otherwise slots [0, cached), then its
+/// ancestors and itself: up[s - cached] is the parent slot of the token at slot s >= cached, or -1
+/// when its parent is the cache; no chain is longer than max_depth.
 struct LayerBatch {
   int n = 0;
   int cached = 0;
   int first_slot = 0;
   float* x = nullptr;
   const float* rope = nullptr;
-  const int* visible = nullptr;
-  const int* visible_begin = nullptr;
+  bool chain = false;
+  const int* up = nullptr;
+  int max_depth = 1;
 };
 
-/// Scratch space of decoder_layer, reused across calls.
+/// Scratch space of decoder_layer: grows to the largest call, then is reused (no allocation
+/// per step).
 struct LayerScratch {
-  std::vector<float> xb, attn, q, hb, hb2, scores;
+  static constexpr int node_block = 16;  // nodes whose scores are held at once
+  static constexpr int slot_block = 64;  // cached slots read once for a block of nodes
+  std::vector<float> xb, qkv, att, h13, tmp, scores;
+  std::vector<int> extra;  // per kv head: node_block ancestor lists
+  int seq = 0, depth = 0;
+
+  void reserve(const Llama2cConfig& c, const Matrix& wqkv, const Matrix& w13, int n, int seq_needed, int max_depth) {
+    const std::size_t un = static_cast<std::size_t>(n);
+    auto grow = [](std::vector<float>& v, std::size_t size) {
+      if (v.size() < size) v.resize(size);
+    };
+    grow(xb, un * c.dim);
+    grow(qkv, un * wqkv.stride);
+    grow(att, un * c.dim);
+    grow(h13, un * w13.stride);
+    grow(tmp, un * Matrix::padded(c.dim));
+    seq = std::max(seq, seq_needed);
+    depth = std::max(depth, max_depth);
+    grow(scores, static_cast<std::size_t>(c.n_heads) * node_block * seq);
+    if (extra.size() < static_cast<std::size_t>(c.n_kv_heads) * node_block * depth)
+      extra.resize(static_cast<std::size_t>(c.n_kv_heads) * node_block * depth);
+  }
 };
 
-/// Runs one decoder layer with weights `w` of a model shaped `c` over `batch`, in place on
-/// batch.x. k_layer/v_layer: this layer's caches, [slot][kv_dim], with room for first_slot + n slots.
-inline void decoder_layer(const Llama2cModel::Layer& w, const Llama2cConfig& c, const LayerBatch& batch,
-                          float* k_layer, float* v_layer, LayerScratch& s) {
-  const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), hidden = c.hidden_dim;
-  const int n = batch.n, cached = batch.cached;
-  const std::size_t un = static_cast<std::size_t>(n);
-  s.xb.resize(un * dim);
-  s.attn.resize(un * dim);
-  s.q.resize(un * dim);
-  s.hb.resize(un * hidden);
-  s.hb2.resize(un * hidden);
-  int most_visible = 0;
-  for (int i = 0; i < n; ++i) most_visible = std::max(most_visible, batch.visible_begin[i + 1] - batch.visible_begin[i]);
-  s.scores.resize(static_cast<std::size_t>(cached + most_visible));
+/// Weights of one decoder layer, packed for the kernels.
+using LayerWeights = Llama2cModel::Layer;
+
+namespace detail {
+
+// Matrix product over `pool`'s threads, split by 64-column groups.
+inline void matmul(ThreadPool* pool, const Matrix& m, const float* x, int ldx, int n, float* y, int ldy) {
+  const Kernels& k = kernels();
+  const int groups = (m.stride + 63) / 64;
+  auto part = [&](int g0, int g1) {
+    if (g0 < g1) k.matmul(m, x, ldx, n, y, ldy, g0 * 64, std::min(g1 * 64, m.stride));
+  };
+  if (pool) pool->parallel_for(groups, part);
+  else part(0, groups);
+}
+
+template <class F>
+void parallel(ThreadPool* pool, int tasks, F&& f) {
+  if (pool) pool->parallel_for(tasks, f);
+  else f(0, tasks);
+}
+
+// Attention of tokens [i0, i1) for the query heads of kv heads [g0, g1).
+inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int g0, int g1,
+                   int i0, int i1) {
+  const Kernels& k = kernels();
+  const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), group = c.kv_group();
   const float sqrt_hs = std::sqrt(static_cast<float>(hs));
-  // Q, K, V of every token first: a token's attention reads its ancestors' K/V.
-  for (int i = 0; i < n; ++i) {
-    float* xb = s.xb.data() + static_cast<std::size_t>(i) * dim;
-    float* q = s.q.data() + static_cast<std::size_t>(i) * dim;
-    float* k = k_layer + static_cast<std::size_t>(batch.first_slot + i) * kv_dim;
-    float* v = v_layer + static_cast<std::size_t>(batch.first_slot + i) * kv_dim;
-    const float* cs = batch.rope + static_cast<std::size_t>(i) * hs;
-    rmsnorm(xb, batch.x + static_cast<std::size_t>(i) * dim, w.rms_att.data(), dim);
-    matvec(q, xb, w.wq_t.data(), dim, dim);
-    matvec(k, xb, w.wk_t.data(), dim, kv_dim);
-    matvec(v, xb, w.wv_t.data(), dim, kv_dim);
-    rope(q, dim, hs, cs);
-    rope(k, kv_dim, hs, cs);
-  }
-  for (int i = 0; i < n; ++i) {
-    const int* tree_slots = batch.visible + batch.visible_begin[i];
-    const int count = cached + batch.visible_begin[i + 1] - batch.visible_begin[i];
-    auto slot = [&](int t) { return t < cached ? t : tree_slots[t - cached]; };
-    for (int h = 0; h < c.n_heads; ++h) {
-      const float* q = s.q.data() + static_cast<std::size_t>(i) * dim + h * hs;
-      const int kv_offset = (h / c.kv_group()) * hs;
-      float* att = s.scores.data();
-      float best = 0.0f;
-      for (int t = 0; t < count; ++t) {
-        const float* k = k_layer + static_cast<std::size_t>(slot(t)) * kv_dim + kv_offset;
-        float score = 0.0f;
-        for (int e = 0; e < hs; ++e) score += q[e] * k[e];
-        att[t] = score / sqrt_hs;
-        if (t == 0 || att[t] > best) best = att[t];
+  const std::size_t seq = static_cast<std::size_t>(s.seq);
+  constexpr int nb = LayerScratch::node_block;
+  // Per node of the block: its cached slots [0, contiguous) and its ancestor slots (this task's list).
+  int contiguous[nb], extras[nb];
+  int* extra = s.extra.data() + static_cast<std::size_t>(g0) * nb * s.depth;
+  auto q_of = [&](int i, int h) { return s.att.data() + static_cast<std::size_t>(i) * dim + h * hs; };
+  auto row = [&](int local, int h) { return s.scores.data() + (static_cast<std::size_t>(h) * nb + local) * seq; };
+  auto kt_of = [&](int h) { return kv.kt + static_cast<std::size_t>(h / group) * hs * kv.slots; };
+  auto v_of = [&](int h) { return kv.v + static_cast<std::size_t>(h / group) * hs; };
+  const int h0 = g0 * group, h1 = g1 * group;
+  constexpr int max_heads = 64;  // heads per values() call
+  float* o[max_heads];
+  const float* p[max_heads];
+  const float* v[max_heads];
+
+  for (int n0 = i0; n0 < i1; n0 += nb) {
+    const int n1 = std::min(i1, n0 + nb);
+    int most = 0;
+    for (int i = n0; i < n1; ++i) {
+      const int local = i - n0;
+      int* list = extra + static_cast<std::size_t>(local) * s.depth;
+      int count = 0;
+      if (b.chain) {
+        contiguous[local] = b.cached + i + 1;
+      } else {
+        contiguous[local] = b.cached;
+        for (int slot = b.first_slot + i; slot >= 0 && count < s.depth; slot = b.up[slot - b.cached]) list[count++] = slot;
+        std::reverse(list, list + count);
       }
-      float sum = 0.0f;
-      for (int t = 0; t < count; ++t) {
-        att[t] = std::exp(att[t] - best);
-        sum += att[t];
+      extras[local] = count;
+      most = std::max(most, contiguous[local]);
+    }
+    // Scores: cached slots in blocks (outer), nodes and heads inner; then the ancestors.
+    for (int t0 = 0; t0 < most; t0 += LayerScratch::slot_block)
+      for (int i = n0; i < n1; ++i) {
+        const int t1 = std::min(t0 + LayerScratch::slot_block, contiguous[i - n0]);
+        for (int h = h0; h < h1 && t0 < t1; ++h) k.scores(row(i - n0, h), q_of(i, h), kt_of(h), kv.slots, hs, t0, t1, sqrt_hs);
       }
-      for (int t = 0; t < count; ++t) att[t] /= sum;
-      float* out = s.attn.data() + static_cast<std::size_t>(i) * dim + h * hs;
-      for (int e = 0; e < hs; ++e) out[e] = 0.0f;
-      for (int t = 0; t < count; ++t) {
-        const float* v = v_layer + static_cast<std::size_t>(slot(t)) * kv_dim + kv_offset;
-        for (int e = 0; e < hs; ++e) out[e] += att[t] * v[e];
+    for (int i = n0; i < n1; ++i) {
+      const int local = i - n0;
+      const int* list = extra + static_cast<std::size_t>(local) * s.depth;
+      for (int h = h0; h < h1; ++h) {
+        float* sr = row(local, h) + contiguous[local];
+        for (int a = 0; a < extras[local]; ++a) k.scores(sr + a, q_of(i, h), kt_of(h) + list[a], kv.slots, hs, 0, 1, sqrt_hs);
+        k.softmax(row(local, h), contiguous[local] + extras[local]);
       }
     }
+    // Values: the queries are spent, so each head's output overwrites its query in s.att.
+    for (int i = n0; i < n1; ++i) std::fill_n(q_of(i, h0), (h1 - h0) * hs, 0.0f);
+    for (int t0 = 0; t0 < most; t0 += LayerScratch::slot_block)
+      for (int i = n0; i < n1; ++i) {
+        const int t1 = std::min(t0 + LayerScratch::slot_block, contiguous[i - n0]);
+        for (int hb = h0; hb < h1 && t0 < t1; hb += max_heads) {
+          const int heads = std::min(max_heads, h1 - hb);
+          for (int h = 0; h < heads; ++h) o[h] = q_of(i, hb + h), p[h] = row(i - n0, hb + h), v[h] = v_of(hb + h);
+          k.values(o, p, v, heads, kv_dim, hs, t0, t1);
+        }
+      }
+    for (int i = n0; i < n1; ++i) {
+      const int local = i - n0;
+      const int* list = extra + static_cast<std::size_t>(local) * s.depth;
+      for (int a = 0; a < extras[local]; ++a)
+        for (int hb = h0; hb < h1; hb += max_heads) {
+          const int heads = std::min(max_heads, h1 - hb);
+          for (int h = 0; h < heads; ++h)
+            o[h] = q_of(i, hb + h), p[h] = row(local, hb + h) + contiguous[local] + a,
+            v[h] = v_of(hb + h) + static_cast<std::size_t>(list[a]) * kv_dim;
+          k.values(o, p, v, heads, 0, hs, 0, 1);
+        }
+    }
   }
+}
+
+}  // namespace detail
+
+/// Runs one decoder layer with weights `w` of a model shaped `c` over `batch`, in place on
+/// batch.x, on `pool`'s threads (null: the caller's). `kv` has room for first_slot + n slots;
+/// `s` must have been reserved for this call (LayerScratch::reserve).
+inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, const LayerBatch& b, const KvView& kv,
+                          LayerScratch& s, ThreadPool* pool) {
+  const detail::Kernels& k = kernels();
+  const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), hidden = c.hidden_dim, n = b.n;
+  const int qs = w.wqkv.stride, k_at = Matrix::padded(dim), v_at = k_at + Matrix::padded(kv_dim);
+  const int hs13 = w.w13.stride, b_at = Matrix::padded(hidden), ld_tmp = Matrix::padded(dim);
+  auto at = [](std::vector<float>& v, int i, int ld) { return v.data() + static_cast<std::size_t>(i) * ld; };
+
+  for (int i = 0; i < n; ++i) rmsnorm(at(s.xb, i, dim), b.x + static_cast<std::size_t>(i) * dim, w.rms_att.data(), dim);
+  detail::matmul(pool, w.wqkv, s.xb.data(), dim, n, s.qkv.data(), qs);
   for (int i = 0; i < n; ++i) {
-    float* x = batch.x + static_cast<std::size_t>(i) * dim;
-    float* xb = s.xb.data() + static_cast<std::size_t>(i) * dim;
-    float* hb = s.hb.data() + static_cast<std::size_t>(i) * hidden;
-    float* hb2 = s.hb2.data() + static_cast<std::size_t>(i) * hidden;
-    matvec(xb, s.attn.data() + static_cast<std::size_t>(i) * dim, w.wo_t.data(), dim, dim);
-    for (int e = 0; e < dim; ++e) x[e] += xb[e];
-    rmsnorm(xb, x, w.rms_ffn.data(), dim);
-    matvec(hb, xb, w.w1_t.data(), dim, hidden);
-    matvec(hb2, xb, w.w3_t.data(), dim, hidden);
-    for (int e = 0; e < hidden; ++e) hb[e] = hb[e] * (1.0f / (1.0f + std::exp(-hb[e]))) * hb2[e];
-    matvec(xb, hb, w.w2_t.data(), hidden, dim);
-    for (int e = 0; e < dim; ++e) x[e] += xb[e];
+    float* q = at(s.qkv, i, qs);
+    const float* cs = b.rope + static_cast<std::size_t>(i) * hs;
+    rope(q, dim, hs, cs);
+    rope(q + k_at, kv_dim, hs, cs);
+    const int slot = b.first_slot + i;
+    for (int e = 0; e < kv_dim; ++e) kv.kt[static_cast<std::size_t>(e) * kv.slots + slot] = q[k_at + e];
+    std::copy_n(q + v_at, kv_dim, kv.v + static_cast<std::size_t>(slot) * kv_dim);
+    std::copy_n(q, dim, at(s.att, i, dim));  // the queries; attend() replaces them by its outputs
+  }
+  detail::parallel(pool, c.n_kv_heads, [&](int g0, int g1) {
+    if (g0 < g1) detail::attend(c, b, kv, s, g0, g1, 0, n);
+  });
+  detail::matmul(pool, w.wo, s.att.data(), dim, n, s.tmp.data(), ld_tmp);
+  for (int i = 0; i < n; ++i) {
+    float* x = b.x + static_cast<std::size_t>(i) * dim;
+    const float* o = at(s.tmp, i, ld_tmp);
+    for (int e = 0; e < dim; ++e) x[e] += o[e];
+    rmsnorm(at(s.xb, i, dim), x, w.rms_ffn.data(), dim);
+  }
+  detail::matmul(pool, w.w13, s.xb.data(), dim, n, s.h13.data(), hs13);
+  for (int i = 0; i < n; ++i) k.swiglu(at(s.h13, i, hs13), at(s.h13, i, hs13) + b_at, hidden);
+  detail::matmul(pool, w.w2, s.h13.data(), hs13, n, s.tmp.data(), ld_tmp);
+  for (int i = 0; i < n; ++i) {
+    float* x = b.x + static_cast<std::size_t>(i) * dim;
+    const float* o = at(s.tmp, i, ld_tmp);
+    for (int e = 0; e < dim; ++e) x[e] += o[e];
   }
 }
 

@@ -6,9 +6,15 @@
 // every path of the draft at once. Tree node i writes its K/V at cache slot cached() + i; commit()
 // moves the accepted path's entries to contiguous positions (core::compact_kv_rows).
 //
-// Bit-exactness: a node's result does not depend on the rest of the tree. Every sum runs in the
-// order a single-sequence forward would use (matrix products over the input index, attention over
-// positions 0, 1, ..., the node itself), so a tree forward gives, bit for bit, the logits of each
+// Speed: one forward reads each weight matrix, the classifier included, once for all its nodes,
+// and each cached K/V row once for all nodes (models/llama_layer.hpp); Options::threads splits
+// the work over a pool of persistent threads owned by the target. Nothing is allocated per step
+// once the scratch has grown to the largest tree.
+//
+// Bit-exactness: a node's result does not depend on the rest of the tree, the thread count, the
+// prefill's chunking or the machine's ISA. Every sum runs in the order a single-sequence forward
+// uses (matrix products over the input index, attention over positions 0, 1, ..., the node
+// itself; models/host_kernels.hpp), so a tree forward gives, bit for bit, the logits of each
 // node's path run alone, and speculative decoding with the exact verifier reproduces generate().
 // Host-only.
 #pragma once
@@ -41,7 +47,7 @@ class Llama2cTarget {
     int size() const { return size_; }
     /// The next-token logits after `node` (vocab_size() floats).
     std::span<const float> logits(node_t node) const {
-      return {logits_.data() + static_cast<std::size_t>(node) * vocab_, static_cast<std::size_t>(vocab_)};
+      return {logits_.data() + static_cast<std::size_t>(node) * vocab_stride_, static_cast<std::size_t>(vocab_)};
     }
     /// The most likely next token after `node` (ties to the lowest id).
     token_t argmax(node_t node) const { return argmax_[static_cast<std::size_t>(node)]; }
@@ -54,15 +60,25 @@ class Llama2cTarget {
 
    private:
     friend class Llama2cTarget;
-    int size_ = 0, vocab_ = 0, dim_ = 0;
+    int size_ = 0, vocab_ = 0, dim_ = 0, vocab_stride_ = 0;  // logits rows: vocab_stride_ floats apart
     std::vector<float> logits_, features_;
     std::vector<token_t> argmax_;
   };
 
+  struct Options {
+    int threads = 1;  ///< threads of the forward, the caller's included: [1, 256]
+  };
+
   /// Shares `model`'s weights (several targets may decode with one model).
-  explicit Llama2cTarget(std::shared_ptr<const Llama2cModel> model) : model_(std::move(model)) {
+  explicit Llama2cTarget(std::shared_ptr<const Llama2cModel> model) : Llama2cTarget(std::move(model), Options()) {}
+  Llama2cTarget(std::shared_ptr<const Llama2cModel> model, Options options) : model_(std::move(model)) {
     if (!model_) throw error("Llama2cTarget: no model");
+    if (options.threads < 1 || options.threads > llama::ThreadPool::max_threads)
+      throw error("Llama2cTarget: threads must be in [1, " + std::to_string(llama::ThreadPool::max_threads) +
+                  "], got " + std::to_string(options.threads));
+    if (options.threads > 1) pool_ = std::make_shared<llama::ThreadPool>(options.threads);
     const Llama2cConfig& c = model_->config();
+    rope_table_ = llama::RopeTable(c.head_size());
     out_.vocab_ = c.vocab_size;
     out_.dim_ = c.dim;
     // The cache grows with the sequence: seq_len comes from the file's header, and a small file
@@ -72,6 +88,11 @@ class Llama2cTarget {
   /// Loads a llama2.c checkpoint (see Llama2cModel::load for the errors it throws).
   explicit Llama2cTarget(const std::filesystem::path& checkpoint)
       : Llama2cTarget(std::make_shared<const Llama2cModel>(Llama2cModel::load(checkpoint))) {}
+  Llama2cTarget(const std::filesystem::path& checkpoint, Options options)
+      : Llama2cTarget(std::make_shared<const Llama2cModel>(Llama2cModel::load(checkpoint)), options) {}
+
+  /// Threads of the forward (Options::threads).
+  int threads() const { return pool_ ? pool_->threads() : 1; }
 
   /// Bytes the KV cache holds now (K and V; it grows as the sequence does).
   std::size_t kv_cache_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
@@ -95,11 +116,9 @@ class Llama2cTarget {
     cached_ = 0;
     pending_parent_.clear();
     started_ = true;
-    positions_.resize(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) positions_[static_cast<std::size_t>(i)] = i;
     // A chain: token i attends to the tokens before it. No logits are needed.
-    run(tokens.data(), n, [](int, int) { return true; }, /*with_output=*/false);
     prefill_features_.resize(static_cast<std::size_t>(n) * config().dim);
+    run(tokens.data(), n, nullptr, /*with_output=*/false);
     for (int i = 0; i < n; ++i) final_norm(i, prefill_features_.data() + static_cast<std::size_t>(i) * config().dim);
     cached_ = n;
   }
@@ -116,7 +135,6 @@ class Llama2cTarget {
       throw error("Llama2cTarget::forward: the tree starts at position " + std::to_string(tree.base_position) +
                   " but the KV cache holds " + std::to_string(cached_) + " tokens");
     pending_parent_.assign(tree.parent, tree.parent + tree.size);
-    positions_.resize(static_cast<std::size_t>(tree.size));
     for (int i = 0; i < tree.size; ++i) {
       check_token(tree.token[i], "forward: token of tree node " + std::to_string(i));
       if (i > 0 && (tree.parent[i] < 0 || tree.parent[i] >= i))
@@ -127,10 +145,8 @@ class Llama2cTarget {
         throw error("Llama2cTarget::forward: tree node " + std::to_string(i) + " sits at position " +
                     std::to_string(position) + ", past the model's " + std::to_string(max_positions()) +
                     " positions");
-      positions_[static_cast<std::size_t>(i)] = position;
     }
-    run(tree.token, tree.size, [&](int node, int other) { return tree.attends(node, other); },
-        /*with_output=*/true);
+    run(tree.token, tree.size, tree.parent, /*with_output=*/true);
     return out_;
   }
 
@@ -145,12 +161,16 @@ class Llama2cTarget {
         throw error("Llama2cTarget::commit: path entry " + std::to_string(k) + " (node " + std::to_string(path[k]) +
                     ") is not a child of node " + std::to_string(path[k - 1]) + " in the last tree");
     }
-    // The caches are [layer][slot][kv_head][head_dim]: the packed layout of one sequence.
-    const core::KvCacheLayout layout =
-        core::kv_layout(config().n_layers, slots_, config().n_kv_heads, config().head_size(), sizeof(float));
+    // V is [layer][slot][kv_head][head_dim], the packed layout of one sequence; K is transposed,
+    // [layer][kv_dim][slot]: one-float rows, kv_dim of them per slot, `slots_` floats apart.
+    const Llama2cConfig& c = config();
     const int length = static_cast<int>(path.size());
-    for (std::vector<float>* cache : {&k_cache_, &v_cache_})
-      core::compact_kv_rows(reinterpret_cast<unsigned char*>(cache->data()), layout, 0, cached_, path.data(), length);
+    const core::KvCacheLayout v_layout = core::kv_layout(c.n_layers, slots_, c.n_kv_heads, c.head_size(), sizeof(float));
+    core::KvCacheLayout k_layout = core::kv_layout(c.n_layers, slots_, c.kv_dim(), 1, sizeof(float));
+    k_layout.head_stride = static_cast<long long>(slots_) * sizeof(float);
+    k_layout.position_stride = sizeof(float);
+    core::compact_kv_rows(reinterpret_cast<unsigned char*>(k_cache_.data()), k_layout, 0, cached_, path.data(), length);
+    core::compact_kv_rows(reinterpret_cast<unsigned char*>(v_cache_.data()), v_layout, 0, cached_, path.data(), length);
     cached_ += length;
     pending_parent_.clear();
   }
@@ -179,10 +199,9 @@ class Llama2cTarget {
     check_token(prompt.back(), "generate: the last prompt token");
     std::vector<token_t> out;
     token_t last = prompt.back();
-    positions_.resize(1);
+    const node_t root = -1;
     for (int i = 0; i < n; ++i) {
-      positions_[0] = cached_;
-      run(&last, 1, [](int, int) { return true; }, /*with_output=*/true);
+      run(&last, 1, &root, /*with_output=*/true);
       ++cached_;
       last = out_.argmax(0);
       out.push_back(last);
@@ -214,9 +233,14 @@ class Llama2cTarget {
                     std::to_string(2 * floats * sizeof(float)) + " bytes: 2 x " + std::to_string(c.n_layers) +
                     " layers x " + std::to_string(row) + " floats per position)");
       }
-      for (int l = 0; l < c.n_layers; ++l)
-        std::copy_n(cache->data() + static_cast<std::size_t>(l) * slots_ * row, static_cast<std::size_t>(cached_) * row,
-                    grown.data() + static_cast<std::size_t>(l) * new_slots * row);
+      if (cache == &v_cache_) {
+        for (int l = 0; l < c.n_layers; ++l)
+          std::copy_n(cache->data() + static_cast<std::size_t>(l) * slots_ * row,
+                      static_cast<std::size_t>(cached_) * row, grown.data() + static_cast<std::size_t>(l) * new_slots * row);
+      } else {  // K: [layer][kv_dim][slot]
+        for (std::size_t r = 0; r < static_cast<std::size_t>(c.n_layers) * row; ++r)
+          std::copy_n(cache->data() + r * slots_, cached_, grown.data() + r * new_slots);
+      }
       *cache = std::move(grown);
     }
     slots_ = new_slots;
@@ -228,46 +252,54 @@ class Llama2cTarget {
     llama::rmsnorm(features, x_.data() + static_cast<std::size_t>(i) * dim, model_->rms_final().data(), dim);
   }
 
-  // Runs `n` tokens at positions_[0..n) on top of the cache. Token i writes its K/V at slot
-  // cached_ + i and attends to the cache and to the tokens j <= i with attends(i, j) (its
-  // ancestors: in a topological tree they come in order of depth).
-  template <class Attends>
-  void run(const token_t* tokens, int n, Attends&& attends, bool with_output) {
+  // Runs `n` tokens on top of the cache; token i writes its K/V at slot cached_ + i. parent:
+  // null for a chain (token i at position cached_ + i sees the tokens before it), else a tree's
+  // parent array (topological, -1 for the root).
+  void run(const token_t* tokens, int n, const node_t* parent, bool with_output) {
     const Llama2cConfig& c = config();
-    const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size();
+    const int dim = c.dim, hs = c.head_size();
     reserve_slots(cached_ + n);
     const std::size_t un = static_cast<std::size_t>(n);
-    x_.resize(un * dim);
-
-    // Per node: its token's embedding, its RoPE angles, and the tree slots it attends to.
-    rope_.resize(un * hs);
-    visible_.clear();
-    visible_begin_.assign(un + 1, 0);
+    auto grow = [](auto& v, std::size_t size) {
+      if (v.size() < size) v.resize(size);
+    };
+    grow(x_, un * dim);
+    grow(rope_, un * hs);
+    grow(up_, un);
+    grow(depth_, un);
+    int max_depth = 1;
     for (int i = 0; i < n; ++i) {
       const float* e = model_->embedding().data() + static_cast<std::size_t>(tokens[i]) * dim;
       std::copy_n(e, dim, x_.data() + static_cast<std::size_t>(i) * dim);
-      llama::rope_angles(positions_[static_cast<std::size_t>(i)], hs, rope_.data() + static_cast<std::size_t>(i) * hs);
-      for (int j = 0; j <= i; ++j)
-        if (j == i || attends(i, j)) visible_.push_back(cached_ + j);
-      visible_begin_[static_cast<std::size_t>(i) + 1] = static_cast<int>(visible_.size());
+      int depth = i;  // a chain's
+      if (parent) {
+        const node_t p = i == 0 ? -1 : parent[i];
+        depth = p < 0 ? 0 : depth_[static_cast<std::size_t>(p)] + 1;
+        depth_[static_cast<std::size_t>(i)] = depth;
+        up_[static_cast<std::size_t>(i)] = p < 0 ? -1 : cached_ + p;
+        max_depth = std::max(max_depth, depth + 1);
+      }
+      rope_table_.angles(cached_ + depth, rope_.data() + static_cast<std::size_t>(i) * hs);
     }
-
-    const llama::LayerBatch batch{n, cached_, cached_, x_.data(), rope_.data(), visible_.data(), visible_begin_.data()};
-    for (int l = 0; l < c.n_layers; ++l)
-      llama::decoder_layer(model_->layer(l), c, batch, k_cache_.data() + static_cast<std::size_t>(l) * slots_ * kv_dim,
-                           v_cache_.data() + static_cast<std::size_t>(l) * slots_ * kv_dim, scratch_);
+    scratch_.reserve(c, model_->layer(0).wqkv, model_->layer(0).w13, n, cached_ + (parent ? max_depth : n), max_depth);
+    const llama::LayerBatch batch{n, cached_, cached_, x_.data(), rope_.data(), parent == nullptr, up_.data(), max_depth};
+    const std::size_t layer_floats = static_cast<std::size_t>(slots_) * c.kv_dim();
+    for (int l = 0; l < c.n_layers; ++l) {
+      const llama::KvView kv{k_cache_.data() + l * layer_floats, v_cache_.data() + l * layer_floats, slots_};
+      llama::decoder_layer(model_->layer(l), c, batch, kv, scratch_, pool_.get());
+    }
     if (!with_output) return;
 
+    const llama::Matrix& cls = model_->classifier();
     out_.size_ = n;
-    out_.features_.resize(un * dim);
-    out_.logits_.resize(un * c.vocab_size);
-    out_.argmax_.resize(un);
+    grow(out_.features_, un * dim);
+    grow(out_.logits_, un * cls.stride);
+    grow(out_.argmax_, un);
+    out_.vocab_stride_ = cls.stride;
+    for (int i = 0; i < n; ++i) final_norm(i, out_.features_.data() + static_cast<std::size_t>(i) * dim);
+    llama::detail::matmul(pool_.get(), cls, out_.features_.data(), dim, n, out_.logits_.data(), cls.stride);
     for (int i = 0; i < n; ++i) {
-      float* f = out_.features_.data() + static_cast<std::size_t>(i) * dim;
-      float* row = out_.logits_.data() + static_cast<std::size_t>(i) * c.vocab_size;
-      final_norm(i, f);
-      llama::matvec(row, f, model_->classifier_t().data(), dim, c.vocab_size);
-      const int best = core::argmax_row(row, c.vocab_size);
+      const int best = core::argmax_row(out_.logits_.data() + static_cast<std::size_t>(i) * cls.stride, c.vocab_size);
       if (best < 0) throw error("Llama2cTarget: NaN in the logits of tree node " + std::to_string(i));
       out_.argmax_[static_cast<std::size_t>(i)] = best;
     }
@@ -277,13 +309,15 @@ class Llama2cTarget {
   bool started_ = false;
   int cached_ = 0;
   int slots_ = 0;                        // cache slots per layer (committed + tree scratch)
-  std::vector<float> k_cache_, v_cache_;  // [layer][slot][kv_head][head_size]
+  std::shared_ptr<llama::ThreadPool> pool_;  // null: one thread
+  llama::RopeTable rope_table_;
+  std::vector<float> k_cache_;            // [layer][kv_dim][slot] (see llama::KvView)
+  std::vector<float> v_cache_;            // [layer][slot][kv_head][head_size]
   std::vector<node_t> pending_parent_;    // the last forward's tree, until commit
-  std::vector<int> positions_;
   std::vector<float> x_, rope_;
+  std::vector<int> up_, depth_;
   llama::LayerScratch scratch_;
   std::vector<float> prefill_features_;
-  std::vector<int> visible_, visible_begin_;
   Output out_;
 };
 

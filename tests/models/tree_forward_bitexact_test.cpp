@@ -1,0 +1,139 @@
+// A tree forward gives every node, bit for bit, the logits and features of a single-token forward
+// of its path: for trees of 1..256 nodes (chains, stars, random), 1..4 threads and several prefill
+// chunkings, on stories260K (skipped without the data file) and on a small random model that is
+// always there. Built twice (CMake): with the machine's best ISA and with the portable path.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <specdec/targets/llama2c.hpp>
+#include <specdec/testing/laid_out_tree.hpp>
+
+#include "support/data.hpp"
+#include "support/random_tree.hpp"
+#include "support/temp_dir.hpp"
+#include "support/tiny_llama.hpp"
+
+using namespace specdec;
+using testing::LaidOutTree;
+
+namespace {
+
+struct Row {
+  std::vector<float> logits, features;
+};
+
+// Single-token forwards of paths after a fixed prompt, remembered by path.
+class Reference {
+ public:
+  Reference(std::shared_ptr<const Llama2cModel> model, std::vector<token_t> prompt)
+      : target_(std::move(model)), prompt_(std::move(prompt)) {}
+  const Row& of(const std::vector<token_t>& path) {
+    auto it = rows_.find(path);
+    if (it != rows_.end()) return it->second;
+    std::vector<token_t> before = prompt_;
+    before.insert(before.end(), path.begin(), path.end() - 1);
+    target_.prefill(before);
+    const LaidOutTree single({-1}, {path.back()});
+    const auto& out = target_.forward(single.view(target_.cached()));
+    Row r{{out.logits(0).begin(), out.logits(0).end()}, {out.features(0).begin(), out.features(0).end()}};
+    return rows_.emplace(path, std::move(r)).first->second;
+  }
+
+ private:
+  Llama2cTarget target_;
+  std::vector<token_t> prompt_;
+  std::map<std::vector<token_t>, Row> rows_;
+};
+
+// Puts `prompt` in the cache in chunks of `chunk` tokens: a prefill, then chains forwarded and
+// committed whole.
+void fill(Llama2cTarget& target, const std::vector<token_t>& prompt, int chunk) {
+  const int n = static_cast<int>(prompt.size());
+  const int first = std::min(n, chunk);
+  target.prefill(std::span(prompt).first(static_cast<std::size_t>(first)));
+  for (int at = first; at < n; at += chunk) {
+    const int len = std::min(chunk, n - at);
+    std::vector<node_t> parent(static_cast<std::size_t>(len)), path(static_cast<std::size_t>(len));
+    for (int i = 0; i < len; ++i) parent[static_cast<std::size_t>(i)] = i - 1, path[static_cast<std::size_t>(i)] = i;
+    const LaidOutTree chain(parent, std::vector<token_t>(prompt.begin() + at, prompt.begin() + at + len));
+    target.forward(chain.view(target.cached()));
+    target.commit(path);
+  }
+}
+
+LaidOutTree make_tree(const std::string& shape, int n, int vocab, std::mt19937_64& rng) {
+  std::vector<node_t> parent(static_cast<std::size_t>(n));
+  std::vector<token_t> token(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    parent[static_cast<std::size_t>(i)] = i == 0 ? -1 : shape == "chain" ? i - 1 : 0;  // else a star
+    token[static_cast<std::size_t>(i)] = static_cast<token_t>(shape == "chain" ? (i * 37 + 11) % vocab : rng() % vocab);
+  }
+  if (shape == "random") {
+    const auto t = testing::random_tree(rng, n, vocab);
+    return LaidOutTree(t.parent, t.token);
+  }
+  return LaidOutTree(parent, token);
+}
+
+void sweep(const std::shared_ptr<const Llama2cModel>& model, const std::vector<int>& sizes) {
+  const int vocab = model->config().vocab_size;
+  std::vector<token_t> prompt;
+  for (int i = 0; i < 19; ++i) prompt.push_back(static_cast<token_t>((i * 53 + 1) % vocab));
+  Reference reference(model, prompt);
+  for (int threads : {1, 2, 3, 4}) {
+    Llama2cTarget target(model, Llama2cTarget::Options{threads});
+    for (const char* shape : {"chain", "star", "random"}) {
+      for (int n : sizes) {
+        const int chunk = std::vector<int>{19, 1, 7, 5}[static_cast<std::size_t>(n + threads) % 4];
+        std::mt19937_64 rng(static_cast<std::uint64_t>(n) * 7919u + 13u);
+        const LaidOutTree tree = make_tree(shape, n, vocab, rng);
+        fill(target, prompt, chunk);
+        const auto& out = target.forward(tree.view(target.cached()));
+        int mismatches = 0;
+        for (int i = 0; i < n; ++i) {
+          const Row& want = reference.of(tree.path_tokens(i));
+          const auto logits = out.logits(i), features = out.features(i);
+          if (std::memcmp(logits.data(), want.logits.data(), want.logits.size() * sizeof(float)) != 0 ||
+              std::memcmp(features.data(), want.features.data(), want.features.size() * sizeof(float)) != 0)
+            ++mismatches;
+        }
+        INFO(shape << " tree of " << n << " nodes, " << threads << " threads, prefill chunks of " << chunk);
+        CHECK(mismatches == 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Tree forward is bit-exact per node on a random model: sizes 1..256, chain/star/random, 1..4 threads",
+          "[llama2c][bitexact]") {
+  testing::TempDir dir;
+  testing::TinyLlamaShape shape;
+  shape.dim = 48, shape.hidden = 100, shape.layers = 2, shape.heads = 6, shape.kv_heads = 2, shape.vocab = 300,
+  shape.seq_len = 300;
+  testing::write_tiny_llama(dir.path / "tiny.bin", shape, 5);
+  const auto model = std::make_shared<const Llama2cModel>(Llama2cModel::load(dir.path / "tiny.bin"));
+  sweep(model, {1, 2, 3, 5, 8, 13, 16, 17, 31, 64, 100, 129, 256});
+}
+
+TEST_CASE("Tree forward is bit-exact per node on stories260K: sizes 1..256, chain/star/random, 1..4 threads",
+          "[llama2c][bitexact]") {
+  const auto path = testing::data_file("models/stories260K.bin");
+  if (!path) return;
+  sweep(std::make_shared<const Llama2cModel>(Llama2cModel::load(*path)), {1, 2, 4, 9, 16, 33, 64, 128, 256});
+}
+
+TEST_CASE("Llama2cTarget rejects a thread count out of [1, 256] in one line", "[llama2c][errors]") {
+  testing::TempDir dir;
+  testing::write_tiny_llama(dir.path / "tiny.bin");
+  const auto model = std::make_shared<const Llama2cModel>(Llama2cModel::load(dir.path / "tiny.bin"));
+  for (int bad : {0, -1, 257, 1 << 20})
+    CHECK_THROWS_WITH(Llama2cTarget(model, Llama2cTarget::Options{bad}),
+                      "Llama2cTarget: threads must be in [1, 256], got " + std::to_string(bad));
+}
