@@ -70,10 +70,18 @@ class EagleDrafter {
     if (!target_) throw error("eagle: no target model (null pointer)");
     head_->check_fits(target_->config(), "the target");
   }
-  /// Loads the head from a file (see EagleHead::load for its errors).
-  EagleDrafter(const std::filesystem::path& head_file, std::shared_ptr<const Llama2cModel> target,
+  /// Loads the head from a file (see EagleHead::load for its errors), once its header is known to
+  /// fit the target: a head for another model is refused before its weights are read.
+  EagleDrafter(const std::filesystem::path& head_file, const std::shared_ptr<const Llama2cModel>& target,
                EagleOptions options = {})
-      : EagleDrafter(std::make_shared<const EagleHead>(EagleHead::load(head_file)), std::move(target), options) {}
+      : EagleDrafter(load_fitting(head_file, target.get()), target, options) {}
+
+  /// The head in `head_file`, read after its header is checked against `target` (when not null).
+  static std::shared_ptr<const EagleHead> load_fitting(const std::filesystem::path& head_file,
+                                                       const Llama2cModel* target) {
+    if (target) EagleHead::check_fits(EagleHead::read_config(head_file), target->config(), "the target");
+    return std::make_shared<const EagleHead>(EagleHead::load(head_file));
+  }
 
   const EagleOptions& options() const { return options_; }
   const EagleHead& head() const { return *head_; }

@@ -137,6 +137,7 @@ class RestDrafter {
   int count_prefixes(int depth) {
     const auto text = datastore_->text();
     const auto sa = datastore_->suffixes();
+    const auto vocab = static_cast<std::uint32_t>(datastore_->vocab_size());
     const std::uint64_t count = match_.range.size();
     const std::uint64_t take = std::min<std::uint64_t>(count, static_cast<std::uint64_t>(options_.max_occurrences));
     token_.assign(1, 0);
@@ -155,7 +156,9 @@ class RestDrafter {
       if (start >= text.size()) continue;  // only in a damaged file opened without the full check
       const std::uint32_t* c = text.data() + start;
       int length = 0;
-      while (length < depth && c[length] != kDocumentEnd) ++length;  // the text ends with one
+      // Up to the separator (kDocumentEnd >= vocab; the text ends with one), or a token outside
+      // the vocabulary (only in a damaged file opened without the full check).
+      while (length < depth && c[length] < vocab) ++length;
       int common = 0;
       while (common < std::min(length, previous) && token_[static_cast<std::size_t>(path_[common])] == c[common])
         ++common;

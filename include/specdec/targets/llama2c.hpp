@@ -268,7 +268,9 @@ class Llama2cTarget {
       final_norm(i, f);
       llama::matvec(row, f, model_->classifier_t().data(), dim, c.vocab_size);
       const int best = core::argmax_row(row, c.vocab_size);
-      if (best < 0) throw error("Llama2cTarget: NaN in the logits of tree node " + std::to_string(i));
+      // NaN and +-inf alike: an infinite logit makes the softmax and the verifiers' ratios NaN.
+      if (best < 0 || !std::all_of(row, row + c.vocab_size, [](float x) { return std::isfinite(x); }))
+        throw error("Llama2cTarget: a logit of tree node " + std::to_string(i) + " is not finite (NaN or +-inf)");
       out_.argmax_[static_cast<std::size_t>(i)] = best;
     }
   }
