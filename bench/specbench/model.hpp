@@ -130,7 +130,7 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
   using Decoder = specdec::SpeculativeDecoder<specdec::Llama2cTarget, Drafters..., Verifier>;
   using PlainDecoder = specdec::SpeculativeDecoder<specdec::Llama2cTarget, Verifier>;
   const auto start = std::chrono::steady_clock::now();
-  const token_t eos = bench.stop_tokens.empty() ? -1 : bench.stop_tokens.back();
+  const token_t eos = bench.stop_tokens.empty() ? specdec::core::kNoEos : bench.stop_tokens.back();
   ModelRun run;
   run.drafters = Decoder::names();
   run.counts_draft_forwards = (detail::CountsDraftForwards<Drafters> || ... || false);
