@@ -7,9 +7,11 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -18,11 +20,13 @@
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "chat_template.hpp"
+#include "common/cli_checks.hpp"
 #include "common/dense_search_options.hpp"
 #include "corpus.hpp"
 #include "input_error.hpp"
 #include "registry.hpp"
 #include "report.hpp"
+#include "resource_paths.hpp"
 #include "story_corpus.hpp"
 #include "tasks.hpp"
 
@@ -38,8 +42,8 @@ struct ResourceArgs {
   std::string dense_datastore;
   specdec::DresdOptions dresd;
   specdec::tools::DenseSearchChoice dresd_search;
-  std::string eagle_head = SPECDEC_DEFAULT_EAGLE_HEAD;
-  std::string draft_model = SPECDEC_DEFAULT_DRAFT_MODEL;
+  std::string eagle_head = default_resource(SPECDEC_INSTALLED_EAGLE_HEAD, SPECDEC_DEFAULT_EAGLE_HEAD);
+  std::string draft_model = default_resource(SPECDEC_INSTALLED_DRAFT_MODEL, SPECDEC_DEFAULT_DRAFT_MODEL);
   specdec::StagedOptions staged;
   std::string ngram;
   specdec::NgramOptions ngram_options;
@@ -96,8 +100,8 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
                  "Occurrences rest reads at most per step (default 5000, REST's)")
       ->check(whole_number_at_least(1));
   cmd.add_option("--draft-model", a.draft_model, "llama2.c checkpoint of the drafters staged and draft_model, with the "
-                                                 "target's vocabulary (default: the stories260K draft in "
-                                                 "tools/draft_model/models)");
+                                                 "target's vocabulary (default: the stories260K draft, " +
+                                                     a.draft_model + ")");
   cmd.add_option("--staged-depth", a.staged.depth, "Draft-model tokens below the root (staged, draft_model; default 8)")
       ->check(whole_number_at_least(0));
   cmd.add_option("--staged-top-k", a.staged.top_k, "Children per draft-model node (default 3)")
@@ -124,8 +128,8 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
   cmd.add_option("--dresd-length", a.dresd.draft_length, "Tokens per dresd draft (default 20)")
       ->check(whole_number_at_least(1));
   specdec::tools::add_dense_search_options(cmd, a.dresd_search, "--dresd-search", "dresd-");
-  cmd.add_option("--eagle-head", a.eagle_head, "EAGLE head file of the drafter eagle (default: the stories260K head "
-                                               "in tools/eagle/heads)");
+  cmd.add_option("--eagle-head", a.eagle_head,
+                 "EAGLE head file of the drafter eagle (default: the stories260K head, " + a.eagle_head + ")");
 }
 
 void add_data_options(CLI::App& cmd, DataArgs& a) {
@@ -170,6 +174,12 @@ Corpus load_corpus(const DataArgs& a) {
         check.exact, check.turns, check.within_2, check.max_difference);
   }
   return corpus;
+}
+
+/// Refuses, before the run starts, the outputs given (path, option) that cannot be written.
+void check_outputs(std::initializer_list<std::pair<const std::string&, const char*>> outputs) {
+  for (const auto& [path, option] : outputs)
+    if (!path.empty()) specdec::tools::check_output_file<input_error>(path, option);
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -253,6 +263,7 @@ ModelBench load_model_bench(const ModelArgs& a, std::optional<specdec::Llama2cTo
 }
 
 int run_model(const ModelArgs& a) {
+  check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   const Combination& combination = find_combination(a.drafters);
   ModelOptions options;
   options.budget = a.budget;
@@ -268,6 +279,9 @@ int run_model(const ModelArgs& a) {
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
+  if (bench.skipped > 0)
+    std::cerr << fmt::format("specbench: skipped {} prompts longer than the model's {} positions\n", bench.skipped,
+                             bench.model->config().seq_len);
   if (clamped > 0)
     std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
                              a.max_new_tokens, clamped);
@@ -322,6 +336,7 @@ struct CorpusArgs {
 };
 
 int run_corpus(CorpusArgs& a) {
+  specdec::tools::check_output_directory<input_error>(a.out, "--out");
   ModelArgs paths;
   paths.data_dir = a.data_dir;
   paths.model = a.model;
@@ -399,6 +414,7 @@ auto replay_of(const Combination& c) {
 }
 
 void run_replay(const DataArgs& a, const std::vector<std::string>& drafters, const std::string& plot) {
+  check_outputs({{a.json, "--json"}, {plot, "--plot"}});
   const Combination& combination = find_combination(drafters);
   const auto runner = replay_of(combination);
   const Corpus corpus = load_corpus(a);
@@ -410,6 +426,7 @@ void run_replay(const DataArgs& a, const std::vector<std::string>& drafters, con
 }
 
 void run_compare(const DataArgs& a, const std::vector<std::string>& names) {
+  check_outputs({{a.json, "--json"}});
   std::vector<const Combination*> chosen;
   for (const auto& name : names) {
     chosen.push_back(&find_combination(std::span(&name, 1)));
@@ -471,11 +488,15 @@ int main(int argc, char** argv) {
   }
 
   try {
+    specdec::tools::check_stdout_open<input_error>();
+    int code = 0;
     if (replay->parsed()) run_replay(replay_args, drafters, plot);
     else if (compare->parsed()) run_compare(compare_args, combos);
-    else if (model->parsed()) return run_model(model_args);
-    else if (corpus->parsed()) return run_corpus(corpus_args);
+    else if (model->parsed()) code = run_model(model_args);
+    else if (corpus->parsed()) code = run_corpus(corpus_args);
     else run_list();
+    specdec::tools::finish_stdout<input_error>();
+    return code;
   } catch (const input_error& e) {
     std::cerr << "specbench: " << e.what() << "\n";
     return 2;

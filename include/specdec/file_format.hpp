@@ -13,11 +13,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <new>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <specdec/error.hpp>
@@ -113,6 +115,17 @@ class FileLayout {
   std::uint64_t end_;
   bool overflowed_ = false;
 };
+
+/// Why `path` cannot be opened as a file, for a message ("" when it is a regular file): "no such
+/// file", "is a directory, not a file" or "is not a regular file" (a device, FIFO or socket).
+inline std::string file_problem(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) return "no such file";
+  if (std::filesystem::is_directory(st)) return "is a directory, not a file";
+  if (!std::filesystem::is_regular_file(st)) return "is not a regular file";
+  return "";
+}
 
 namespace detail {
 

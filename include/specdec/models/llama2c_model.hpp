@@ -29,10 +29,10 @@ namespace specdec {
 namespace detail {
 
 /// Opens a weights file `path` (called `name` in messages) and sets `size` to its bytes. Throws
-/// specdec::error when it does not exist or cannot be read.
+/// specdec::error when it does not exist, is not a regular file or cannot be read.
 inline std::ifstream open_weights(const std::filesystem::path& path, const std::string& name, std::uintmax_t& size) {
+  if (const std::string problem = file_problem(path); !problem.empty()) throw error(name + ": " + problem);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw error(name + ": no such file");
   size = std::filesystem::file_size(path, ec);
   if (ec) throw error(name + ": cannot read its size: " + ec.message());
   std::ifstream in(path, std::ios::binary);
