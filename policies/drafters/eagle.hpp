@@ -42,6 +42,7 @@
 
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
+#include <specdec/option_checks.hpp>
 #include <specdec/models/eagle_head.hpp>
 #include <specdec/models/llama_layer.hpp>
 #include <specdec/models/llama2c_model.hpp>
@@ -141,9 +142,9 @@ class EagleDrafter {
   };
 
   static EagleOptions validated(const EagleOptions& o) {
-    if (o.total_tokens < 1) throw error("eagle: total_tokens must be >= 1, got " + std::to_string(o.total_tokens));
-    if (o.depth < 0) throw error("eagle: depth must be >= 0, got " + std::to_string(o.depth));
-    if (o.top_k < 1) throw error("eagle: top_k must be >= 1, got " + std::to_string(o.top_k));
+    check_option(name, "total_tokens", o.total_tokens);
+    check_option(name, "depth", o.depth, 0);
+    check_option(name, "top_k", o.top_k);
     return o;
   }
 

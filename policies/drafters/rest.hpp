@@ -34,6 +34,7 @@
 
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
+#include <specdec/option_checks.hpp>
 #include <specdec/index/token_datastore.hpp>
 
 namespace specdec {
@@ -118,13 +119,10 @@ class RestDrafter {
 
  private:
   static RestOptions validated(const RestOptions& o) {
-    const auto at_least_one = [](int value, const char* option) {
-      if (value < 1) throw error(std::string("rest: ") + option + " must be >= 1, got " + std::to_string(value));
-    };
-    at_least_one(o.min_suffix, "min_suffix");
-    at_least_one(o.max_occurrences, "max_occurrences");
-    at_least_one(o.continuation, "continuation");
-    at_least_one(o.max_nodes, "max_nodes");
+    check_option(name, "min_suffix", o.min_suffix);
+    check_option(name, "max_occurrences", o.max_occurrences);
+    check_option(name, "continuation", o.continuation);
+    check_option(name, "max_nodes", o.max_nodes);
     if (o.max_suffix < o.min_suffix)
       throw error("rest: max_suffix must be >= min_suffix = " + std::to_string(o.min_suffix) + ", got " +
                   std::to_string(o.max_suffix));
