@@ -122,7 +122,7 @@ TEST_CASE("conditional with top-1 accepts only greedy tokens", "[conditional]") 
   std::size_t longest = 0;
   for (int round = 0; round < 300; ++round) {
     target.prefill(std::span<const token_t>(prompt).first(2));
-    const auto greedy = target.greedy(prompt, 6);
+    const auto greedy = target.generate(prompt, 6);
     const auto random = specdec::testing::random_tree(rng, 1 + static_cast<int>(rng() % 20), 24);
     tree.reset(3);
     node_t node = 0;
