@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   for (int vocab : {1000, 32000}) {
     const int max_positions = static_cast<int>(prompt.size()) + tokens + 128;
     std::vector<token_t> reference = prompt;
-    const auto greedy = HashTarget(vocab, 1).greedy(prompt, tokens + 64);
+    const auto greedy = HashTarget(vocab, 1).generate(prompt, tokens + 64);
     reference.insert(reference.end(), greedy.begin(), greedy.end());
 
     HashTarget host_target(vocab, 1);

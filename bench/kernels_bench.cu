@@ -450,7 +450,7 @@ void bench_stochastic_verify(const Device& dev) {
         b.row_status = device_alloc<core::sampling_status>(batch);
         b.bad_node = device_alloc<node_t>(batch);
         const core::SamplingParams sampling{0.8f};
-        const core::ConditionalParams conditional{0.1f, 0, -1};
+        const core::ConditionalParams conditional{0.1f, 0, core::kNoEos};
         const std::string shape = "batch " + std::to_string(batch) + " x " + std::to_string(nodes) + " nodes, vocab " +
                                   std::to_string(vocab);
         const std::size_t workspace_bytes =

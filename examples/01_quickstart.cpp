@@ -14,7 +14,7 @@ int main() {
   const std::vector<token_t> prompt{5, 17, 42};
 
   std::vector<token_t> truth = prompt;                    // an oracle drafter that is right 80% of
-  for (token_t t : model.greedy(prompt, 300)) truth.push_back(t);  // the time, for the demo
+  for (token_t t : model.generate(prompt, 300)) truth.push_back(t);  // the time, for the demo
   SpeculativeDecoder<HashTarget, OracleDrafter, ExactVerifier> decoder(
       model, DecoderOptions{.budget = 16}, OracleDrafter(truth, /*depth=*/6, /*error_rate=*/0.2), ExactVerifier{});
 
@@ -24,7 +24,7 @@ int main() {
   const DecodeStats& s = decoder.stats();
   std::printf("generated %zu tokens in %lld target calls: tau = %.2f (tokens per call, bonus included)\n",
               out.size(), static_cast<long long>(s.steps), s.tau());
-  const bool lossless = out == model.greedy(prompt, 200);
+  const bool lossless = out == model.generate(prompt, 200);
   std::printf("identical to plain greedy decoding: %s\n", lossless ? "yes" : "NO");
   return lossless ? 0 : 1;
 }

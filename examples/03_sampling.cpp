@@ -118,13 +118,14 @@ int run(int argc, char** argv) {
   const auto tokenizer = Llama2cTokenizer::load(tokenizer_path, model.vocab_size());
   const int vocab = model.vocab_size();
   const std::vector<token_t> stop{Llama2cTokenizer::bos, Llama2cTokenizer::eos};
-  const SamplingParams sampling{0.8f};
-  const std::uint64_t seed = 2024;
   const int first_token_runs = 1000, tau_runs = 5, tau_tokens = 200;
   const std::vector<std::string> prompts = {"Once upon a time", "Lily and Ben went to the park", "The little dog",
                                             "One day, a girl named Sue"};
 
 // [sampling]
+  // CopyDrafter and BigramSampler are this example's drafters (defined above in the file).
+  const SamplingParams sampling{0.8f};  // temperature 0.8, no top-k/top-p/min-p
+  const std::uint64_t seed = 2024;      // with the sequence id, keys every random draw (Philox)
   using Plain = SpeculativeDecoder<Llama2cTarget, RejectionSampling>;  // no drafter: plain sampling
   using Speculative = SpeculativeDecoder<Llama2cTarget, CopyDrafter, BigramSampler, RejectionSampling>;
   using Conditional = SpeculativeDecoder<Llama2cTarget, CopyDrafter, BigramSampler, ConditionalVerifier>;

@@ -28,7 +28,7 @@ int main() {
       options.speculate = next != 1;  // request 1 decodes plainly: it sends its root only
       options.budget = 8;
       std::vector<token_t> truth = prompts[next];  // an oracle right 80% of the time, for the demo
-      for (token_t t : model.greedy(prompts[next], 200)) truth.push_back(t);
+      for (token_t t : model.generate(prompts[next], 200)) truth.push_back(t);
       const request_id id = batch.add(prompts[next], options, OracleDrafter(truth, /*depth=*/6, /*error_rate=*/0.2));
       prompt_of[id] = next++;
     }
@@ -37,7 +37,7 @@ int main() {
       out.insert(out.end(), u.tokens.begin(), u.tokens.end());
       if (u.finished) {
         const auto& prompt = prompts[prompt_of[u.id]];
-        lossless = lossless && out == model.greedy(prompt, static_cast<int>(out.size()));
+        lossless = lossless && out == model.generate(prompt, static_cast<int>(out.size()));
         std::printf("request %lld: %zu tokens, tau = %.2f (tokens per target call, bonus included)\n",
                     static_cast<long long>(u.id), out.size(), u.stats->tau());
       }

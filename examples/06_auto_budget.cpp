@@ -22,7 +22,7 @@ int main() {
   HashTarget model(/*vocab_size=*/64);
   const std::vector<token_t> prompt{5, 17, 42};
   std::vector<token_t> truth = prompt;  // an oracle right 70% of the time per token, for the demo
-  for (token_t t : model.greedy(prompt, 600)) truth.push_back(t);
+  for (token_t t : model.generate(prompt, 600)) truth.push_back(t);
 
   DecoderOptions options;
   options.budget = 32;             // the most nodes a step may send
@@ -37,7 +37,7 @@ int main() {
               s.draft_nodes_per_step());
   std::printf("expected %.2f tokens per step; calibration error of the acceptance estimates %.3f\n",
               s.expected_tokens / static_cast<double>(s.sized_steps), decoder.acceptance_model()->calibration_error());
-  const bool lossless = out == model.greedy(prompt, 500);
+  const bool lossless = out == model.generate(prompt, 500);
   std::printf("identical to plain greedy decoding: %s\n", lossless ? "yes" : "NO");
   return lossless ? 0 : 1;
 }

@@ -3,7 +3,8 @@
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET (default 300)] [TARGET...]
 #
-# Targets: chat_template jsonl llama2c_checkpoint llama2c_tokenizer (default: all). Builds into
+# Targets: chat_template jsonl llama2c_checkpoint llama2c_tokenizer token_datastore dense_datastore
+# ngram_model eagle_head (default: all). Builds into
 # build/fuzz with clang; the corpus grows in build/fuzz/corpus/TARGET, failing inputs land in
 # build/fuzz/crashes/TARGET. Commit a failing input, once fixed, to tests/fuzz/corpus/TARGET as
 # regression-<what>, so that CTest replays it.
@@ -12,7 +13,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-300}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(chat_template jsonl llama2c_checkpoint llama2c_tokenizer)
+[ ${#targets[@]} -eq 0 ] && targets=(chat_template jsonl llama2c_checkpoint llama2c_tokenizer token_datastore dense_datastore ngram_model
+  eagle_head)
 if ! command -v clang++ >/dev/null; then
   echo "fuzz.sh: needs clang++ with libFuzzer (Debian 12: apt-get install clang libclang-rt-14-dev)" >&2
   exit 2

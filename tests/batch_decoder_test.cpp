@@ -33,7 +33,7 @@ std::vector<token_t> random_prompt(std::mt19937& rng) {
 /// Plain greedy decoding of `options` after `prompt`: max_new_tokens tokens, cut after the first EOS.
 std::vector<token_t> expected_output(const HashTarget& target, const std::vector<token_t>& prompt,
                                      const RequestOptions& options) {
-  std::vector<token_t> out = target.greedy(prompt, options.max_new_tokens);
+  std::vector<token_t> out = target.generate(prompt, options.max_new_tokens);
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (std::find(options.eos.begin(), options.eos.end(), out[i]) != options.eos.end()) {
       out.resize(i + 1);
@@ -79,7 +79,7 @@ std::vector<Job> random_jobs(const HashTarget& target, std::mt19937& rng, int co
     j.options.speculate = rng() % 3 != 0;
     j.options.budget = static_cast<int>(rng() % 12);
     if (rng() % 3 == 0) {  // an EOS that greedy decoding reaches for some requests
-      const auto g = target.greedy(j.prompt, 30);
+      const auto g = target.generate(j.prompt, 30);
       j.options.eos = {g[rng() % g.size()]};
     }
   }
@@ -198,7 +198,7 @@ TEST_CASE("batch, oracle drafter: every request equals its own greedy decoding",
   SpeculativeBatch<HashTarget, OracleDrafter, ExactVerifier> batch(target, 5, OracleDrafter({}, 1), ExactVerifier{});
   run_schedule(batch, jobs, rng, [&](Job& j) {
     std::vector<token_t> reference = j.prompt;
-    const auto g = target.greedy(j.prompt, 200);
+    const auto g = target.generate(j.prompt, 200);
     reference.insert(reference.end(), g.begin(), g.end());
     const int depth = 1 + static_cast<int>(rng() % 8);
     return batch.add(j.prompt, j.options, OracleDrafter(reference, depth, 0.25, 1 + static_cast<int>(rng() % 3), rng()));
@@ -245,7 +245,7 @@ TEST_CASE("batch: tree_history drafters share one history across requests", "[ba
         tau = u.stats->tau();
       }
     }
-    CHECK(out == target.greedy(p, 120));
+    CHECK(out == target.generate(p, 120));
     return tau;
   };
   const double first = decode(prompt);
@@ -268,7 +268,7 @@ TEST_CASE("batch: tau and the histogram per request and overall", "[batch][stats
   HashTarget target(kVocab, 14, 4.0f, 2);
   const std::vector<token_t> prompt{3, 1, 4};
   std::vector<token_t> reference = prompt;
-  const auto g = target.greedy(prompt, 100);
+  const auto g = target.generate(prompt, 100);
   reference.insert(reference.end(), g.begin(), g.end());
   SpeculativeBatch<HashTarget, OracleDrafter, ExactVerifier> batch(target, 2, OracleDrafter({}, 0), ExactVerifier{});
   const request_id fast = batch.add(prompt, request(40, 3), OracleDrafter(reference, 3));
@@ -341,7 +341,7 @@ TEST_CASE("batch, rejection sampling: each request's tokens follow the target's 
   }
   // The oracle drafts the greedy continuation (one-hot proposals), accepted or not by sampling.
   std::vector<token_t> reference = prompt;
-  const auto g = target.greedy(prompt, 10);
+  const auto g = target.generate(prompt, 10);
   reference.insert(reference.end(), g.begin(), g.end());
   SpeculativeBatch<HashTarget, OracleDrafter, RejectionSampling> batch(target, 16, OracleDrafter(reference, 2), RejectionSampling{});
   std::vector<std::int64_t> counts(vocab * vocab, 0);
@@ -444,7 +444,7 @@ TEST_CASE("batch, automatic budget: lossless per request whatever the joint size
                                                                    OracleDrafter({}, 1), ExactVerifier{});
   run_schedule(batch, jobs, rng, [&](Job& j) {
     std::vector<token_t> reference = j.prompt;
-    const auto g = target.greedy(j.prompt, 200);
+    const auto g = target.generate(j.prompt, 200);
     reference.insert(reference.end(), g.begin(), g.end());
     return batch.add(j.prompt, j.options, OracleDrafter(reference, 8, 0.25, 2, rng()));
   });
@@ -461,7 +461,7 @@ TEST_CASE("batch, automatic budget: a step's nodes go to the requests whose draf
   const std::vector<token_t> good_prompt{1, 2, 3}, bad_prompt{4, 5, 6};
   auto reference = [&](const std::vector<token_t>& prompt) {
     std::vector<token_t> r = prompt;
-    const auto g = target.greedy(prompt, 600);
+    const auto g = target.generate(prompt, 600);
     r.insert(r.end(), g.begin(), g.end());
     return r;
   };

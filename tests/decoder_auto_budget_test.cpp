@@ -26,7 +26,7 @@ struct LinearCost {
 
 std::vector<token_t> reference(const HashTarget& target, const std::vector<token_t>& prompt) {
   std::vector<token_t> r = prompt;
-  const auto g = target.greedy(prompt, kNew + 80);
+  const auto g = target.generate(prompt, kNew + 80);
   r.insert(r.end(), g.begin(), g.end());
   return r;
 }

@@ -26,7 +26,7 @@ std::vector<token_t> prompt_for(int seed) {
 /// The reference every decoder must reproduce: prompt followed by plain greedy decoding.
 std::vector<token_t> reference(const HashTarget& target, const std::vector<token_t>& prompt, int n) {
   std::vector<token_t> r = prompt;
-  const auto g = target.greedy(prompt, n + 80);
+  const auto g = target.generate(prompt, n + 80);
   r.insert(r.end(), g.begin(), g.end());
   return r;
 }
@@ -83,7 +83,7 @@ TEST_CASE("empty drafter: plain greedy decoding, tau = 1", "[decoder][lossless]"
   SpeculativeDecoder<HashTarget, EmptyDrafter, ExactVerifier> dec(target);
   for (int s = 0; s < 5; ++s) {
     const auto prompt = prompt_for(s);
-    CHECK(run(dec, prompt, kNew) == target.greedy(prompt, kNew));
+    CHECK(run(dec, prompt, kNew) == target.generate(prompt, kNew));
     CHECK(dec.stats().tau() == 1.0);
     CHECK(dec.stats().steps == kNew);
     CHECK(dec.stats().drafted_nodes == 0);
@@ -94,7 +94,7 @@ TEST_CASE("no drafter at all is plain decoding", "[decoder][lossless]") {
   HashTarget target(kVocab, 4);
   SpeculativeDecoder<HashTarget, ExactVerifier> dec(target);
   const auto prompt = prompt_for(1);
-  CHECK(run(dec, prompt, 50) == target.greedy(prompt, 50));
+  CHECK(run(dec, prompt, 50) == target.generate(prompt, 50));
 }
 
 TEST_CASE("oracle chain: lossless and tau = chain length + 1", "[decoder][lossless]") {
@@ -105,7 +105,7 @@ TEST_CASE("oracle chain: lossless and tau = chain length + 1", "[decoder][lossle
       SpeculativeDecoder<HashTarget, OracleDrafter, ExactVerifier> dec(
           target, OracleDrafter(reference(target, prompt, kNew), depth), ExactVerifier{});
       const int n = (depth + 1) * 30;  // a whole number of steps
-      CHECK(run(dec, prompt, n) == target.greedy(prompt, n));
+      CHECK(run(dec, prompt, n) == target.generate(prompt, n));
       CHECK(dec.stats().tau() == Approx(depth + 1.0));
       CHECK(dec.stats().accepted_by_drafter[0].size() == static_cast<std::size_t>(depth + 1));
       CHECK(dec.stats().accepted_by_drafter[0][depth] == dec.stats().steps);
@@ -121,7 +121,7 @@ TEST_CASE("drafters of every shape are lossless", "[decoder][lossless]") {
     const int s = GENERATE(range(0, 6));
     const auto prompt = prompt_for(s);
     const auto ref = reference(target, prompt, kNew);
-    const auto greedy = target.greedy(prompt, kNew);
+    const auto greedy = target.generate(prompt, kNew);
     SECTION("noisy chain") {
       SpeculativeDecoder<HashTarget, OracleDrafter, ExactVerifier> dec(target, OracleDrafter(ref, 6, 0.2, 1, s),
                                                                       ExactVerifier{});
@@ -173,7 +173,7 @@ TEST_CASE("drafters of every shape are lossless", "[decoder][lossless]") {
 TEST_CASE("generate honours stop tokens and max_new_tokens", "[decoder]") {
   HashTarget target(kVocab, 8);
   const auto prompt = prompt_for(2);
-  const auto greedy = target.greedy(prompt, 200);
+  const auto greedy = target.generate(prompt, 200);
   SpeculativeDecoder<HashTarget, OracleDrafter, ExactVerifier> dec(
       target, OracleDrafter(reference(target, prompt, 200), 7), ExactVerifier{});
   // Stop at the first occurrence of the 50th token's value.
@@ -301,7 +301,7 @@ TEST_CASE("resume goes on from another context, keeping the common cache", "[dec
     CHECK(seen == c.context);  // drafters began again on it
     // Going on from there is plain greedy decoding of the new context.
     const auto out = dec.generate(60);
-    CHECK(out == target.greedy(c.context, 60));
+    CHECK(out == target.generate(c.context, 60));
   }
 }
 
@@ -314,7 +314,7 @@ TEST_CASE("resume errors", "[decoder][resume][errors]") {
   CHECK_THROWS_WITH(dec.resume(std::vector<token_t>{1, kVocab}),
                     Catch::Contains("resume: token 1 is 50, outside the vocabulary [0, 50)"));
   // A refused resume leaves the decoder as it was.
-  CHECK(dec.generate(20) == target.greedy(std::vector<token_t>{1, 2, 3}, 20));
+  CHECK(dec.generate(20) == target.generate(std::vector<token_t>{1, 2, 3}, 20));
 }
 
 TEST_CASE("a target with few positions is never overrun", "[decoder]") {
@@ -329,10 +329,10 @@ TEST_CASE("a target with few positions is never overrun", "[decoder]") {
   dec.prefill(prompt);
   // 20 positions: the root at position 19 is the last one that can be forwarded.
   const auto out = dec.generate(17);
-  CHECK(out == target.greedy(prompt, 17));
+  CHECK(out == target.generate(prompt, 17));
   while (target.cached() < 20) dec.step();
   CHECK(target.cached() == 20);
-  const auto all = target.greedy(prompt, 18);
+  const auto all = target.generate(prompt, 18);
   CHECK(std::equal(dec.context().begin() + 3, dec.context().end(), all.begin(), all.end()));
   CHECK_THROWS_WITH(dec.step(), Catch::Contains("target is full (20 positions)"));
 }

@@ -38,7 +38,7 @@ void check_lossless_at_budget_max(Drafters... drafters) {
   SpeculativeDecoder<HashTarget, Drafters..., ExactVerifier> dec(target, DecoderOptions{.budget = kMax},
                                                                  std::move(drafters)..., ExactVerifier{});
   dec.prefill(prompt);
-  CHECK(dec.generate(80) == target.greedy(prompt, 80));
+  CHECK(dec.generate(80) == target.generate(prompt, 80));
   CHECK(dec.stats().drafted_nodes > 0);  // a huge budget must not make a drafter propose nothing
 }
 
@@ -58,7 +58,7 @@ TEST_CASE("extreme options: budget INT_MAX with every drafter stays lossless and
   check_lossless_at_budget_max(HistoryTreeDrafter(ContextTreeOptions{.history_tokens = kMax}));
   HashTarget target(kVocab, 11);
   std::vector<token_t> reference = repetitive_prompt();
-  for (token_t t : target.greedy(reference, 200)) reference.push_back(t);
+  for (token_t t : target.generate(reference, 200)) reference.push_back(t);
   check_lossless_at_budget_max(OracleDrafter(reference, kMax, 0.3, 3));
 }
 

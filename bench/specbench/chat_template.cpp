@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/cli_checks.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
@@ -111,6 +112,7 @@ ChatTemplate ChatTemplate::parse(std::string_view text, const std::string& origi
 }
 
 ChatTemplate ChatTemplate::load(const std::filesystem::path& file) {
+  specdec::tools::check_input_file<input_error>(file, "template file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw input_error("template file " + file.string() + " cannot be read (does it exist?)");
   std::ostringstream text;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
 
+#include "common/cli_checks.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
@@ -22,6 +23,7 @@ using nlohmann::json;
 /// "FILE line N" for error messages.
 template <class OnLine>
 void read_jsonl(const std::filesystem::path& file, const std::string& what, OnLine on_line) {
+  specdec::tools::check_input_file<input_error>(file, what + " file");
   std::ifstream in(file);
   if (!in) throw input_error(what + " file " + file.string() + " cannot be read (does it exist?)");
   std::string line;
@@ -73,8 +75,7 @@ std::vector<std::string> get_strings(const json& value, const char* key, const s
 // ---- Tokenizer -------------------------------------------------------------------------------
 
 Tokenizer::Tokenizer(const std::filesystem::path& model) : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-  if (!std::filesystem::is_regular_file(model))
-    throw input_error("tokenizer file " + model.string() + " not found");
+  specdec::tools::check_input_file<input_error>(model, "tokenizer file");
   const auto status = sp_->Load(model.string());
   if (!status.ok())
     throw input_error("tokenizer file " + model.string() + " is not a SentencePiece model (" + status.ToString() + ")");

@@ -8,10 +8,12 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -20,12 +22,14 @@
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "chat_template.hpp"
+#include "common/cli_checks.hpp"
 #include "common/dense_search_options.hpp"
 #include "corpus.hpp"
 #include "cost.hpp"
 #include "input_error.hpp"
 #include "registry.hpp"
 #include "report.hpp"
+#include "resource_paths.hpp"
 #include "story_corpus.hpp"
 #include "tasks.hpp"
 
@@ -41,8 +45,8 @@ struct ResourceArgs {
   std::string dense_datastore;
   specdec::DresdOptions dresd;
   specdec::tools::DenseSearchChoice dresd_search;
-  std::string eagle_head = SPECDEC_DEFAULT_EAGLE_HEAD;
-  std::string draft_model = SPECDEC_DEFAULT_DRAFT_MODEL;
+  std::string eagle_head = default_resource(SPECDEC_INSTALLED_EAGLE_HEAD, SPECDEC_DEFAULT_EAGLE_HEAD);
+  std::string draft_model = default_resource(SPECDEC_INSTALLED_DRAFT_MODEL, SPECDEC_DEFAULT_DRAFT_MODEL);
   specdec::StagedOptions staged;
   std::string ngram;
   specdec::NgramOptions ngram_options;
@@ -109,8 +113,8 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
                  "Occurrences rest reads at most per step (default 5000, REST's)")
       ->check(whole_number_at_least(1));
   cmd.add_option("--draft-model", a.draft_model, "llama2.c checkpoint of the drafters staged and draft_model, with the "
-                                                 "target's vocabulary (default: the stories260K draft in "
-                                                 "tools/draft_model/models)");
+                                                 "target's vocabulary (default: the stories260K draft, " +
+                                                     a.draft_model + ")");
   cmd.add_option("--staged-depth", a.staged.depth, "Draft-model tokens below the root (staged, draft_model; default 8)")
       ->check(whole_number_at_least(0));
   cmd.add_option("--staged-top-k", a.staged.top_k, "Children per draft-model node (default 3)")
@@ -137,8 +141,8 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
   cmd.add_option("--dresd-length", a.dresd.draft_length, "Tokens per dresd draft (default 20)")
       ->check(whole_number_at_least(1));
   specdec::tools::add_dense_search_options(cmd, a.dresd_search, "--dresd-search", "dresd-");
-  cmd.add_option("--eagle-head", a.eagle_head, "EAGLE head file of the drafter eagle (default: the stories260K head "
-                                               "in tools/eagle/heads)");
+  cmd.add_option("--eagle-head", a.eagle_head,
+                 "EAGLE head file of the drafter eagle (default: the stories260K head, " + a.eagle_head + ")");
 }
 
 void add_data_options(CLI::App& cmd, DataArgs& a) {
@@ -193,6 +197,12 @@ void report_token_counts(const Corpus& corpus) {
         "within ±2 tokens (largest difference {})\n",
         check.exact, check.turns, check.within_2, check.max_difference);
   }
+}
+
+/// Refuses, before the run starts, the outputs given (path, option) that cannot be written.
+void check_outputs(std::initializer_list<std::pair<const std::string&, const char*>> outputs) {
+  for (const auto& [path, option] : outputs)
+    if (!path.empty()) specdec::tools::check_output_file<input_error>(path, option);
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -277,6 +287,7 @@ ModelBench load_model_bench(const ModelArgs& a, std::optional<specdec::Llama2cTo
 }
 
 int run_model(const ModelArgs& a) {
+  check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   const Combination& combination = find_combination(a.drafters);
   ModelOptions options;
   options.budget = a.budget;
@@ -293,6 +304,9 @@ int run_model(const ModelArgs& a) {
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
+  if (bench.skipped > 0)
+    std::cerr << fmt::format("specbench: skipped {} prompts longer than the model's {} positions\n", bench.skipped,
+                             bench.model->config().seq_len);
   if (clamped > 0)
     std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
                              a.max_new_tokens, clamped);
@@ -349,6 +363,7 @@ struct CorpusArgs {
 };
 
 int run_corpus(CorpusArgs& a) {
+  specdec::tools::check_output_directory<input_error>(a.out, "--out");
   ModelArgs paths;
   paths.data_dir = a.data_dir;
   paths.model = a.model;
@@ -466,6 +481,7 @@ std::unique_ptr<ModelCoster> timed_coster(const ReplayArgs& r, const DataArgs& a
 }
 
 void run_replay(const DataArgs& a, const ReplayArgs& r) {
+  check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
   const std::optional<CostTable> table = load_cost_table(a);
@@ -488,6 +504,7 @@ void run_replay(const DataArgs& a, const ReplayArgs& r) {
 }
 
 void run_compare(const DataArgs& a, const std::vector<std::string>& names) {
+  check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   std::vector<const Combination*> chosen;
   for (const auto& name : names) {
     chosen.push_back(&find_combination(std::span(&name, 1)));
@@ -524,6 +541,7 @@ struct CalibrateArgs {
 };
 
 int run_calibrate(CalibrateArgs& a) {
+  check_outputs({{a.out, "--out"}, {a.plot, "--plot"}});
   a.options.nodes.clear();
   for (int n = 1; n < a.max_nodes; n *= 2) a.options.nodes.push_back(n);
   a.options.nodes.push_back(a.max_nodes);
@@ -620,12 +638,16 @@ int main(int argc, char** argv) {
   }
 
   try {
+    specdec::tools::check_stdout_open<input_error>();
+    int code = 0;
     if (replay->parsed()) run_replay(replay_args, replay_only);
     else if (compare->parsed()) run_compare(compare_args, combos);
-    else if (model->parsed()) return run_model(model_args);
-    else if (corpus->parsed()) return run_corpus(corpus_args);
-    else if (calibrate_cmd->parsed()) return run_calibrate(calibrate_args);
+    else if (model->parsed()) code = run_model(model_args);
+    else if (corpus->parsed()) code = run_corpus(corpus_args);
+    else if (calibrate_cmd->parsed()) code = run_calibrate(calibrate_args);
     else run_list();
+    specdec::tools::finish_stdout<input_error>();
+    return code;
   } catch (const input_error& e) {
     std::cerr << "specbench: " << e.what() << "\n";
     return 2;

@@ -20,9 +20,10 @@ ModelBench make_model_bench(std::shared_ptr<const specdec::Llama2cModel> model, 
     for (std::size_t i = 0; i < count; ++i) {
       ModelPrompt prompt{task->name, tokenizer.encode(task->prompts[i]), max_new_tokens};
       const int length = static_cast<int>(prompt.tokens.size());
-      if (length > positions)
-        throw input_error(fmt::format("prompt {} of task {} has {} tokens, more than the model's {} positions", i + 1,
-                                      task->name, length, positions));
+      if (length > positions) {
+        ++bench.skipped;
+        continue;
+      }
       const int room = positions - length + 1;
       if (prompt.max_new_tokens > room) {
         prompt.max_new_tokens = room;
@@ -31,6 +32,8 @@ ModelBench make_model_bench(std::shared_ptr<const specdec::Llama2cModel> model, 
       bench.prompts.push_back(std::move(prompt));
     }
   }
+  if (bench.prompts.empty() && bench.skipped > 0)
+    throw input_error(fmt::format("every prompt ({}) is longer than the model's {} positions", bench.skipped, positions));
   if (clamped) *clamped = cut;
   return bench;
 }

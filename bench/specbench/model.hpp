@@ -38,13 +38,14 @@ struct ModelBench {
   std::shared_ptr<const specdec::Llama2cModel> model;
   std::vector<ModelPrompt> prompts;
   std::vector<token_t> stop_tokens;  ///< a story ends after one of these (included)
+  int skipped = 0;                   ///< prompts left out: longer than the model's positions
 };
 
 /// The first `max_prompts` prompts (0: all) of each task, tokenised with BOS, each to be
 /// continued by `max_new_tokens` at most, cut to the model's positions (the last new token is
 /// predicted at the last position); `clamped` counts the prompts cut. Stop tokens: BOS and EOS
-/// (TinyStories models end a story with BOS). Throws input_error for a prompt longer than the
-/// model's positions.
+/// (TinyStories models end a story with BOS). A prompt longer than the model's positions is left
+/// out and counted (ModelBench::skipped); input_error when that leaves none.
 ModelBench make_model_bench(std::shared_ptr<const specdec::Llama2cModel> model, const specdec::Llama2cTokenizer& tokenizer,
                             std::span<const Task* const> tasks, int max_new_tokens, int max_prompts, int* clamped);
 
@@ -131,7 +132,7 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
   using Decoder = specdec::SpeculativeDecoder<specdec::Llama2cTarget, Drafters..., Verifier>;
   using PlainDecoder = specdec::SpeculativeDecoder<specdec::Llama2cTarget, Verifier>;
   const auto start = std::chrono::steady_clock::now();
-  const token_t eos = bench.stop_tokens.empty() ? -1 : bench.stop_tokens.back();
+  const token_t eos = bench.stop_tokens.empty() ? specdec::core::kNoEos : bench.stop_tokens.back();
   ModelRun run;
   run.drafters = Decoder::names();
   run.counts_draft_forwards = (detail::CountsDraftForwards<Drafters> || ... || false);

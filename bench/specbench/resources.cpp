@@ -51,16 +51,27 @@ std::shared_ptr<const specdec::DenseDatastore> DrafterResources::dense(const Tar
 
 std::shared_ptr<const specdec::Llama2cModel> DrafterResources::draft(const TargetInfo& target) const {
   if (!draft_) {
+    // The header first: a model that does not fit the target is refused before its weights are read.
+    specdec::Llama2cConfig config;
+    try {
+      config = specdec::Llama2cModel::read_config(draft_model);
+    } catch (const specdec::error& e) {
+      throw input_error(fmt::format("--draft-model: {}", e.what()));
+    }
+    if (config.vocab_size != target.vocab_size)
+      throw input_error(fmt::format("draft model {} has a vocabulary of {} tokens, the target's has {} (a draft model "
+                                    "needs the target's tokenizer)",
+                                    draft_model.string(), config.vocab_size, target.vocab_size));
+    if (target.model && config.seq_len < target.model->config().seq_len)
+      throw input_error(fmt::format("draft model {} has {} positions, fewer than the target's {} (it must read "
+                                    "every sequence the target does)",
+                                    draft_model.string(), config.seq_len, target.model->config().seq_len));
     try {
       draft_ = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(draft_model));
     } catch (const specdec::error& e) {
       throw input_error(fmt::format("--draft-model: {}", e.what()));
     }
   }
-  if (draft_->config().vocab_size != target.vocab_size)
-    throw input_error(fmt::format("draft model {} has a vocabulary of {} tokens, the target's has {} (a draft model "
-                                  "needs the target's tokenizer)",
-                                  draft_model.string(), draft_->config().vocab_size, target.vocab_size));
   return draft_;
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "common/cli_checks.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
@@ -278,6 +279,7 @@ std::vector<const Task*> find_tasks(std::span<const std::string> names) {
 }
 
 Task load_task(const std::string& path) {
+  specdec::tools::check_input_file<input_error>(path, "prompts file");
   std::ifstream in(path);
   if (!in) throw input_error("cannot read the prompts file '" + path + "'");
   Task task{std::filesystem::path(path).stem().string(), "prompts from " + path, {}};

@@ -31,6 +31,7 @@
 #include <specdec/concepts.hpp>
 #include <specdec/core/suffix_match.hpp>
 #include <specdec/error.hpp>
+#include <specdec/option_checks.hpp>
 #include <specdec/index/context_index.hpp>
 
 namespace specdec {
@@ -121,16 +122,15 @@ class BasicCasdDrafter {
  private:
   static CasdOptions validated(const CasdOptions& o) {
     const std::string who = std::string(name) + ": ";
-    if (o.k < 1) throw error(who + "k must be >= 1, got " + std::to_string(o.k));
-    if (o.max_match < 1) throw error(who + "max_match must be >= 1, got " + std::to_string(o.max_match));
+    check_option(name, "k", o.k);
+    check_option(name, "max_match", o.max_match);
     if (o.max_match > ContextIndex::max_depth_limit)
       throw error(who + "max_match must be <= " + std::to_string(ContextIndex::max_depth_limit) + ", got " +
                   std::to_string(o.max_match));
     if (o.min_match < 1 || o.min_match > o.max_match)
       throw error(who + "min_match must be in [1, max_match = " + std::to_string(o.max_match) + "], got " +
                   std::to_string(o.min_match));
-    if (o.continuation < 1)
-      throw error(who + "continuation must be >= 1, got " + std::to_string(o.continuation));
+    check_option(name, "continuation", o.continuation);
     return o;
   }
 

@@ -28,6 +28,7 @@
 
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
+#include <specdec/option_checks.hpp>
 #include <specdec/index/continuation_automaton.hpp>
 
 namespace specdec {
@@ -118,12 +119,12 @@ class ContextTreeDrafter {
 
   /// `history`: also draft from the outputs of earlier sequences (HistoryTreeDrafter).
   ContextTreeDrafter(ContextTreeOptions options, bool history) : options_(options), with_history_(history) {
-    at_least_one(options.max_nodes, "max_nodes");
-    at_least_one(options.root_breadth, "root_breadth");
-    at_least_one(options.history_breadth, "history_breadth");
-    at_least_one(options.node_breadth, "node_breadth");
-    at_least_one(options.node_contexts, "node_contexts");
-    at_least_one(options.history_tokens, "history_tokens");
+    check_option("ContextTreeDrafter", "max_nodes", options.max_nodes);
+    check_option("ContextTreeDrafter", "root_breadth", options.root_breadth);
+    check_option("ContextTreeDrafter", "history_breadth", options.history_breadth);
+    check_option("ContextTreeDrafter", "node_breadth", options.node_breadth);
+    check_option("ContextTreeDrafter", "node_contexts", options.node_contexts);
+    check_option("ContextTreeDrafter", "history_tokens", options.history_tokens);
     if (!(options.min_probability >= 0.0f && options.min_probability < 1.0f)) {
       std::ostringstream value;
       value << options.min_probability;
@@ -133,10 +134,6 @@ class ContextTreeDrafter {
 
  private:
   using Match = index::ContinuationAutomaton::Match;
-
-  static void at_least_one(int value, const char* option) {
-    if (value < 1) throw error(std::string("ContextTreeDrafter: ") + option + " must be >= 1, got " + std::to_string(value));
-  }
 
   // ---- the scoring model -------------------------------------------------------------------
   // Features of a candidate token. Its "context" is the longest matched context it followed.

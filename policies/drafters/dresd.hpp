@@ -28,6 +28,7 @@
 
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
+#include <specdec/option_checks.hpp>
 #include <specdec/index/dense_datastore.hpp>
 #include <specdec/index/dense_search.hpp>
 
@@ -104,12 +105,9 @@ class DresdDrafter {
 
  private:
   static DresdOptions validated(const DresdOptions& o) {
-    const auto at_least_one = [](int value, const char* option) {
-      if (value < 1) throw error(std::string("dresd: ") + option + " must be >= 1, got " + std::to_string(value));
-    };
-    at_least_one(o.neighbours, "neighbours");
-    at_least_one(o.drafts, "drafts");
-    at_least_one(o.draft_length, "draft_length");
+    check_option(name, "neighbours", o.neighbours);
+    check_option(name, "drafts", o.drafts);
+    check_option(name, "draft_length", o.draft_length);
     return o;
   }
 

@@ -44,6 +44,7 @@
 #include <specdec/concepts.hpp>
 #include <specdec/core/top_k.hpp>
 #include <specdec/error.hpp>
+#include <specdec/option_checks.hpp>
 #include <specdec/models/eagle_head.hpp>
 #include <specdec/models/llama_layer.hpp>
 #include <specdec/models/llama2c_model.hpp>
@@ -72,10 +73,18 @@ class EagleDrafter {
     if (!target_) throw error("eagle: no target model (null pointer)");
     head_->check_fits(target_->config(), "the target");
   }
-  /// Loads the head from a file (see EagleHead::load for its errors).
-  EagleDrafter(const std::filesystem::path& head_file, std::shared_ptr<const Llama2cModel> target,
+  /// Loads the head from a file (see EagleHead::load for its errors), once its header is known to
+  /// fit the target: a head for another model is refused before its weights are read.
+  EagleDrafter(const std::filesystem::path& head_file, const std::shared_ptr<const Llama2cModel>& target,
                EagleOptions options = {})
-      : EagleDrafter(std::make_shared<const EagleHead>(EagleHead::load(head_file)), std::move(target), options) {}
+      : EagleDrafter(load_fitting(head_file, target.get()), target, options) {}
+
+  /// The head in `head_file`, read after its header is checked against `target` (when not null).
+  static std::shared_ptr<const EagleHead> load_fitting(const std::filesystem::path& head_file,
+                                                       const Llama2cModel* target) {
+    if (target) EagleHead::check_fits(EagleHead::read_config(head_file), target->config(), "the target");
+    return std::make_shared<const EagleHead>(EagleHead::load(head_file));
+  }
 
   const EagleOptions& options() const { return options_; }
   const EagleHead& head() const { return *head_; }
@@ -138,9 +147,9 @@ class EagleDrafter {
   };
 
   static EagleOptions validated(const EagleOptions& o) {
-    if (o.total_tokens < 1) throw error("eagle: total_tokens must be >= 1, got " + std::to_string(o.total_tokens));
-    if (o.depth < 0) throw error("eagle: depth must be >= 0, got " + std::to_string(o.depth));
-    if (o.top_k < 1) throw error("eagle: top_k must be >= 1, got " + std::to_string(o.top_k));
+    check_option(name, "total_tokens", o.total_tokens);
+    check_option(name, "depth", o.depth, 0);
+    check_option(name, "top_k", o.top_k);
     return o;
   }
 

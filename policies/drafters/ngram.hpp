@@ -35,6 +35,7 @@
 
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
+#include <specdec/option_checks.hpp>
 #include <specdec/index/ngram_model.hpp>
 
 namespace specdec {
@@ -109,12 +110,9 @@ class NgramDrafter {
   }
 
   static NgramOptions validated(const NgramOptions& o) {
-    const auto at_least_one = [](int value, const char* option) {
-      if (value < 1) throw error(std::string("ngram: ") + option + " must be >= 1, got " + std::to_string(value));
-    };
-    at_least_one(o.max_nodes, "max_nodes");
-    at_least_one(o.max_depth, "max_depth");
-    at_least_one(o.top_k, "top_k");
+    check_option(name, "max_nodes", o.max_nodes);
+    check_option(name, "max_depth", o.max_depth);
+    check_option(name, "top_k", o.top_k);
     return o;
   }
 

@@ -24,6 +24,7 @@
 #include <specdec/concepts.hpp>
 #include <specdec/core/suffix_match.hpp>
 #include <specdec/error.hpp>
+#include <specdec/option_checks.hpp>
 #include <specdec/index/context_index.hpp>
 
 namespace specdec {
@@ -75,14 +76,14 @@ class PldDrafter {
 
  private:
   static PldOptions validated(const PldOptions& o) {
-    if (o.max_ngram < 1) throw error("pld: max_ngram must be >= 1, got " + std::to_string(o.max_ngram));
+    check_option(name, "max_ngram", o.max_ngram);
     if (o.max_ngram > ContextIndex::max_depth_limit)
       throw error("pld: max_ngram must be <= " + std::to_string(ContextIndex::max_depth_limit) + ", got " +
                   std::to_string(o.max_ngram));
     if (o.min_ngram < 1 || o.min_ngram > o.max_ngram)
       throw error("pld: min_ngram must be in [1, max_ngram = " + std::to_string(o.max_ngram) + "], got " +
                   std::to_string(o.min_ngram));
-    if (o.draft_length < 1) throw error("pld: draft_length must be >= 1, got " + std::to_string(o.draft_length));
+    check_option(name, "draft_length", o.draft_length);
     return o;
   }
 

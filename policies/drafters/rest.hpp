@@ -34,6 +34,7 @@
 
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
+#include <specdec/option_checks.hpp>
 #include <specdec/index/token_datastore.hpp>
 
 namespace specdec {
@@ -118,13 +119,10 @@ class RestDrafter {
 
  private:
   static RestOptions validated(const RestOptions& o) {
-    const auto at_least_one = [](int value, const char* option) {
-      if (value < 1) throw error(std::string("rest: ") + option + " must be >= 1, got " + std::to_string(value));
-    };
-    at_least_one(o.min_suffix, "min_suffix");
-    at_least_one(o.max_occurrences, "max_occurrences");
-    at_least_one(o.continuation, "continuation");
-    at_least_one(o.max_nodes, "max_nodes");
+    check_option(name, "min_suffix", o.min_suffix);
+    check_option(name, "max_occurrences", o.max_occurrences);
+    check_option(name, "continuation", o.continuation);
+    check_option(name, "max_nodes", o.max_nodes);
     if (o.max_suffix < o.min_suffix)
       throw error("rest: max_suffix must be >= min_suffix = " + std::to_string(o.min_suffix) + ", got " +
                   std::to_string(o.max_suffix));
@@ -137,6 +135,7 @@ class RestDrafter {
   int count_prefixes(int depth) {
     const auto text = datastore_->text();
     const auto sa = datastore_->suffixes();
+    const auto vocab = static_cast<std::uint32_t>(datastore_->vocab_size());
     const std::uint64_t count = match_.range.size();
     const std::uint64_t take = std::min<std::uint64_t>(count, static_cast<std::uint64_t>(options_.max_occurrences));
     token_.assign(1, 0);
@@ -155,7 +154,9 @@ class RestDrafter {
       if (start >= text.size()) continue;  // only in a damaged file opened without the full check
       const std::uint32_t* c = text.data() + start;
       int length = 0;
-      while (length < depth && c[length] != kDocumentEnd) ++length;  // the text ends with one
+      // Up to the separator (kDocumentEnd >= vocab; the text ends with one), or a token outside
+      // the vocabulary (only in a damaged file opened without the full check).
+      while (length < depth && c[length] < vocab) ++length;
       int common = 0;
       while (common < std::min(length, previous) && token_[static_cast<std::size_t>(path_[common])] == c[common])
         ++common;

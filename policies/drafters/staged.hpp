@@ -45,6 +45,7 @@
 #include <specdec/core/top_k.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/error.hpp>
+#include <specdec/option_checks.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 
 namespace specdec {
@@ -246,15 +247,10 @@ class StagedDrafter {
   };
 
   static StagedOptions validated(const StagedOptions& o) {
-    const auto check = [](int value, int least, const char* what) {
-      if (value < least)
-        throw error(std::string(name) + ": " + what + " must be >= " + std::to_string(least) + ", got " +
-                    std::to_string(value));
-    };
-    check(o.depth, 0, "depth");
-    check(o.top_k, 1, "top_k");
-    check(o.budget, 0, "budget");
-    check(o.inner_budget, 0, "inner_budget");
+    check_option(name, "depth", o.depth, 0);
+    check_option(name, "top_k", o.top_k);
+    check_option(name, "budget", o.budget, 0);
+    check_option(name, "inner_budget", o.inner_budget, 0);
     return o;
   }
 

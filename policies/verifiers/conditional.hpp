@@ -30,12 +30,17 @@ class ConditionalVerifier {
  public:
   static constexpr output_need needs = output_need::logits;
 
-  ConditionalVerifier() = default;
-  /// `next` samples the token after the accepted path (temperature 0: greedy).
+  /// `params.eos` is required: the target's end-of-sequence token, or core::kNoEos for a target
+  /// that has none (there is no default constructor, and an unset eos is refused, since it would
+  /// silently turn off the paper's EOS guard). `next` samples the token after the accepted path
+  /// (temperature 0: greedy).
   explicit ConditionalVerifier(ConditionalParams params, SamplingOptions next = {SamplingParams{0.0f}, 0, 0})
       : params_(params), next_(next) {
-    if (!(params.delta >= 0.0f && params.delta <= 1.0f) || params.top_k < 0 || params.eos < -1)
-      throw error("ConditionalVerifier: need 0 <= delta <= 1, top_k >= 0, eos >= -1; got delta " +
+    if (params.eos == core::kEosUnset)
+      throw error("ConditionalVerifier: the EOS token is required (CASD accepts x only when p(x) > p(eos)): set "
+                  "ConditionalParams::eos to the target's, or to core::kNoEos for a target without one");
+    if (!(params.delta >= 0.0f && params.delta <= 1.0f) || params.top_k < 0 || params.eos < core::kNoEos)
+      throw error("ConditionalVerifier: need 0 <= delta <= 1, top_k >= 0, eos >= 0 (or core::kNoEos); got delta " +
                   std::to_string(params.delta) + ", top_k " + std::to_string(params.top_k) + ", eos " +
                   std::to_string(params.eos));
     detail::check_sampling(next.sampling, "ConditionalVerifier");

@@ -1,7 +1,7 @@
 // Writes the files the `specbench model` command-line tests read into the directory given:
 // tiny.bin (a random-weight llama2.c checkpoint: vocabulary 350, 128 positions), tiny_tok.bin
-// (its tokenizer), tiny_truncated.bin (the checkpoint cut in half) and long_prompt.txt (a prompt
-// longer than 128 positions).
+// (its tokenizer), tiny_truncated.bin (the checkpoint cut in half), long_prompt.txt (a prompt
+// longer than 128 positions) and mixed_prompts.txt (that prompt, then a short one).
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -20,5 +20,6 @@ int main(int argc, char** argv) {
   std::string prompt;
   for (int i = 0; i < 40; ++i) prompt += "the cat sat on the mat. ";
   std::ofstream(dir / "long_prompt.txt") << prompt << "\n";
+  std::ofstream(dir / "mixed_prompts.txt") << prompt << "\nthe cat\n";
   return 0;
 }

@@ -343,7 +343,7 @@ TEST_CASE("ngram model: bad files give one-line errors naming them", "[ngram][er
     std::string b = bytes;
     poke(b, offsetof(NgramHeader, trigrams), std::uint64_t{1} << 50);
     reseal(b);
-    expect(b, "has counts beyond 2^40");
+    expect(b, "has counts that contradict each other");
     poke(b, offsetof(NgramHeader, trigrams), reinterpret_cast<const NgramHeader*>(bytes.data())->trigrams + 1);
     reseal(b);
     expect(b, "is truncated");

@@ -56,7 +56,7 @@ class SampledChainDrafter {
   void begin(std::span<const token_t>) {}
   void observe(std::span<const token_t>) {}
   void propose(const DraftContext& ctx, DraftTree& tree) {
-    const token_t guess = HashTarget(ctx.vocab_size, 77).greedy(ctx.tokens, 1)[0];
+    const token_t guess = HashTarget(ctx.vocab_size, 77).generate(ctx.tokens, 1)[0];
     std::vector<float> q(ctx.vocab_size, 0.5f / (ctx.vocab_size - 1));
     q[guess] = 0.5f;
     node_t node = 0;
@@ -75,7 +75,7 @@ class SampledChainDrafter {
 /// what exact decoding must produce, and what the oracle drafters draft from.
 inline std::vector<token_t> greedy_reference(const DecodeCase& c) {
   std::vector<token_t> r = c.prompt;
-  const auto g = HashTarget(c.vocab, c.seed).greedy(c.prompt, c.new_tokens + 64);
+  const auto g = HashTarget(c.vocab, c.seed).generate(c.prompt, c.new_tokens + 64);
   r.insert(r.end(), g.begin(), g.end());
   return r;
 }

@@ -41,4 +41,15 @@ void reseal(std::string& bytes) {
   std::memcpy(bytes.data(), &h, sizeof h);
 }
 
+/// Rewrites the payload checksum (of everything after the header) and then the header checksum,
+/// as an attacker crafting a file would: an edit then reaches every check but the checksums'.
+template <class Header>
+void seal(std::string& bytes) {
+  Header h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  h.payload_checksum = datastore_checksum(bytes.data() + sizeof h, bytes.size() - sizeof h);
+  std::memcpy(bytes.data(), &h, sizeof h);
+  reseal<Header>(bytes);
+}
+
 }  // namespace specdec::testing

@@ -56,7 +56,7 @@ TEST_CASE("PerSlotTarget of HashTargets: each request equals its own greedy deco
   for (int p = 0; p < 10; ++p) prompts.push_back({p % 30, (p * 7) % 30, (p * 13 + 5) % 30, p % 30});
   const auto out = decode_all(batch, prompts, 60);
   const HashTarget reference(30, 4);
-  for (std::size_t p = 0; p < prompts.size(); ++p) CHECK(out[p] == reference.greedy(prompts[p], 60));
+  for (std::size_t p = 0; p < prompts.size(); ++p) CHECK(out[p] == reference.generate(prompts[p], 60));
   CHECK_THROWS_WITH(target.prefill(3, prompts[0]), "PerSlotTarget::prefill: slot 3 outside [0, 3)");
   std::vector<HashTarget> mixed;
   mixed.emplace_back(30);

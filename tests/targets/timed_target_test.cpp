@@ -74,7 +74,7 @@ TEST_CASE("a timed replay gives the recorded tokens and the coster commits the s
 TEST_CASE("with the exact verifier a timed target's output is the decider's greedy output", "[timed_target]") {
   const std::vector<token_t> prompt{5, 6, 7, 5, 6, 7, 5, 6};
   HashTarget decider_alone(kVocab, 3);
-  const std::vector<token_t> greedy = decider_alone.greedy(prompt, 120);
+  const std::vector<token_t> greedy = decider_alone.generate(prompt, 120);
 
   HashTarget coster(kVocab, 11);  // held by reference: the caller keeps it
   TimedTarget<HashTarget, HashTarget&> target(HashTarget(kVocab, 3), coster);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +26,7 @@
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "chat_template.hpp"
+#include "common/cli_checks.hpp"
 #include "common/progress.hpp"
 #include "corpus.hpp"
 #include "input_error.hpp"
@@ -107,6 +109,13 @@ void add_specbench(const BuildArgs& a, TokenDocuments& docs) {
 }
 
 void run_build(const BuildArgs& a) {
+  using specdec::tools::check_input_file;
+  for (const auto& f : a.token_files) check_input_file(f, "--tokens");
+  for (const auto& f : a.jsonl_files) check_input_file(f, "--jsonl");
+  for (const auto& [file, option] : {std::pair{a.questions, "--questions"}, {a.answers, "--answers"},
+                                     {a.tokenizer, "--tokenizer"}})
+    if (!file.empty()) check_input_file(file, option);
+  specdec::tools::check_output_file(a.out, "--out");
   TokenDocuments docs;
   for (const auto& f : a.token_files) {
     specdec::read_token_file(f, docs);
@@ -140,6 +149,7 @@ void run_info(const std::string& file, bool verify) {
 }
 
 void run_synth(const std::string& out, std::uint64_t tokens, std::uint32_t vocab, std::uint64_t seed) {
+  specdec::tools::check_output_file(out, "--out");
   const TokenDocuments docs = specdec::tools::synthetic_documents(tokens, vocab, seed);
   specdec::write_token_file(out, docs);
   progress(fmt::format("wrote {}: {} tokens in {} documents", out, docs.tokens(), docs.documents));
@@ -198,9 +208,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    specdec::tools::check_stdout_open();
     if (build->parsed()) run_build(b);
     else if (info->parsed()) run_info(info_file, verify);
     else run_synth(synth_out, synth_tokens, synth_vocab, synth_seed);
+    specdec::tools::finish_stdout();
   } catch (const specbench::input_error& e) {
     std::cerr << "specdec-datastore: " << e.what() << "\n";
     return 2;

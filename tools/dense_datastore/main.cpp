@@ -41,6 +41,7 @@
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/targets/llama2c.hpp>
 
+#include "common/cli_checks.hpp"
 #include "common/dense_search_choice.hpp"
 #include "common/dense_search_options.hpp"
 #include "common/progress.hpp"
@@ -60,6 +61,9 @@ struct BuildArgs {
 };
 
 void run_build(const BuildArgs& a) {
+  specdec::tools::check_input_file(a.tokens, "--tokens");
+  specdec::tools::check_input_file(a.features, "--features");
+  specdec::tools::check_output_file(a.out, "--out");
   specdec::TokenDocuments docs;
   specdec::read_token_file(a.tokens, docs);
   std::error_code ec;
@@ -329,11 +333,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    specdec::tools::check_stdout_open();
     if (build->parsed()) run_build(b);
     else if (info->parsed()) run_info(file, verify);
     else if (mrr->parsed()) run_mrr(file, queries, seed);
     else if (compare->parsed()) run_compare(c);
     else run_bench(file, queries, neighbours, backend);
+    specdec::tools::finish_stdout();
   } catch (const specdec::error& e) {
     std::cerr << "specdec-dense-datastore: " << e.what() << "\n";
     return 2;

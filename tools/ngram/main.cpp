@@ -22,6 +22,7 @@
 #include <specdec/index/ngram_model_builder.hpp>
 #include <specdec/index/token_file.hpp>
 
+#include "common/cli_checks.hpp"
 #include "common/progress.hpp"
 
 namespace fs = std::filesystem;
@@ -56,6 +57,7 @@ TokenDocuments read_corpus(const fs::path& corpus, std::uint64_t max_tokens) {
 }
 
 void run_build(const fs::path& corpus, const fs::path& out, int vocab, std::uint64_t max_tokens, int cutoff) {
+  specdec::tools::check_output_file(out, "--out");
   const TokenDocuments docs = read_corpus(corpus, max_tokens);
   progress(fmt::format("read {}: {} tokens in {} documents", corpus.string(), docs.tokens(), docs.documents));
   specdec::build_ngram_model(docs, out, {.vocab_size = vocab, .cutoff = cutoff, .progress = progress});
@@ -165,8 +167,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    specdec::tools::check_stdout_open();
     if (build->parsed()) run_build(corpus, out, vocab, max_tokens, cutoff);
     else run_info(info_file, verify, heldout, heldout_tokens);
+    specdec::tools::finish_stdout();
   } catch (const specdec::error& e) {
     std::cerr << "specdec-ngram: " << e.what() << "\n";
     return 2;

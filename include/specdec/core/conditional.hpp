@@ -16,10 +16,17 @@ namespace specdec::core {
 /// The distribution conditional verification compares draft tokens against: the plain softmax.
 SPECDEC_HD constexpr SamplingParams conditional_softmax() { return SamplingParams{1.0f}; }
 
+/// ConditionalParams::eos of a target that has no end-of-sequence token: the rule is then
+/// p(x) > delta. Said explicitly; an eos left unset (kEosUnset) is refused by ConditionalVerifier,
+/// since it would silently turn off CASD's EOS guard.
+inline constexpr token_t kNoEos = -1;
+/// ConditionalParams::eos when none was given.
+inline constexpr token_t kEosUnset = -2;
+
 struct ConditionalParams {
-  float delta = 0.1f;  ///< accept x when p(x) > max(delta, p(eos))
-  int top_k = 0;       ///< mixed mode when > 0: x must also be among the target's top_k tokens
-  token_t eos = -1;    ///< end-of-sequence token; -1 = none (the rule is then p(x) > delta)
+  float delta = 0.1f;       ///< accept x when p(x) > max(delta, p(eos))
+  int top_k = 0;            ///< mixed mode when > 0: x must also be among the target's top_k tokens
+  token_t eos = kEosUnset;  ///< end-of-sequence token (required); kNoEos for a target without one
 };
 
 /// Marks accepted[i] for every node: the root is accepted; node i is accepted when its parent is

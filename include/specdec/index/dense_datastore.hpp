@@ -36,8 +36,10 @@
 // 8 bytes per key hold every continuation to the end of its document (N fixed per key would cost
 // 4 N bytes), and the draft length stays a drafter option.
 //
-// Opening checks the header (magic, version, sizes, header checksum); the payload checksum is
-// checked on request (DatastoreVerify::full), as for TokenDatastore.
+// Opening checks the header (magic, version, header checksum, the counts against each other and
+// their overflow-safe sum against the file's size: file_format.hpp); the payload is checked on
+// request (DatastoreVerify::full: its checksum, every float finite, every token below
+// vocab_size, every key position a token's), as for TokenDatastore.
 #pragma once
 
 #include <algorithm>
@@ -89,11 +91,21 @@ inline std::uint64_t header_checksum(const DenseDatastoreHeader& h) {
   return datastore_checksum(&h, offsetof(DenseDatastoreHeader, header_checksum));
 }
 
-/// Bytes of a dense datastore file with this header's sizes.
-inline std::uint64_t dense_datastore_bytes(const DenseDatastoreHeader& h) {
-  const std::uint64_t f = h.feature_dim, l = h.key_dim;
-  return sizeof(DenseDatastoreHeader) + 4 * (2 * f + l * f + h.keys * l + h.text_length + h.keys);
-}
+/// The layout of a dense datastore file with this header's sizes (overflow-safe: file_format.hpp).
+struct DenseDatastoreLayout {
+  std::uint64_t mean, inv_scale, components, keys, text, key_positions;
+  FileLayout file{sizeof(DenseDatastoreHeader)};
+
+  explicit DenseDatastoreLayout(const DenseDatastoreHeader& h) {
+    const std::uint64_t f = h.feature_dim, l = h.key_dim;
+    mean = file.take(f, 4);
+    inv_scale = file.take(f, 4);
+    components = file.take(l * f, 4);  // both below 2^32: no overflow
+    keys = file.take(h.keys, 4 * l);
+    text = file.take(h.text_length, 4);
+    key_positions = file.take(h.keys, 4);
+  }
+};
 
 namespace detail {
 
@@ -173,12 +185,13 @@ class DenseDatastore {
     return {text().data() + text().size(), static_cast<std::size_t>(keys())};
   }
   /// The value of key i: the text after its token, up to (not including) the document's end.
-  /// Empty for a damaged position (a file opened without the full check).
+  /// Empty for a damaged position, and cut at a token outside the vocabulary (a file opened
+  /// without the full check).
   std::span<const std::uint32_t> continuation(std::uint64_t i, std::size_t max_tokens) const {
     const auto t = text();
     const std::uint64_t begin = std::uint64_t{key_positions()[i]} + 1;
     std::size_t n = 0;
-    while (n < max_tokens && begin + n < t.size() && t[begin + n] != kDocumentEnd) ++n;
+    while (n < max_tokens && begin + n < t.size() && t[begin + n] < header().vocab_size) ++n;  // kDocumentEnd >= vocab
     return {t.data() + std::min<std::uint64_t>(begin, t.size()), n};
   }
 
@@ -203,21 +216,34 @@ class DenseDatastore {
     if (h.keys == 0 || h.documents == 0) throw error(who + " is empty (no keys)");
     if (h.text_length >= kDocumentEnd)
       throw error(who + " has " + std::to_string(h.text_length) + " words of text, more than 32-bit positions address");
-    if (h.vocab_size == 0) throw error(who + " has vocab_size 0");
-    if (h.feature_dim == 0 || h.key_dim == 0 || h.key_dim > h.feature_dim)
+    if (h.documents > h.text_length)
+      throw error(who + " has " + std::to_string(h.documents) + " documents in " + std::to_string(h.text_length) +
+                  " words of text (each document ends with a separator)");
+    if (h.vocab_size == 0 || h.vocab_size > 0x7FFFFFFF)
+      throw error(who + " has vocab_size " + std::to_string(h.vocab_size) + " (expected 1 to 2^31 - 1)");
+    if (h.feature_dim == 0 || h.feature_dim > kMaxFeatureDim || h.key_dim == 0 || h.key_dim > h.feature_dim)
       throw error(who + " has key_dim " + std::to_string(h.key_dim) + " for feature_dim " +
-                  std::to_string(h.feature_dim) + " (need 1 <= key_dim <= feature_dim)");
+                  std::to_string(h.feature_dim) + " (need 1 <= key_dim <= feature_dim <= " +
+                  std::to_string(kMaxFeatureDim) + ")");
     if (h.keys != h.text_length - h.documents)
       throw error(who + " has " + std::to_string(h.keys) + " keys for " + std::to_string(h.text_length - h.documents) +
                   " tokens");
-    const std::uint64_t expected = dense_datastore_bytes(h);
-    if (file_bytes() != expected)
-      throw error(who + (file_bytes() < expected ? " is truncated: " : " has trailing bytes: ") + std::to_string(file_bytes()) +
-                  " bytes, its header says " + std::to_string(expected));
+    DenseDatastoreLayout(h).file.check_size(who, file_bytes());
     if (text().back() != kDocumentEnd) throw error(who + " has a text that does not end with a document separator");
-    if (verify == DatastoreVerify::full && payload_checksum() != h.payload_checksum)
-      throw error(who + " is damaged (payload checksum mismatch)");
+    if (verify == DatastoreVerify::full) {
+      if (payload_checksum() != h.payload_checksum) throw error(who + " is damaged (payload checksum mismatch)");
+      detail::check_finite(mean(), who, "mean");
+      detail::check_finite(inv_scale(), who, "inv_scale");
+      detail::check_finite(components(), who, "components");
+      detail::check_finite(key_matrix(), who, "keys");
+      TokenDatastore::check_text(text(), h.vocab_size, h.documents, who);
+      TokenDatastore::check_positions(key_positions(), text(), who, "key position");
+    }
   }
+
+  /// The widest feature a file may declare (the widest models' hidden size is 2^14 or so): keeps
+  /// a damaged header from making a search allocate gigabytes per query.
+  static constexpr std::uint32_t kMaxFeatureDim = 1u << 20;
 
   std::filesystem::path path_;
   MappedFile file_;

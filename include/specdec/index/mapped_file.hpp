@@ -21,11 +21,16 @@ namespace specdec {
 class MappedFile {
  public:
   /// Maps `path`. Throws specdec::error starting with `who` when the file cannot be opened or
-  /// mapped, or has fewer than `header_bytes` bytes ("is truncated").
+  /// mapped, is a directory or not a regular file, or has fewer than `header_bytes` bytes ("is
+  /// truncated").
   MappedFile(const std::filesystem::path& path, const std::string& who, std::size_t header_bytes) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw error(who + " cannot be opened (" + std::strerror(errno) + ")");
     struct stat st {};
+    if (::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw error(who + (S_ISDIR(st.st_mode) ? " is a directory, not a file" : " is not a regular file"));
+    }
     if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(header_bytes)) {
       ::close(fd);
       throw error(who + " is truncated: " + std::to_string(st.st_size) + " bytes, the header alone has " +

@@ -69,9 +69,11 @@
 // query's top k are read from the front of at most three lists. The file's size must be exactly
 // what the header's counts give.
 //
-// Opening checks the header (magic, version, header checksum, sizes against the file's size) and
-// every offset table (monotone, within its array): O(V + C). The payload checksum is checked on
-// request (DatastoreVerify::full), since it reads the whole file. Queries are memory-safe on a
+// Opening checks the header (magic, version, header checksum, counts against each other, their
+// overflow-safe sum against the file's size: file_format.hpp) and every offset table (monotone,
+// within its array): O(V + C). The payload is checked on request (DatastoreVerify::full: its
+// checksum, every probability finite and in [0, 1], alphas finite, every token below V), since
+// it reads the whole file. Queries are memory-safe on a
 // damaged file opened without it: an id or index out of range reads as absent.
 #pragma once
 
@@ -80,6 +82,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -87,6 +90,7 @@
 
 #include <specdec/config.hpp>
 #include <specdec/error.hpp>
+#include <specdec/file_format.hpp>
 #include <specdec/index/mapped_file.hpp>
 #include <specdec/index/token_datastore.hpp>
 
@@ -125,37 +129,31 @@ inline std::uint64_t header_checksum(const NgramHeader& h) {
 }
 
 /// Byte offsets of the payload's arrays, from a header's counts (the one place the layout is
-/// spelled out; the builder writes in this order). Counts must be at most 2^40 each, which the
-/// reader checks first, so no sum overflows.
+/// spelled out; the builder writes in this order). Overflow-safe (file_format.hpp): a header
+/// whose sizes pass 2^64 leaves `file` overflowed, which the reader refuses.
 struct NgramLayout {
   std::uint64_t discounts, unigram_prob, bigram_offset, bigram_alpha, bigram_prob, trigram_first, trigram_alpha,
       trigram_offset, trigram_prob, unigram_order, bigram_token, bigram_by_id, trigram_w2, trigram_token,
-      trigram_by_id, end;
+      trigram_by_id;
+  FileLayout file{sizeof(NgramHeader)};
 
   explicit NgramLayout(const NgramHeader& h) {
     const std::uint64_t v = h.vocab_size, b = h.bigrams, c = h.trigram_contexts, t = h.trigrams;
-    std::uint64_t at = sizeof(NgramHeader);
-    const auto take = [&](std::uint64_t bytes) {
-      const std::uint64_t here = at;
-      at += bytes;
-      return here;
-    };
-    discounts = take(8 * 3 * std::uint64_t{h.cutoff});
-    unigram_prob = take(8 * v);
-    bigram_offset = take(8 * (v + 1));
-    bigram_alpha = take(8 * v);
-    bigram_prob = take(8 * b);
-    trigram_first = take(8 * (v + 1));
-    trigram_alpha = take(8 * c);
-    trigram_offset = take(8 * (c + 1));
-    trigram_prob = take(8 * t);
-    unigram_order = take(4 * v);
-    bigram_token = take(4 * b);
-    bigram_by_id = take(4 * b);
-    trigram_w2 = take(4 * c);
-    trigram_token = take(4 * t);
-    trigram_by_id = take(4 * t);
-    end = at;
+    discounts = file.take(3 * std::uint64_t{h.cutoff}, 8);
+    unigram_prob = file.take(v, 8);
+    bigram_offset = file.take(v + 1, 8);
+    bigram_alpha = file.take(v, 8);
+    bigram_prob = file.take(b, 8);
+    trigram_first = file.take(v + 1, 8);
+    trigram_alpha = file.take(c, 8);
+    trigram_offset = file.take(c == std::uint64_t(-1) ? c : c + 1, 8);  // c + 1 saturates
+    trigram_prob = file.take(t, 8);
+    unigram_order = file.take(v, 4);
+    bigram_token = file.take(b, 4);
+    bigram_by_id = file.take(b, 4);
+    trigram_w2 = file.take(c, 4);
+    trigram_token = file.take(t, 4);
+    trigram_by_id = file.take(t, 4);
   }
 };
 
@@ -344,21 +342,50 @@ class NgramModel {
         throw error(who + " has an effective cutoff of " + std::to_string(k) + " above its cutoff " +
                     std::to_string(h.cutoff));
     if (h.tokens == 0 || h.documents == 0) throw error(who + " is empty (no tokens)");
-    constexpr std::uint64_t kMaxCount = std::uint64_t{1} << 40;  // keeps the layout's sums exact
-    if (h.bigrams > kMaxCount || h.trigram_contexts > kMaxCount || h.trigrams > kMaxCount)
-      throw error(who + " has counts beyond 2^40 (a damaged header)");
+    if (h.documents > h.tokens)
+      throw error(who + " has " + std::to_string(h.documents) + " documents of " + std::to_string(h.tokens) +
+                  " tokens in all");
+    if (h.unigrams > h.vocab_size || h.bigram_contexts > h.unigrams || h.trigram_contexts > h.bigrams ||
+        h.bigrams > h.tokens || h.trigrams > h.tokens)
+      throw error(who + " has counts that contradict each other (" + std::to_string(h.unigrams) + " unigrams, " +
+                  std::to_string(h.bigram_contexts) + " bigram contexts, " + std::to_string(h.bigrams) + " bigrams, " +
+                  std::to_string(h.trigram_contexts) + " trigram contexts, " + std::to_string(h.trigrams) +
+                  " trigrams of " + std::to_string(h.tokens) + " tokens, vocab_size " + std::to_string(h.vocab_size) +
+                  ")");
     const NgramLayout layout(h);
-    if (file_bytes() != layout.end)
-      throw error(who + (file_bytes() < layout.end ? " is truncated: " : " has trailing bytes: ") +
-                  std::to_string(file_bytes()) + " bytes, its header says " + std::to_string(layout.end));
-    if (verify == DatastoreVerify::full && payload_checksum() != h.payload_checksum)
-      throw error(who + " is damaged (payload checksum mismatch)");
+    layout.file.check_size(who, file_bytes());
     const std::uint64_t vocab = h.vocab_size;
     check_offsets(who, "bigram offsets", array<std::uint64_t>(layout.bigram_offset, vocab + 1), h.bigrams);
     check_offsets(who, "trigram context offsets", array<std::uint64_t>(layout.trigram_first, vocab + 1),
                   h.trigram_contexts);
     check_offsets(who, "trigram offsets", array<std::uint64_t>(layout.trigram_offset, h.trigram_contexts + 1),
                   h.trigrams);
+    if (verify == DatastoreVerify::full) {
+      if (payload_checksum() != h.payload_checksum) throw error(who + " is damaged (payload checksum mismatch)");
+      // Probabilities in [0, 1], discounts in (0, 1], alphas finite and >= 0: an infinite or
+      // negative value would make every query's ranking and perplexity meaningless.
+      check_range(who, "discounts", array<double>(layout.discounts, 3 * std::uint64_t{h.cutoff}), 0.0, 1.0, false);
+      check_range(who, "unigram probabilities", unigram_prob(), 0.0, 1.0, true);
+      check_range(who, "bigram probabilities", array<double>(layout.bigram_prob, h.bigrams), 0.0, 1.0, true);
+      check_range(who, "trigram probabilities", array<double>(layout.trigram_prob, h.trigrams), 0.0, 1.0, true);
+      constexpr double kMax = std::numeric_limits<double>::max();
+      check_range(who, "bigram alphas", array<double>(layout.bigram_alpha, vocab), 0.0, kMax, true);
+      check_range(who, "trigram alphas", array<double>(layout.trigram_alpha, h.trigram_contexts), 0.0, kMax, true);
+      detail::check_below(unigram_order(), vocab, who, "unigram order");
+      detail::check_below(array<std::uint32_t>(layout.bigram_token, h.bigrams), vocab, who, "bigram tokens");
+      detail::check_below(array<std::uint32_t>(layout.trigram_w2, h.trigram_contexts), vocab, who, "trigram contexts");
+      detail::check_below(array<std::uint32_t>(layout.trigram_token, h.trigrams), vocab, who, "trigram tokens");
+    }
+  }
+
+  // Every value must be finite and in [lo, hi] (in (lo, hi] unless `lo_included`).
+  static void check_range(const std::string& who, const char* what, std::span<const double> values, double lo,
+                          double hi, bool lo_included) {
+    detail::check_finite(values, who, what);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (values[i] > hi || values[i] < lo || (!lo_included && values[i] == lo))
+        throw error(who + " is damaged: its " + what + " [" + std::to_string(i) + "] is " + std::to_string(values[i]) +
+                    ", outside " + (lo_included ? "[" : "(") + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
 
   // An offset table must start at 0, never decrease and end at the size of what it indexes.

@@ -21,9 +21,12 @@
 // token, so no match and no continuation crosses a document boundary, and the suffixes sort as if
 // each document were on its own.
 //
-// Opening checks the header (magic, version, sizes against the file's size, header checksum, not
-// empty); the payload checksum is checked on request (DatastoreVerify::full), since it reads the
-// whole file (measured in docs/performance.md). A reader never writes: the mapping is PROT_READ.
+// Opening checks the header (magic, version, header checksum, not empty, the counts against each
+// other and their overflow-safe sum against the file's size: file_format.hpp); the payload is
+// checked on request (DatastoreVerify::full: its checksum, every token below vocab_size, as many
+// separators as documents, every suffix a token's position), since it reads the whole file
+// (measured in docs/performance.md). Queries are memory-safe without it. A reader never writes:
+// the mapping is PROT_READ.
 #pragma once
 
 #include <algorithm>
@@ -37,6 +40,7 @@
 #include <utility>
 
 #include <specdec/error.hpp>
+#include <specdec/file_format.hpp>
 #include <specdec/index/mapped_file.hpp>
 #include <specdec/index/token_file.hpp>
 
@@ -61,82 +65,10 @@ struct DatastoreHeader {
 static_assert(sizeof(DatastoreHeader) == 64 && std::endian::native == std::endian::little,
               "the datastore header is read in place as 64 little-endian bytes");
 
-/// The datastore checksum: 64-bit FNV-1a over 8-byte little-endian words (a last partial word
-/// zero-padded), then the byte count. Word-wise, so hashing a 100M-token file costs one multiply
-/// per 8 bytes.
-class DatastoreChecksum {
- public:
-  void add(const void* data, std::size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    bytes_ += bytes;
-    if (pending_ > 0) {  // finish a word started by the previous call
-      const std::size_t take = std::min(bytes, 8 - pending_);
-      std::memcpy(buffer_ + pending_, p, take);
-      pending_ += take, p += take, bytes -= take;
-      if (pending_ < 8) return;
-      mix(buffer_);
-      pending_ = 0;
-    }
-    for (; bytes >= 8; p += 8, bytes -= 8) mix(p);
-    std::memcpy(buffer_, p, bytes);
-    pending_ = bytes;
-  }
-  std::uint64_t value() const {
-    DatastoreChecksum copy = *this;
-    if (copy.pending_ > 0) {
-      std::memset(copy.buffer_ + copy.pending_, 0, 8 - copy.pending_);
-      copy.mix(copy.buffer_);
-    }
-    copy.hash_ = (copy.hash_ ^ bytes_) * kPrime;
-    return copy.hash_;
-  }
-
- private:
-  static constexpr std::uint64_t kPrime = 0x100000001b3ull;
-  void mix(const unsigned char* p) {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    hash_ = (hash_ ^ w) * kPrime;
-  }
-  std::uint64_t hash_ = 0xcbf29ce484222325ull;
-  std::uint64_t bytes_ = 0;
-  unsigned char buffer_[8] = {};
-  std::size_t pending_ = 0;
-};
-
-inline std::uint64_t datastore_checksum(const void* data, std::size_t bytes) {
-  DatastoreChecksum sum;
-  sum.add(data, bytes);
-  return sum.value();
-}
-
 /// The checksum a header carries for its first 56 bytes.
 inline std::uint64_t header_checksum(const DatastoreHeader& h) {
   return datastore_checksum(&h, offsetof(DatastoreHeader, header_checksum));
 }
-
-namespace detail {
-/// The checks every specdec file header shares: magic, version, header size and checksum
-/// (header_checksum(h), found by argument-dependent lookup). `kind` names the format in the error.
-template <class Header>
-void check_file_header(const Header& h, const char (&magic)[8], std::uint32_t version, const char* kind,
-                       const std::string& who) {
-  if (std::memcmp(h.magic, magic, sizeof magic) != 0) throw error(who + " is not a specdec " + kind + " (bad magic)");
-  if (h.version != version)
-    throw error(who + " has format version " + std::to_string(h.version) + ", this build reads version " +
-                std::to_string(version));
-  if (h.header_bytes != sizeof(Header))
-    throw error(who + " has a header of " + std::to_string(h.header_bytes) + " bytes, expected " +
-                std::to_string(sizeof(Header)));
-  if (h.header_checksum != header_checksum(h)) throw error(who + " has a damaged header (header checksum mismatch)");
-}
-}  // namespace detail
-
-/// How much of a datastore file open checks.
-enum class DatastoreVerify {
-  header,  ///< magic, version, sizes, header checksum: O(1)
-  full,    ///< also the payload checksum: reads the whole file
-};
 
 /// Positions [begin, end) of a TokenDatastore's suffix array.
 struct SuffixRange {
@@ -221,19 +153,54 @@ class TokenDatastore {
     if (h.text_length == 0 || h.documents == 0) throw error(who + " is empty (no documents)");
     if (h.text_length >= kDocumentEnd)
       throw error(who + " has " + std::to_string(h.text_length) + " words of text, more than 32-bit positions address");
-    if (h.vocab_size == 0) throw error(who + " has vocab_size 0");
+    if (h.documents > h.text_length)
+      throw error(who + " has " + std::to_string(h.documents) + " documents in " + std::to_string(h.text_length) +
+                  " words of text (each document ends with a separator)");
+    if (h.vocab_size == 0 || h.vocab_size > 0x7FFFFFFF)
+      throw error(who + " has vocab_size " + std::to_string(h.vocab_size) + " (expected 1 to 2^31 - 1)");
     if (h.suffixes != h.text_length - h.documents)
       throw error(who + " has " + std::to_string(h.suffixes) + " suffixes for " +
                   std::to_string(h.text_length - h.documents) + " tokens");
-    const std::uint64_t expected = sizeof(DatastoreHeader) + 4 * (h.text_length + h.suffixes);
-    if (file_bytes() != expected)
-      throw error(who + (file_bytes() < expected ? " is truncated: " : " has trailing bytes: ") + std::to_string(file_bytes()) +
-                  " bytes, its header says " + std::to_string(expected));
+    FileLayout layout(sizeof(DatastoreHeader));
+    layout.take(h.text_length, 4);
+    layout.take(h.suffixes, 4);
+    layout.check_size(who, file_bytes());
     if (text().back() != kDocumentEnd) throw error(who + " has a text that does not end with a document separator");
-    if (verify == DatastoreVerify::full && payload_checksum() != h.payload_checksum)
-      throw error(who + " is damaged (payload checksum mismatch)");
+    if (verify == DatastoreVerify::full) {
+      if (payload_checksum() != h.payload_checksum) throw error(who + " is damaged (payload checksum mismatch)");
+      check_text(text(), h.vocab_size, h.documents, who);
+      check_positions(suffixes(), text(), who, "suffix array entry");
+    }
   }
 
+ public:
+  /// Throws specdec::error starting with `who` unless `text` holds tokens below `vocab` and
+  /// exactly `documents` separators (kDocumentEnd). Shared with DenseDatastore.
+  static void check_text(std::span<const std::uint32_t> text, std::uint32_t vocab, std::uint64_t documents,
+                         const std::string& who) {
+    std::uint64_t separators = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == kDocumentEnd) ++separators;
+      else if (text[i] >= vocab)
+        throw error(who + " is damaged: its text [" + std::to_string(i) + "] is token " + std::to_string(text[i]) +
+                    ", not below its vocab_size " + std::to_string(vocab));
+    }
+    if (separators != documents)
+      throw error(who + " is damaged: its text holds " + std::to_string(separators) + " documents, its header says " +
+                  std::to_string(documents));
+  }
+  /// Throws specdec::error starting with `who` unless every position (an array `what`) is a
+  /// position of `text` that holds a token, not a separator. Shared with DenseDatastore.
+  static void check_positions(std::span<const std::uint32_t> positions, std::span<const std::uint32_t> text,
+                              const std::string& who, const char* what) {
+    for (std::size_t i = 0; i < positions.size(); ++i)
+      if (positions[i] >= text.size() || text[positions[i]] == kDocumentEnd)
+        throw error(who + " is damaged: its " + what + " [" + std::to_string(i) + "] is " +
+                    std::to_string(positions[i]) + ", not the position of a token in its text of " +
+                    std::to_string(text.size()) + " words");
+  }
+
+ private:
   std::filesystem::path path_;
   MappedFile file_;
 };

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <specdec/error.hpp>
+#include <specdec/file_format.hpp>
 
 namespace specdec {
 
@@ -80,6 +81,8 @@ inline File open_file(const std::filesystem::path& path, const char* mode, const
 /// format). Throws specdec::error when the file cannot be read or its size is not a multiple of 4.
 inline void read_token_file(const std::filesystem::path& path, TokenDocuments& into) {
   static_assert(std::endian::native == std::endian::little, "token files are read as little-endian words");
+  if (const std::string problem = file_problem(path); !problem.empty())
+    throw error("token file " + path.string() + ": " + problem);
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(path, ec);
   if (ec) throw error("token file " + path.string() + " cannot be read (" + ec.message() + ")");

@@ -72,8 +72,26 @@ class EagleHead {
   /// header implies.
   static EagleHead load(const std::filesystem::path& path) {
     const std::string name = "EAGLE head '" + path.string() + "'";
+    try {
+      return load(path, name);
+    } catch (const std::bad_alloc&) {
+      throw error(name + ": cannot allocate memory for its weights");
+    }
+  }
+
+  /// Reads and checks a head file's header only (its size against the file's included), so that
+  /// a caller can refuse a head that does not fit its target (check_fits) before reading the
+  /// weights. Throws as load().
+  static Llama2cConfig read_config(const std::filesystem::path& path) {
+    const std::string name = "EAGLE head '" + path.string() + "'";
     std::uintmax_t file_size = 0;
     std::ifstream in = detail::open_weights(path, name, file_size);
+    return read_header(in, name, file_size);
+  }
+
+ private:
+  // Reads the header from `in` and checks it, and the file's size against it.
+  static Llama2cConfig read_header(std::ifstream& in, const std::string& name, std::uintmax_t file_size) {
     if (file_size < header_bytes)
       throw error(name + ": " + std::to_string(file_size) + " bytes, shorter than the " + std::to_string(header_bytes) +
                   "-byte header (truncated file?)");
@@ -85,8 +103,7 @@ class EagleHead {
     if (h[0] != version)
       throw error(name + ": format version " + std::to_string(h[0]) + ", this build reads version " +
                   std::to_string(version));
-    EagleHead head;
-    Llama2cConfig& c = head.config_;
+    Llama2cConfig c;
     c.dim = h[1];
     c.hidden_dim = h[2];
     c.n_heads = h[3];
@@ -97,13 +114,18 @@ class EagleHead {
     check_header(c, name);
 
     detail::check_weights_size(name, file_size, header_bytes + sizeof(float) * weight_floats(c), describe(c));
+    return c;
+  }
 
+  static EagleHead load(const std::filesystem::path& path, const std::string& name) {
+    std::uintmax_t file_size = 0;
+    std::ifstream in = detail::open_weights(path, name, file_size);
+    EagleHead head;
+    head.config_ = read_header(in, name, file_size);
+    const Llama2cConfig& c = head.config_;
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim;
-    auto read = [&](std::vector<float>& v, std::size_t n) {
-      v.resize(n);
-      in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
-      if (!in) throw error(name + ": read failed");
-    };
+    std::uint64_t at = 0;  // weights read so far
+    auto read = [&](std::vector<float>& v, std::size_t n) { detail::read_weights(in, v, n, name, at); };
     std::vector<float> fc, wq, wk, wv, wo, w1, w2, w3;
     Llama2cModel::Layer& w = head.layer_;
     read(fc, static_cast<std::size_t>(d) * 2 * d);
@@ -127,6 +149,7 @@ class EagleHead {
     return head;
   }
 
+ public:
   /// Floats after the header of a head file with this shape.
   static std::uint64_t weight_floats(const Llama2cConfig& c) {
     const std::uint64_t d = c.dim, kv = static_cast<std::uint64_t>(c.kv_dim()), hid = c.hidden_dim;
@@ -138,8 +161,9 @@ class EagleHead {
 
   /// Throws specdec::error unless the head was trained for a target of this shape (dim, heads,
   /// vocabulary). `what` names the target in the message.
-  void check_fits(const Llama2cConfig& target, const std::string& what) const {
-    const Llama2cConfig& c = config_;
+  void check_fits(const Llama2cConfig& target, const std::string& what) const { check_fits(config_, target, what); }
+  /// check_fits for a head of shape `c` (EagleHead::read_config): before its weights are read.
+  static void check_fits(const Llama2cConfig& c, const Llama2cConfig& target, const std::string& what) {
     auto mismatch = [&](const char* field, int head_value, int target_value) {
       throw error("EAGLE head: its " + std::string(field) + " is " + std::to_string(head_value) + " but " + what +
                   "'s is " + std::to_string(target_value) + " (the head was trained for another model)");

@@ -11,6 +11,7 @@
 // Host-only.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include <specdec/error.hpp>
+#include <specdec/file_format.hpp>
 #include <specdec/models/host_kernels.hpp>
 
 namespace specdec {
@@ -28,10 +30,10 @@ namespace specdec {
 namespace detail {
 
 /// Opens a weights file `path` (called `name` in messages) and sets `size` to its bytes. Throws
-/// specdec::error when it does not exist or cannot be read.
+/// specdec::error when it does not exist, is not a regular file or cannot be read.
 inline std::ifstream open_weights(const std::filesystem::path& path, const std::string& name, std::uintmax_t& size) {
+  if (const std::string problem = file_problem(path); !problem.empty()) throw error(name + ": " + problem);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw error(name + ": no such file");
   size = std::filesystem::file_size(path, ec);
   if (ec) throw error(name + ": cannot read its size: " + ec.message());
   std::ifstream in(path, std::ios::binary);
@@ -47,6 +49,21 @@ inline void check_weights_size(const std::string& name, std::uintmax_t size, std
     throw error(name + ": " + std::to_string(size) + " bytes, but its header (" + header + ") needs exactly " +
                 std::to_string(expected) + " bytes" +
                 (size < expected ? " (truncated file?)" : " (trailing data or a different format)"));
+}
+
+/// Reads `n` floats of weights from `in` into `v` (resized), as weights [at, at + n) after the
+/// header of file `name`, and advances `at`. Throws specdec::error on a failed allocation, a
+/// short read, or a weight that is not finite (NaN or +-inf: either decodes garbage).
+inline void read_weights(std::ifstream& in, std::vector<float>& v, std::size_t n, const std::string& name,
+                         std::uint64_t& at) {
+  resize_or_refuse(v, n, name);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  if (!in) throw error(name + ": read failed");
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i]))
+      throw error(name + ": weight " + std::to_string(at + i) + " (counted from the end of the header) is " +
+                  std::to_string(v[i]) + ", not finite");
+  at += n;
 }
 
 }  // namespace detail
@@ -84,43 +101,36 @@ class Llama2cModel {
   };
 
   /// Reads a checkpoint. Throws specdec::error naming the file when it does not exist, cannot be
-  /// read, has an implausible header, or its size differs from what the header implies.
+  /// read, has an implausible header, its size differs from what the header implies, a weight is
+  /// not finite, or its weights do not fit in memory.
   static Llama2cModel load(const std::filesystem::path& path) {
+    const std::string name = "llama2.c checkpoint '" + path.string() + "'";
+    try {
+      return load(path, name);
+    } catch (const std::bad_alloc&) {
+      throw error(name + ": cannot allocate memory for its weights");
+    }
+  }
+
+  /// Reads and checks a checkpoint's header only (its size against the file's included), so that
+  /// a caller can refuse a model that does not fit before reading its weights. Throws as load().
+  static Llama2cConfig read_config(const std::filesystem::path& path) {
     const std::string name = "llama2.c checkpoint '" + path.string() + "'";
     std::uintmax_t file_size = 0;
     std::ifstream in = detail::open_weights(path, name, file_size);
+    return read_header(in, name, file_size);
+  }
 
-    constexpr std::uintmax_t header_bytes = 7 * sizeof(std::int32_t);
-    if (file_size < header_bytes)
-      throw error(name + ": " + std::to_string(file_size) + " bytes, shorter than the 28-byte header");
-    std::int32_t h[7];
-    in.read(reinterpret_cast<char*>(h), sizeof h);
+ private:
+  static Llama2cModel load(const std::filesystem::path& path, const std::string& name) {
+    std::uintmax_t file_size = 0;
+    std::ifstream in = detail::open_weights(path, name, file_size);
     Llama2cModel m;
-    Llama2cConfig& c = m.config_;
-    c.dim = h[0];
-    c.hidden_dim = h[1];
-    c.n_layers = h[2];
-    c.n_heads = h[3];
-    c.n_kv_heads = h[4];
-    c.shared_classifier = h[5] > 0;
-    const std::int64_t vocab = h[5] < 0 ? -static_cast<std::int64_t>(h[5]) : h[5];
-    c.vocab_size = vocab > (1 << 24) ? -1 : static_cast<int>(vocab);  // -1: rejected below
-    c.seq_len = h[6];
-    check_header(c, name, h[5]);
-
-    detail::check_weights_size(name, file_size, header_bytes + sizeof(float) * weight_floats(c), describe(c));
-
+    m.config_ = read_header(in, name, file_size);
+    const Llama2cConfig& c = m.config_;
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, L = c.n_layers;
-    auto read = [&](std::vector<float>& v, std::size_t n) {
-      try {
-        v.resize(n);
-      } catch (const std::bad_alloc&) {
-        throw error(name + ": cannot allocate " + std::to_string(n * sizeof(float)) + " bytes for its weights (" +
-                    describe(c) + ")");
-      }
-      in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
-      if (!in) throw error(name + ": read failed");
-    };
+    std::uint64_t at = 0;  // weights read so far
+    auto read = [&](std::vector<float>& v, std::size_t n) { detail::read_weights(in, v, n, name, at); };
     auto read_per_layer = [&](std::vector<float> Layer::*field, int n) {
       for (int l = 0; l < L; ++l) read(m.layers_[l].*field, static_cast<std::size_t>(n));
     };
@@ -142,7 +152,9 @@ class Llama2cModel {
     read_matrices(w2, d, hid);
     read_matrices(w3, hid, d);
     read(m.rms_final_, static_cast<std::size_t>(d));
-    in.seekg(static_cast<std::streamoff>(2ull * c.seq_len * (c.head_size() / 2) * sizeof(float)), std::ios::cur);
+    const std::uint64_t rope_floats = 2ull * c.seq_len * (c.head_size() / 2);
+    in.seekg(static_cast<std::streamoff>(rope_floats * sizeof(float)), std::ios::cur);
+    at += rope_floats;
     for (int l = 0; l < L; ++l) {
       Layer& w = m.layers_[static_cast<std::size_t>(l)];
       const std::size_t i = static_cast<std::size_t>(l);
@@ -160,6 +172,8 @@ class Llama2cModel {
     }
     return m;
   }
+
+ public:
 
   const Llama2cConfig& config() const { return config_; }
   /// Token embedding, [vocab][dim].
@@ -190,6 +204,28 @@ class Llama2cModel {
   }
 
  private:
+  // Reads the 28-byte header from `in` and checks it, and the file's size against it.
+  static Llama2cConfig read_header(std::ifstream& in, const std::string& name, std::uintmax_t file_size) {
+    constexpr std::uintmax_t header_bytes = 7 * sizeof(std::int32_t);
+    if (file_size < header_bytes)
+      throw error(name + ": " + std::to_string(file_size) + " bytes, shorter than the 28-byte header");
+    std::int32_t h[7];
+    in.read(reinterpret_cast<char*>(h), sizeof h);
+    Llama2cConfig c;
+    c.dim = h[0];
+    c.hidden_dim = h[1];
+    c.n_layers = h[2];
+    c.n_heads = h[3];
+    c.n_kv_heads = h[4];
+    c.shared_classifier = h[5] > 0;
+    const std::int64_t vocab = h[5] < 0 ? -static_cast<std::int64_t>(h[5]) : h[5];
+    c.vocab_size = vocab > (1 << 24) ? -1 : static_cast<int>(vocab);  // -1: rejected below
+    c.seq_len = h[6];
+    check_header(c, name, h[5]);
+    detail::check_weights_size(name, file_size, header_bytes + sizeof(float) * weight_floats(c), describe(c));
+    return c;
+  }
+
   static void check_header(const Llama2cConfig& c, const std::string& name, std::int32_t raw_vocab) {
     // Generous bounds: they only keep a garbage header from asking for absurd allocations.
     auto in_range = [](int v, int hi) { return v >= 1 && v <= hi; };

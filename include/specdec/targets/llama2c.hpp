@@ -299,8 +299,11 @@ class Llama2cTarget {
     for (int i = 0; i < n; ++i) final_norm(i, out_.features_.data() + static_cast<std::size_t>(i) * dim);
     llama::detail::matmul(pool_.get(), cls, out_.features_.data(), dim, n, out_.logits_.data(), cls.stride);
     for (int i = 0; i < n; ++i) {
-      const int best = core::argmax_row(out_.logits_.data() + static_cast<std::size_t>(i) * cls.stride, c.vocab_size);
-      if (best < 0) throw error("Llama2cTarget: NaN in the logits of tree node " + std::to_string(i));
+      const float* row = out_.logits_.data() + static_cast<std::size_t>(i) * cls.stride;
+      const int best = core::argmax_row(row, c.vocab_size);
+      // NaN and +-inf alike: an infinite logit makes the softmax and the verifiers' ratios NaN.
+      if (best < 0 || !std::all_of(row, row + c.vocab_size, [](float x) { return std::isfinite(x); }))
+        throw error("Llama2cTarget: a logit of tree node " + std::to_string(i) + " is not finite (NaN or +-inf)");
       out_.argmax_[static_cast<std::size_t>(i)] = best;
     }
   }

@@ -49,7 +49,7 @@ __global__ void hash_logits_kernel(const Hash* node_hash, int vocab, float sharp
 
 /// The sequence's running hashes are its KV cache: one 8-byte row per position (1 layer, 1 head),
 /// row p = the hash of the first p + 1 tokens. The logits after a node equal HashTarget's (same
-/// vocab, seed, sharpness), so HashTarget::greedy is the reference output.
+/// vocab, seed, sharpness), so HashTarget::generate is the reference output.
 template <class Backend = backend::host>
 class BackendHashTarget {
 #if !defined(__CUDACC__)

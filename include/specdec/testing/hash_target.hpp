@@ -142,7 +142,7 @@ class HashTarget {
   }
 
   /// Plain greedy decoding of `n` tokens after `prompt`, one token at a time, without trees.
-  std::vector<token_t> greedy(std::span<const token_t> prompt, int n) const {
+  std::vector<token_t> generate(std::span<const token_t> prompt, int n) const {
     std::uint64_t h = seed_;
     int position = 0;
     for (token_t t : prompt) h = mix(h, t, position++);

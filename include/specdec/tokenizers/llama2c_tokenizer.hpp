@@ -21,6 +21,7 @@
 
 #include <specdec/config.hpp>
 #include <specdec/error.hpp>
+#include <specdec/file_format.hpp>
 
 namespace specdec {
 
@@ -34,8 +35,7 @@ class Llama2cTokenizer {
   /// truncated or malformed file.
   static Llama2cTokenizer load(const std::filesystem::path& path, int expected_vocab_size = 0) {
     const std::string name = "llama2.c tokenizer '" + path.string() + "'";
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) throw error(name + ": no such file");
+    if (const std::string problem = file_problem(path); !problem.empty()) throw error(name + ": " + problem);
     std::ifstream in(path, std::ios::binary);
     if (!in) throw error(name + ": cannot open it");
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -274,7 +274,7 @@ TEST_CASE("casd combines with other drafters and stays lossless", "[casd][lossle
   HashTarget target(/*vocab_size=*/3, /*seed=*/5);
   const std::vector<Tokens> prompts{{0, 1, 2, 0, 1, 2, 0}, {2, 2, 1}, {1}};
   for (const Tokens& prompt : prompts) {
-    const Tokens greedy = target.greedy(prompt, 400);
+    const Tokens greedy = target.generate(prompt, 400);
     Tokens truth = prompt;
     truth.insert(truth.end(), greedy.begin(), greedy.end());
     SpeculativeDecoder<HashTarget, CasdDrafter, OracleDrafter, ExactVerifier> with_oracle(
@@ -290,7 +290,7 @@ TEST_CASE("casd combines with other drafters and stays lossless", "[casd][lossle
     CHECK(three.generate(300) == Tokens(greedy.begin(), greedy.begin() + 300));
     // The same decoder, a second sequence: begin() starts the index over.
     three.prefill(prompts[0]);
-    const Tokens again = target.greedy(prompts[0], 100);
+    const Tokens again = target.generate(prompts[0], 100);
     CHECK(three.generate(100) == again);
 
     SpeculativeDecoder<HashTarget, LastSuccessorDrafter, CasdDrafter, ExactVerifier> custom(target);

@@ -134,7 +134,7 @@ TEST_CASE("pld: hand-made contexts", "[pld]") {
 TEST_CASE("pld combines with other drafters and stays lossless", "[pld][lossless]") {
   HashTarget target(/*vocab_size=*/4, /*seed=*/9);
   for (const Tokens& prompt : {Tokens{0, 1, 2, 3, 0, 1, 2, 3}, Tokens{3}}) {
-    const Tokens greedy = target.greedy(prompt, 400);
+    const Tokens greedy = target.generate(prompt, 400);
     Tokens truth = prompt;
     truth.insert(truth.end(), greedy.begin(), greedy.end());
     SpeculativeDecoder<HashTarget, PldDrafter, CasdDrafter, OracleDrafter, ExactVerifier> dec(

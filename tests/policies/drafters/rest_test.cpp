@@ -197,7 +197,7 @@ TEST_CASE("rest: lossless with the exact verifier on a hash target", "[rest][los
   TokenDocuments docs;
   for (int p = 0; p < 8; ++p) {
     prompts.push_back({p % 48, (p * 7 + 1) % 48, (p * 13 + 5) % 48});
-    const auto greedy = target.greedy(prompts.back(), 120);
+    const auto greedy = target.generate(prompts.back(), 120);
     Words doc(prompts.back().begin(), prompts.back().end());
     doc.insert(doc.end(), greedy.begin(), greedy.end());
     if (p % 2 == 0) docs.add(doc);  // the datastore knows half of the continuations
@@ -207,7 +207,7 @@ TEST_CASE("rest: lossless with the exact verifier on a hash target", "[rest][los
   for (const auto& prompt : prompts) {
     SpeculativeDecoder<HashTarget, RestDrafter, ExactVerifier> decoder(target, {}, RestDrafter(store.ds), ExactVerifier{});
     decoder.prefill(prompt);
-    CHECK(decoder.generate(120) == target.greedy(prompt, 120));
+    CHECK(decoder.generate(120) == target.generate(prompt, 120));
     total.add(decoder.stats());
   }
   WARN("hash target: " << total.tokens - total.steps << " draft tokens accepted of " << total.tokens

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include <specdec/decoder.hpp>
@@ -59,21 +60,21 @@ TEST_CASE("conditional: p(x) > delta, the EOS rule and the top-k rule", "[condit
   const TreeView view = laid.view();
 
   // delta 0.1 accepts nodes 2 and 3; equal depth: the lowest index wins
-  auto v = verify({0.1f, 0, -1}, view, out);
+  auto v = verify({0.1f, 0, core::kNoEos}, view, out);
   CHECK(v.path == std::vector<node_t>{0, 2});
   CHECK(v.next_token == 0);  // greedy after node 2 (its row is the last one: same)
   // delta 0.2: only token 1 (0.3)
-  CHECK(verify({0.2f, 0, -1}, view, out).path == std::vector<node_t>{0, 3});
+  CHECK(verify({0.2f, 0, core::kNoEos}, view, out).path == std::vector<node_t>{0, 3});
   // delta 0.01 accepts all three; still the lowest index
-  CHECK(verify({0.01f, 0, -1}, view, out).path == std::vector<node_t>{0, 1});
+  CHECK(verify({0.01f, 0, core::kNoEos}, view, out).path == std::vector<node_t>{0, 1});
   // EOS = token 2 (p 0.15): the bar is max(0.1, 0.15) and the comparison is strict
   CHECK(verify({0.1f, 0, 2}, view, out).path == std::vector<node_t>{0, 3});
   // EOS = token 3 (p 0.05) is below delta: delta rules
   CHECK(verify({0.1f, 0, 3}, view, out).path == std::vector<node_t>{0, 2});
   // mixed mode: top-2 keeps tokens 0 and 1 only
-  CHECK(verify({0.1f, 2, -1}, view, out).path == std::vector<node_t>{0, 3});
+  CHECK(verify({0.1f, 2, core::kNoEos}, view, out).path == std::vector<node_t>{0, 3});
   // top-1: only the argmax (token 0), which no node carries: nothing accepted
-  v = verify({0.1f, 1, -1}, view, out);
+  v = verify({0.1f, 1, core::kNoEos}, view, out);
   CHECK(v.path == std::vector<node_t>{0});
   CHECK(v.next_token == 0);
 }
@@ -95,9 +96,9 @@ TEST_CASE("conditional: a rejected node's children are not considered; the longe
   laid.tree.add(e, 2);                   // 8: accepted (0.15), depth 3
   const TreeView view = laid.view();
   REQUIRE(view.size == 9);
-  CHECK(verify({0.1f, 0, -1}, view, out).path == std::vector<node_t>{0, 3, 7, 8});
+  CHECK(verify({0.1f, 0, core::kNoEos}, view, out).path == std::vector<node_t>{0, 3, 7, 8});
   // delta 0.2: node 8 (0.15) goes; at depth 2 nodes 5 and 7 tie: the lower index wins
-  CHECK(verify({0.2f, 0, -1}, view, out).path == std::vector<node_t>{0, 3, 5});
+  CHECK(verify({0.2f, 0, core::kNoEos}, view, out).path == std::vector<node_t>{0, 3, 5});
 }
 
 TEST_CASE("conditional: ties between equally deep paths go to the lowest node index", "[conditional]") {
@@ -108,7 +109,7 @@ TEST_CASE("conditional: ties between equally deep paths go to the lowest node in
   const node_t b = laid.tree.add(0, 1);  // 2
   laid.tree.add(b, 0);                   // 3: child of the later parent, lower index
   laid.tree.add(a, 1);                   // 4
-  CHECK(verify({0.1f, 0, -1}, laid.view(), out).path == std::vector<node_t>{0, 2, 3});
+  CHECK(verify({0.1f, 0, core::kNoEos}, laid.view(), out).path == std::vector<node_t>{0, 2, 3});
 }
 
 TEST_CASE("conditional with top-1 accepts only greedy tokens", "[conditional]") {
@@ -121,7 +122,7 @@ TEST_CASE("conditional with top-1 accepts only greedy tokens", "[conditional]") 
   std::size_t longest = 0;
   for (int round = 0; round < 300; ++round) {
     target.prefill(std::span<const token_t>(prompt).first(2));
-    const auto greedy = target.greedy(prompt, 6);
+    const auto greedy = target.generate(prompt, 6);
     const auto random = specdec::testing::random_tree(rng, 1 + static_cast<int>(rng() % 20), 24);
     tree.reset(3);
     node_t node = 0;
@@ -134,11 +135,11 @@ TEST_CASE("conditional with top-1 accepts only greedy tokens", "[conditional]") 
     view.base_position = 2;
     const auto& out = target.forward(view);
     ExactVerifier{}.verify(view, out, exact);
-    ConditionalVerifier({0.0f, 1, -1}).verify(view, out, conditional);
+    ConditionalVerifier({0.0f, 1, core::kNoEos}).verify(view, out, conditional);
     REQUIRE(conditional.path == exact.path);
     REQUIRE(conditional.next_token == exact.next_token);
     // delta near 1: only near-certain greedy tokens, so a prefix of the greedy path
-    ConditionalVerifier({0.999f, 1, -1}).verify(view, out, conditional);
+    ConditionalVerifier({0.999f, 1, core::kNoEos}).verify(view, out, conditional);
     REQUIRE(conditional.path.size() <= exact.path.size());
     REQUIRE(std::equal(conditional.path.begin(), conditional.path.end(), exact.path.begin()));
     longest = std::max(longest, exact.path.size());
@@ -146,9 +147,20 @@ TEST_CASE("conditional with top-1 accepts only greedy tokens", "[conditional]") 
   CHECK(longest >= 4);
 }
 
+TEST_CASE("conditional: the EOS token is required, never silently off", "[conditional][errors]") {
+  static_assert(!std::is_default_constructible_v<ConditionalVerifier>);
+  CHECK_THROWS_WITH(ConditionalVerifier({0.1f, 5}),
+                    "ConditionalVerifier: the EOS token is required (CASD accepts x only when p(x) > p(eos)): set "
+                    "ConditionalParams::eos to the target's, or to core::kNoEos for a target without one");
+  CHECK_THROWS_WITH(ConditionalVerifier(ConditionalParams{}), Catch::Contains("the EOS token is required"));
+  CHECK_THROWS_WITH(ConditionalVerifier({0.1f, 0, -3}), Catch::Contains("eos -3"));
+  CHECK_NOTHROW(ConditionalVerifier({0.1f, 5, 2}));
+  CHECK_NOTHROW(ConditionalVerifier({0.1f, 5, core::kNoEos}));
+}
+
 TEST_CASE("conditional: bad parameters and rows are clear errors", "[conditional][errors]") {
-  CHECK_THROWS_WITH(ConditionalVerifier({1.5f, 0, -1}), Catch::Contains("delta 1.5"));
-  CHECK_THROWS_WITH(ConditionalVerifier({0.1f, -2, -1}), Catch::Contains("top_k -2"));
+  CHECK_THROWS_WITH(ConditionalVerifier({1.5f, 0, core::kNoEos}), Catch::Contains("delta 1.5"));
+  CHECK_THROWS_WITH(ConditionalVerifier({0.1f, -2, core::kNoEos}), Catch::Contains("top_k -2"));
   Laid laid;
   laid.tree.reset(0);
   laid.tree.add(0, 1);
@@ -156,7 +168,7 @@ TEST_CASE("conditional: bad parameters and rows are clear errors", "[conditional
   Verdict verdict;
   ConditionalVerifier eos_outside({0.1f, 0, 7});
   CHECK_THROWS_WITH(eos_outside.verify(view, RowsOutput{{{0.0f, 1.0f}}}, verdict), Catch::Contains("eos token 7"));
-  ConditionalVerifier verifier;
+  ConditionalVerifier verifier({0.1f, 0, core::kNoEos});
   CHECK_THROWS_WITH(verifier.verify(view, RowsOutput{{{0.0f, std::nanf("")}}}, verdict), Catch::Contains("NaN"));
 }
 
@@ -175,7 +187,7 @@ TEST_CASE("conditional in the decoder: tau does not fall as delta falls", "[cond
       }
     };
     SpeculativeDecoder<HashTarget, Repeat, ConditionalVerifier> decoder(target, Repeat{},
-                                                                        ConditionalVerifier({delta, 0, -1}));
+                                                                        ConditionalVerifier({delta, 0, core::kNoEos}));
     decoder.prefill(prompt);
     decoder.generate(300);
     taus.push_back(decoder.stats().tau());

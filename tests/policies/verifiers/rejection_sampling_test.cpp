@@ -415,7 +415,7 @@ TEST_CASE("temperature 0 gives the exact verifier's path and next token", "[reje
   for (int round = 0; round < 300; ++round) {
     target.prefill(std::span<const token_t>(prompt).first(2));  // the root is the prompt's last token
     // a random tree whose first children follow the greedy path, so that paths get long
-    const auto greedy = target.greedy(prompt, 6);
+    const auto greedy = target.generate(prompt, 6);
     const auto random = specdec::testing::random_tree(rng, 1 + static_cast<int>(rng() % 20), 24);
     tree.reset(3);
     node_t node = 0;
@@ -457,7 +457,7 @@ class SamplingChainDrafter {
   void begin(std::span<const token_t>) {}
   void observe(std::span<const token_t>) {}
   void propose(const DraftContext& ctx, DraftTree& tree) {
-    const token_t guess = HashTarget(ctx.vocab_size, 77).greedy(ctx.tokens, 1)[0];
+    const token_t guess = HashTarget(ctx.vocab_size, 77).generate(ctx.tokens, 1)[0];
     std::vector<float> q(ctx.vocab_size);
     for (int v = 0; v < ctx.vocab_size; ++v) q[v] = v == guess ? 0.5f : 0.5f / (ctx.vocab_size - 1);
     node_t node = 0;
@@ -491,7 +491,7 @@ struct UndeclaredSamplingDrafter {
 TEST_CASE("decoder: rejection sampling at temperature 0 equals greedy decoding", "[rejection][decoder][lossless]") {
   HashTarget target(64, 9);
   const std::vector<token_t> prompt = {5, 6, 7};
-  const auto greedy = target.greedy(prompt, 80);
+  const auto greedy = target.generate(prompt, 80);
   std::vector<token_t> reference = prompt;
   reference.insert(reference.end(), greedy.begin(), greedy.end());
   SECTION("one-hot drafts") {

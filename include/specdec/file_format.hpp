@@ -1,0 +1,182 @@
+// What specdec's binary file formats share (token datastore, dense datastore, n-gram model, EAGLE
+// head, llama2.c checkpoint): the checksum, the header checks, size arithmetic that cannot wrap,
+// and the payload checks (ids below a bound, floats finite) that keep a crafted file, whose
+// checksums an attacker recomputes, from passing the checks and reading out of bounds.
+//
+// The rule every reader follows: each count is checked against the others and the layout's sum
+// against the file's real length before anything past the header is read; a sum or product
+// that would pass 2^64 refuses the file (FileLayout) instead of wrapping to a small size.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <new>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <specdec/error.hpp>
+
+namespace specdec {
+
+/// The datastore checksum: 64-bit FNV-1a over 8-byte little-endian words (a last partial word
+/// zero-padded), then the byte count. Word-wise, so hashing a 100M-token file costs one multiply
+/// per 8 bytes.
+class DatastoreChecksum {
+ public:
+  void add(const void* data, std::size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    bytes_ += bytes;
+    if (pending_ > 0) {  // finish a word started by the previous call
+      const std::size_t take = std::min(bytes, 8 - pending_);
+      std::memcpy(buffer_ + pending_, p, take);
+      pending_ += take, p += take, bytes -= take;
+      if (pending_ < 8) return;
+      mix(buffer_);
+      pending_ = 0;
+    }
+    for (; bytes >= 8; p += 8, bytes -= 8) mix(p);
+    std::memcpy(buffer_, p, bytes);
+    pending_ = bytes;
+  }
+  std::uint64_t value() const {
+    DatastoreChecksum copy = *this;
+    if (copy.pending_ > 0) {
+      std::memset(copy.buffer_ + copy.pending_, 0, 8 - copy.pending_);
+      copy.mix(copy.buffer_);
+    }
+    copy.hash_ = (copy.hash_ ^ bytes_) * kPrime;
+    return copy.hash_;
+  }
+
+ private:
+  static constexpr std::uint64_t kPrime = 0x100000001b3ull;
+  void mix(const unsigned char* p) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    hash_ = (hash_ ^ w) * kPrime;
+  }
+  std::uint64_t hash_ = 0xcbf29ce484222325ull;
+  std::uint64_t bytes_ = 0;
+  unsigned char buffer_[8] = {};
+  std::size_t pending_ = 0;
+};
+
+inline std::uint64_t datastore_checksum(const void* data, std::size_t bytes) {
+  DatastoreChecksum sum;
+  sum.add(data, bytes);
+  return sum.value();
+}
+
+/// How much of a memory-mapped file (datastores, n-gram model) opening checks.
+enum class DatastoreVerify {
+  header,  ///< magic, version, sizes, header checksum, offset tables: every access memory-safe
+  full,    ///< also the payload: its checksum and every stored value (ids, positions, finite
+           ///< floats); reads the whole file
+};
+
+/// Byte offsets of a file's arrays laid end to end after its header: take() returns where the
+/// next array starts. A product or sum past 2^64 saturates and marks the layout overflowed, which
+/// check_size refuses: a crafted header cannot wrap its size into the file's real length.
+class FileLayout {
+ public:
+  explicit FileLayout(std::uint64_t header_bytes) : end_(header_bytes) {}
+
+  /// Reserves `count` elements of `element_bytes` each; returns the offset of the first.
+  std::uint64_t take(std::uint64_t count, std::uint64_t element_bytes) {
+    const std::uint64_t here = end_;
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(count, element_bytes, &bytes) || __builtin_add_overflow(end_, bytes, &end_)) {
+      overflowed_ = true;
+      end_ = std::numeric_limits<std::uint64_t>::max();
+    }
+    return here;
+  }
+  std::uint64_t end() const { return end_; }
+  bool overflowed() const { return overflowed_; }
+
+  /// Throws specdec::error starting with `who` unless a file of `file_bytes` holds exactly this
+  /// layout.
+  void check_size(const std::string& who, std::uint64_t file_bytes) const {
+    if (overflowed_) throw error(who + " is damaged: its header's sizes add up to more than 2^64 bytes");
+    if (file_bytes != end_)
+      throw error(who + (file_bytes < end_ ? " is truncated: " : " has trailing bytes: ") + std::to_string(file_bytes) +
+                  " bytes, its header says " + std::to_string(end_));
+  }
+
+ private:
+  std::uint64_t end_;
+  bool overflowed_ = false;
+};
+
+/// Why `path` cannot be opened as a file, for a message ("" when it is a regular file): "no such
+/// file", "is a directory, not a file" or "is not a regular file" (a device, FIFO or socket).
+inline std::string file_problem(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) return "no such file";
+  if (std::filesystem::is_directory(st)) return "is a directory, not a file";
+  if (!std::filesystem::is_regular_file(st)) return "is not a regular file";
+  return "";
+}
+
+namespace detail {
+
+/// The checks every specdec file header shares: magic, version, header size and checksum
+/// (header_checksum(h), found by argument-dependent lookup). `kind` names the format in the error.
+template <class Header>
+void check_file_header(const Header& h, const char (&magic)[8], std::uint32_t version, const char* kind,
+                       const std::string& who) {
+  if (std::memcmp(h.magic, magic, sizeof magic) != 0) throw error(who + " is not a specdec " + kind + " (bad magic)");
+  if (h.version != version)
+    throw error(who + " has format version " + std::to_string(h.version) + ", this build reads version " +
+                std::to_string(version));
+  if (h.header_bytes != sizeof(Header))
+    throw error(who + " has a header of " + std::to_string(h.header_bytes) + " bytes, expected " +
+                std::to_string(sizeof(Header)));
+  if (h.header_checksum != header_checksum(h)) throw error(who + " has a damaged header (header checksum mismatch)");
+}
+
+/// Throws specdec::error starting with `who` unless every value of `values` (an array `what`)
+/// is below `limit`.
+template <class T>
+void check_below(std::span<const T> values, std::uint64_t limit, const std::string& who, const char* what) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (static_cast<std::uint64_t>(values[i]) >= limit)
+      throw error(who + " is damaged: its " + what + " [" + std::to_string(i) + "] is " + std::to_string(values[i]) +
+                  ", not below " + std::to_string(limit));
+}
+
+/// Throws specdec::error starting with `who` unless every value of `values` (an array `what`) is
+/// finite: NaN and +-inf alike (an infinite weight or probability decodes garbage).
+template <class T>
+void check_finite(std::span<const T> values, const std::string& who, const char* what) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      throw error(who + " is damaged: its " + what + " [" + std::to_string(i) + "] is " + std::to_string(values[i]) +
+                  " (not finite)");
+}
+
+/// v.resize(n), with a failed allocation reported as a specdec::error starting with `who`
+/// (a one-line input error, not std::bad_alloc).
+template <class T>
+void resize_or_refuse(std::vector<T>& v, std::uint64_t n, const std::string& who) {
+  try {
+    if (n > v.max_size()) throw std::length_error("too large");
+    v.resize(static_cast<std::size_t>(n));
+  } catch (const std::bad_alloc&) {
+    throw error(who + ": cannot allocate " + std::to_string(n * sizeof(T)) + " bytes");
+  } catch (const std::length_error&) {
+    throw error(who + ": cannot allocate " + std::to_string(n) + " elements of " + std::to_string(sizeof(T)) + " bytes");
+  }
+}
+
+}  // namespace detail
+}  // namespace specdec

@@ -1,0 +1,80 @@
+// The checks every specdec command line (specbench, specdec-datastore, specdec-dense-datastore,
+// specdec-ngram) makes before it starts work: an input that is not a readable regular file is
+// named for what it is, an output that cannot be written is refused before a long run, a closed
+// standard output is refused at once, and a failed write of the results (a full disk) ends in
+// one line and a non-zero exit instead of a silent loss. Each check throws `Error` (the
+// command's one-line input error: specdec::error, or specbench::input_error) naming the value.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include <specdec/error.hpp>
+#include <specdec/file_format.hpp>
+
+namespace specdec::tools {
+
+/// Throws unless `path`, the value of `what` (e.g. "--model"), is a regular file this process can
+/// read: "no such file", "is a directory, not a file", "is not a regular file" or "cannot be
+/// read (Permission denied)".
+template <class Error = specdec::error>
+void check_input_file(const std::filesystem::path& path, const std::string& what) {
+  if (const std::string problem = specdec::file_problem(path); !problem.empty())
+    throw Error(what + " " + path.string() + ": " + problem);
+  if (::access(path.c_str(), R_OK) != 0)
+    throw Error(what + " " + path.string() + ": cannot be read (" + std::strerror(errno) + ")");
+}
+
+/// Throws unless a file can be written at `path`, the value of `what`: not a directory, in a
+/// directory that exists, and writable (the file itself when it exists, else its directory).
+template <class Error = specdec::error>
+void check_output_file(const std::filesystem::path& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(what + " " + path.string() + ": is a directory, not a file");
+  const std::filesystem::path dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+  if (!std::filesystem::is_directory(dir, ec))
+    throw Error(what + " " + path.string() + ": its directory " + dir.string() + " does not exist");
+  const bool exists = std::filesystem::exists(path, ec);
+  if (::access(exists ? path.c_str() : dir.c_str(), W_OK) != 0)
+    throw Error(what + " " + path.string() + ": cannot be written (" + std::strerror(errno) + ")");
+}
+
+/// Throws unless `dir`, the value of `what`, is a writable directory, or can be created as one.
+template <class Error = specdec::error>
+void check_output_directory(const std::filesystem::path& dir, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) return check_output_file<Error>(dir, what);  // its parent must be writable
+  if (!std::filesystem::is_directory(dir, ec)) throw Error(what + " " + dir.string() + ": exists and is not a directory");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Error(what + " " + dir.string() + ": cannot be written (" + std::strerror(errno) + ")");
+}
+
+/// Throws when standard output is closed (`>&-`): checked first, since a file the command opens
+/// next would get its descriptor and receive what is printed.
+template <class Error = specdec::error>
+void check_stdout_open() {
+  if (::fcntl(STDOUT_FILENO, F_GETFD) == -1) throw Error("standard output is closed: nowhere to write the results");
+}
+
+/// Flushes standard output; throws when anything written to it was lost (a full disk, a broken
+/// pipe). The last statement of a command that prints its results.
+template <class Error = specdec::error>
+void finish_stdout() {
+  errno = 0;
+  std::cout.flush();
+  int why = errno;  // the first failed write's reason
+  const bool flushed = std::fflush(stdout) == 0;
+  if (why == 0) why = errno;
+  if (!std::cout || !flushed || std::ferror(stdout))
+    throw Error(std::string("cannot write the results to standard output") +
+                (why != 0 ? std::string(" (") + std::strerror(why) + ")" : std::string()));
+}
+
+}  // namespace specdec::tools
