@@ -1,5 +1,6 @@
 // The checks behind SpeculativeDecoder's static_asserts: when a composition does not model the
 // concepts, each misuse gets one sentence addressed to the type at fault ("In your drafter: ...").
+// A drafter's author runs the drafter's checks alone with specdec::check_drafter (at the end).
 //
 // Rules that keep it to one sentence per misuse:
 //  - the order of the policies is checked first (the verifier must be last), so that a misplaced
@@ -224,8 +225,12 @@ constexpr bool check_target() {
 
 // ---- drafters ------------------------------------------------------------------------------
 
-template <class D>
+// The parameter is named YourDrafter so that the compiler's "In instantiation of ... [with
+// YourDrafter = ...]" line above each sentence names the user's type (a C++20 static_assert
+// message is a string literal and cannot).
+template <class YourDrafter>
 constexpr bool check_drafter() {
+  using D = YourDrafter;
   constexpr bool movable = std::move_constructible<D>;
   static_assert(movable, "In your drafter: the type must be move-constructible.");
   constexpr bool propose_ok = requires(D& d, const DraftContext& ctx, DraftTree& tree) { d.propose(ctx, tree); };
@@ -233,14 +238,22 @@ constexpr bool check_drafter() {
   if constexpr (drafter_traits<D>::needs_target_features) {
     constexpr bool has_begin = requires(D& d, std::span<const token_t> p, const TargetFeatures& f) { d.begin(p, f); };
     constexpr bool has_observe = requires(D& d, std::span<const token_t> t, const TargetFeatures& f) { d.observe(t, f); };
-    static_assert(has_begin,
+    static_assert(has_begin || has_member_begin<D>(),
                   "In your feature drafter (needs_target_features): `void begin(std::span<const "
                   "specdec::token_t> prompt, const specdec::TargetFeatures& prompt_features)` is missing; "
                   "it is called when a new sequence starts.");
-    static_assert(has_observe,
+    static_assert(has_begin || !has_member_begin<D>(),
+                  "In your feature drafter (needs_target_features): `begin` has the wrong signature; "
+                  "declare it as `void begin(std::span<const specdec::token_t> prompt, const "
+                  "specdec::TargetFeatures& prompt_features)`.");
+    static_assert(has_observe || has_member_observe<D>(),
                   "In your feature drafter (needs_target_features): `void observe(std::span<const "
                   "specdec::token_t> committed, const specdec::TargetFeatures& features)` is missing; it "
                   "is told each step's committed tokens with the target's features of their positions.");
+    static_assert(has_observe || !has_member_observe<D>(),
+                  "In your feature drafter (needs_target_features): `observe` has the wrong signature; "
+                  "declare it as `void observe(std::span<const specdec::token_t> committed, const "
+                  "specdec::TargetFeatures& features)`.");
     begin_ok = has_begin;
     observe_ok = has_observe;
   } else {
@@ -395,3 +408,20 @@ constexpr bool check_batch_decoder(type_list<Ds...>, V*) {
 }
 
 }  // namespace specdec::detail
+
+namespace specdec {
+
+/// The worded checks of one drafter, for the end of its header:
+///   static_assert(specdec::check_drafter<MyDrafter>());
+/// Where `static_assert(specdec::Drafter<MyDrafter>)` says only "static assertion failed" and
+/// dumps the concept, each misuse here stops the compilation with the sentence the decoder would
+/// give (`In your drafter: ...`; the line above it names the type: `[with YourDrafter =
+/// MyDrafter]`). It returns true, so that a failed check gives that one error and no second
+/// "static assertion failed"; whenever the program compiles, MyDrafter models specdec::Drafter.
+template <class YourDrafter>
+constexpr bool check_drafter() {
+  detail::check_drafter<YourDrafter>();
+  return true;
+}
+
+}  // namespace specdec

@@ -124,7 +124,7 @@ void check_random_contexts(std::uint64_t seed) {
   }
 }
 
-// The minimal drafter of docs/drafters.md ("Writing a drafter"), combined with CASD below.
+// The minimal drafter of docs/writing_a_drafter.md ("A complete example"), combined with CASD below.
 // [custom_drafter]
 /// Drafts a chain by following, from the root, the token that came after each token last time.
 class LastSuccessorDrafter {
@@ -163,7 +163,7 @@ class LastSuccessorDrafter {
   token_t last_ = -1;
 };
 
-static_assert(Drafter<LastSuccessorDrafter>);
+static_assert(check_drafter<LastSuccessorDrafter>());
 // [custom_drafter]
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Must not compile: a feature drafter (needs_target_features) with the plain observe(committed)
-// only. The expected error tells its author which overload is missing.
+// only. The expected error says that observe has the wrong signature (not that it is missing),
+// shows the one a feature drafter declares, and the line above it names the drafter.
 #include <specdec/decoder.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/targets/llama2c.hpp>
