@@ -1,10 +1,10 @@
 // Regenerates the tree drafters' scoring weights (the k...Weights initialisers in
-// policies/drafters/context_tree.hpp) from the Spec-Bench replay data, as docs/drafters.md
-// describes: at every answer position of every turn (its stop token included), in file order,
-// the candidates the drafter collects for the context at that point, labelled by whether they are
-// the recorded next token, fit a logistic regression (Newton's method). The drafters run with
-// their default options, and the history drafter keeps its history across turns, as specbench's
-// does.
+// policies/drafters/context_tree.hpp) from the Spec-Bench replay data, as
+// docs/drafters/context_tree.md describes: at every answer position of every turn (its stop token
+// included), in file order, the candidates the drafter collects for the context at that point,
+// labelled by whether they are the recorded next token, fit a logistic regression (Newton's
+// method). The drafters run with their default options, and the history drafter keeps its history
+// across turns, as specbench's does.
 //
 // Prints the four initialisers ready to paste, and on stderr the mean log-likelihood of a 2-fold
 // cross-validation (fitted on the odd question ids, evaluated on the even ones, and the other way

@@ -41,7 +41,8 @@ int run(int argc, char** argv) {
   const auto tokenizer = Llama2cTokenizer::load(tokenizer_path, target_model->config().vocab_size);
 
   // The second stage: a Katz trigram model of text the draft model wrote. Here a few of its
-  // greedy stories; specdec-ngram builds one from a large corpus sampled from it (docs/drafters.md).
+  // greedy stories; specdec-ngram builds one from a large corpus sampled from it
+  // (docs/drafters/ngram.md).
   TokenDocuments samples;
   Llama2cTarget writer(draft_model);
   for (const char* opening : {"Once upon a time", "Lily and Ben", "The dog", "One day, a little girl", "Tom was sad"}) {

@@ -9,10 +9,10 @@
 // child; a logistic model of that evidence (match length, counts, distinct continuations, how much
 // longer the longest match is, the token's frequency and recency) estimates the probability that
 // the target produces it. The weights were fitted by logistic regression on the next tokens of
-// the Spec-Bench replay (see docs/drafters.md); they give calibrated estimates, so a node's score,
-// the product of the estimates along its path, estimates the probability that the target accepts
-// the node. The tree grows best first: the highest-scoring candidate anywhere in the tree is
-// added next, until the node budget is spent.
+// the Spec-Bench replay (see docs/drafters/context_tree.md); they give calibrated estimates, so a
+// node's score, the product of the estimates along its path, estimates the probability that the
+// target accepts the node. The tree grows best first: the highest-scoring candidate anywhere in
+// the tree is added next, until the node budget is spent.
 #pragma once
 
 #include <algorithm>
@@ -42,7 +42,7 @@ struct TreeHistory {
   std::uint64_t version = 0;  ///< counts changes; a drafter's matches into an older one are redone
 };
 
-/// Options of the tree drafters (defaults are what docs/drafters.md reports).
+/// Options of the tree drafters (defaults are what docs/drafters/context_tree.md reports).
 struct ContextTreeOptions {
   /// Most draft nodes per step. By default only the decoder's budget (DraftContext::budget,
   /// DecoderOptions::budget = 64 unless set) caps the tree, so one setting sizes it.
@@ -167,8 +167,8 @@ class ContextTreeDrafter {
   // Fitted by logistic regression (Newton's method) on every next token of the 560 Spec-Bench
   // turns (Vicuna-7B replay): the candidates collect() finds for the context at that point, with
   // the root's settings (k...Weights) and with a deeper node's (k...NodeWeights).
-  // bench/fit_tree_weights regenerates them (docs/drafters.md). Without history the history
-  // features are 0 and their weights unused.
+  // bench/fit_tree_weights regenerates them (docs/drafters/context_tree.md). Without history the
+  // history features are 0 and their weights unused.
   static constexpr Weights kContextWeights = {
       -1.2502f, 0.3935f, 0.9703f, -0.5845f, -0.374f, -0.9042f, 0.2099f, -0.0768f, 0.0188f, 0.0938f,
       0.0689f, 0.7735f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};

@@ -1,5 +1,5 @@
 // DresdDrafter ("dresd"): DReSD (dense retrieval for speculative decoding), drafts retrieved by
-// the target's own hidden state instead of REST's exact token match (docs/drafters.md, "DReSD").
+// the target's own hidden state instead of REST's exact token match (docs/drafters/dresd.md).
 //
 // Rule: the query is the feature of the last position the target has read (the last row
 // observe() was told), the state from which the target chose the root; it is projected as the

@@ -1,4 +1,4 @@
-// specdec-datastore: builds, inspects and checks REST token datastores (docs/drafters.md, "REST").
+// specdec-datastore: builds, inspects and checks REST token datastores (docs/drafters/rest.md).
 //
 //   specdec-datastore build --out DS [--tokens FILE]... [--jsonl FILE --tokenizer MODEL]...
 //                           [--questions Q --answers A --parity odd|even --tokenizer MODEL]

@@ -1,5 +1,5 @@
 // specdec-dense-datastore: builds, inspects and measures DReSD's dense datastores
-// (docs/drafters.md, "DReSD").
+// (docs/drafters/dresd.md).
 //
 //   specdec-dense-datastore build --tokens TOKENS --features FEATURES --out DS [--key-dim L]
 //                                 [--sample S] [--seed S] [--vocab N]

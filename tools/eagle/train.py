@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Trains an EAGLE-1/2 draft head for a llama2.c checkpoint and writes a specdec head file
-(format v1, include/specdec/models/eagle_head.hpp; docs/drafters.md "EAGLE-2").
+(format v1, include/specdec/models/eagle_head.hpp; docs/drafters/eagle.md).
 
 Data: a corpus written by `specbench corpus --out DIR --features` with the same checkpoint:
 DIR/tokens.bin (u32 ids, 0xFFFFFFFF after each story) and DIR/features.f32 (the target's feature,

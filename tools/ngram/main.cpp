@@ -1,5 +1,5 @@
 // specdec-ngram: builds and inspects the Katz back-off trigram models NgramDrafter drafts from
-// (docs/drafters.md, "n-gram").
+// (docs/drafters/ngram.md).
 //
 //   specdec-ngram build --corpus DIR_OR_FILE --out MODEL [--vocab N] [--max-tokens N] [--cutoff K]
 //   specdec-ngram info MODEL [--verify] [--heldout DIR_OR_FILE] [--max-tokens N]

@@ -1,7 +1,7 @@
 // Building a TokenDatastore file from token documents: the suffix array and the file writer.
 // Needs libdivsufsort (Debian libdivsufsort-dev, link -ldivsufsort); reading a datastore does not.
 //
-// Two suffix sorts (docs/drafters.md compares them at 10M and 100M tokens):
+// Two suffix sorts (docs/drafters/rest.md compares them at 10M and 100M tokens):
 //  - divsufsort: libdivsufsort sorts bytes, so the text is written big-endian, 4 bytes per token;
 //    byte order then equals token order on suffixes that start at a multiple of 4, and the suffix
 //    array of tokens is the byte suffix array's aligned entries divided by 4. Memory: 4 + 16 bytes

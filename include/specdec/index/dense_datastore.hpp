@@ -1,4 +1,4 @@
-// DenseDatastore: DReSD's datastore (docs/drafters.md, "DReSD"). One key per stored token: the
+// DenseDatastore: DReSD's datastore (docs/drafters/dresd.md). One key per stored token: the
 // target's feature at that token's position, z-normalised, projected on the first key_dim
 // principal components and L2-normalised; its value is the document's text after that position.
 // One file, memory-mapped read-only and shared by every decoder that drafts from it.

@@ -1,5 +1,5 @@
 // Nearest-neighbour search over a DenseDatastore's keys, by inner product (= cosine: keys and
-// queries are L2-normalised). One interface, backends chosen at run time (docs/drafters.md, "DReSD"):
+// queries are L2-normalised). One interface, backends chosen at run time (docs/drafters/dresd.md):
 //   ExactDenseSearch     every key scored on the host, the k best kept (this header);
 //   FaissDenseSearch     FAISS's flat, HNSW and IVF indexes (faiss_search.hpp; links FAISS);
 //   GpuFlatDenseSearch   every key scored on a CUDA device (cuBLAS), the k best selected there

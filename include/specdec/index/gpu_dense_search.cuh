@@ -1,5 +1,5 @@
 // GpuFlatDenseSearch: the exact search of a DenseDatastore on a CUDA device (DenseSearch's
-// backend "gpu-flat"; docs/drafters.md, "DReSD"). Include it from a CUDA translation unit (nvcc);
+// backend "gpu-flat"; docs/drafters/dresd.md). Include it from a CUDA translation unit (nvcc);
 // link CUDA::cudart and CUDA::cublas.
 //
 // The keys (keys × key_dim floats) are uploaded once, when the search is constructed. A search of

@@ -3,8 +3,8 @@
 //
 // Counting sorts: every bigram of the text as a 64-bit key, every trigram as three 32-bit ids, so
 // a build needs about 8 + 12 bytes per token beside the text and is dominated by the two sorts
-// (measured in docs/drafters.md). The estimates then take one pass per order, lower orders first:
-// a context's back-off weight needs the lower order's final probabilities of what it saw.
+// (measured in docs/drafters/ngram.md). The estimates then take one pass per order, lower orders
+// first: a context's back-off weight needs the lower order's final probabilities of what it saw.
 #pragma once
 
 #include <algorithm>
