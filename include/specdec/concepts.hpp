@@ -17,7 +17,8 @@
 //
 // This is the one header a policy or target author needs (with DraftContext, DraftTree, TreeView
 // and Verdict); it stays small: the backend operations and the sampling code are not included.
-// The checks that explain a failed concept in words are in checks.hpp (the decoder includes them).
+// The checks that explain a failed concept in words are in checks.hpp (the decoder includes them;
+// a drafter's author runs them with static_assert(specdec::check_drafter<MyDrafter>())).
 #pragma once
 
 #include <concepts>
