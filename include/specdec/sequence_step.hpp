@@ -184,6 +184,7 @@ class SequenceStep<type_list<Drafters...>> {
   int cached() const { return cached_; }
   int vocab() const { return vocab_; }
   const DecodeStats& stats() const { return stats_; }
+  DecodeStats& stats() { return stats_; }
   const DraftTree& tree() const { return merger_.tree(); }
   const Verdict& verdict() const { return verdict_; }
   Verdict& verdict() { return verdict_; }
