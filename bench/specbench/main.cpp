@@ -1,6 +1,7 @@
 // specbench: replays real greedy LLM answers (replay, compare) or decodes with a real llama2.c model
 // (model) with drafter combinations, and reports τ, drafting cost, which drafter earned the
-// accepted tokens and, for a model, the speed next to plain decoding. See docs/specbench.md.
+// accepted tokens and, for a model, the speed next to plain decoding; with --batch, many requests at
+// once, plain and speculative side by side per batch size. See docs/specbench.md.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
