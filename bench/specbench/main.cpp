@@ -1,6 +1,7 @@
 // specbench: replays real greedy LLM answers (replay, compare) or decodes with a real llama2.c model
 // (model) with drafter combinations, and reports τ, drafting cost, which drafter earned the
-// accepted tokens and, for a model, the speed next to plain decoding. See docs/specbench.md.
+// accepted tokens and, for a model, the speed next to plain decoding; with --batch, many requests at
+// once, plain and speculative side by side per batch size. See docs/specbench.md.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -21,6 +22,7 @@
 
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
+#include "batch.hpp"
 #include "chat_template.hpp"
 #include "common/cli_checks.hpp"
 #include "common/dense_search_options.hpp"
@@ -91,6 +93,7 @@ struct ReplayArgs {
   std::vector<std::string> drafters;
   std::string timed_model;   ///< --timed-model M: measured time
   int threads = 1;
+  std::string batch;         ///< --batch B[,B...]: batched decoding, plain and speculative
 };
 
 /// Accepts a whole number >= `least`; CLI11 reports "--OPTION: <message>".
@@ -104,6 +107,20 @@ CLI::Validator whole_number_at_least(long least) {
         return {};
       },
       "INT>=" + std::to_string(least));
+}
+
+/// Accepts a --batch list (parse_batch_sizes).
+CLI::Validator batch_sizes() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          parse_batch_sizes(text);
+        } catch (const input_error& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "B[,B...]");
 }
 
 /// rest's options; with `features`, also those of the feature drafters (dresd, eagle: `model` only).
@@ -244,6 +261,7 @@ struct ModelArgs {
   ResourceArgs resources;
   std::string json;
   std::string plot;
+  std::string batch;  ///< --batch B[,B...]: batched decoding, plain and speculative
 };
 
 /// Accepts a finite number in [low, high] (open at `low` when low_open).
@@ -286,8 +304,43 @@ ModelBench load_model_bench(const ModelArgs& a, std::optional<specdec::Llama2cTo
   return make_model_bench(std::move(model), *tokenizer, tasks, a.max_new_tokens, a.max_prompts, &clamped);
 }
 
+/// The combination's batch runners; input_error when a drafter reads the target's features.
+const BatchRunners& batch_of(const Combination& c) {
+  if (!c.batch.model)
+    throw input_error("the combination " + c.name() + " reads the target's features, which batched decoding does "
+                      "not pass yet: run it without --batch");
+  return c.batch;
+}
+
+/// Writes what a --batch run measured: the table, --json, --plot. Returns the exit code.
+int report_batch(const BatchReport& report, const std::string& json, const std::string& plot) {
+  print_batch_report(std::cout, report);
+  if (!json.empty()) write_file(json, to_json(report).dump(2) + "\n");
+  if (!plot.empty()) write_file(plot, batch_svg(report));
+  return report.lossless() ? 0 : 1;
+}
+
+int run_model_batch(const ModelArgs& a) {
+  const BatchRunners& runners = batch_of(find_combination(a.drafters));
+  if (a.verifier != "exact") throw input_error("--batch: runs with --verifier exact only");
+  int clamped = 0;
+  std::optional<specdec::Llama2cTokenizer> tokenizer;
+  const ModelBench bench = load_model_bench(a, tokenizer, clamped);
+  if (clamped > 0)
+    std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
+                             a.max_new_tokens, clamped);
+  const BatchOptions options{parse_batch_sizes(a.batch), a.budget, a.resources.resources()};
+  const specdec::Llama2cConfig& c = bench.model->config();
+  BatchReport report{runners.model(bench, options), "model",
+                     fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions; one thread", c.dim,
+                                 c.n_layers, c.n_heads, c.vocab_size, c.seq_len),
+                     model_batch_target_description, a.budget};
+  return report_batch(report, a.json, a.plot);
+}
+
 int run_model(const ModelArgs& a) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
+  if (!a.batch.empty()) return run_model_batch(a);
   const Combination& combination = find_combination(a.drafters);
   ModelOptions options;
   options.budget = a.budget;
@@ -349,7 +402,12 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
   add_resource_options(cmd, a.resources, true);
   cmd.add_option("--show", a.show, "Print the first N prompts and their continuations")->check(whole_number_at_least(1));
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
-  cmd.add_option("--plot", a.plot, "Write the accepted-length histogram as an SVG bar chart");
+  cmd.add_option("--plot", a.plot, "Write the accepted-length histogram as an SVG bar chart (with --batch: throughput "
+                                   "against B)");
+  cmd.add_option("--batch", a.batch, "Decode the prompts B at a time, plainly and speculatively, for each B of the list "
+                                     "(e.g. 1,2,4,8; at most " + std::to_string(max_batch_size) + "; exact verifier)")
+      ->check(batch_sizes())
+      ->excludes("--show");
 }
 
 /// The options of `corpus`.
@@ -480,8 +538,23 @@ std::unique_ptr<ModelCoster> timed_coster(const ReplayArgs& r, const DataArgs& a
   return std::make_unique<ModelCoster>(make_llama_target(std::move(model), r.threads));
 }
 
-void run_replay(const DataArgs& a, const ReplayArgs& r) {
+int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
+  const Combination& combination = find_combination(r.drafters);
+  replay_of(combination);
+  const BatchRunners& runners = batch_of(combination);
+  const Corpus corpus = load_corpus(a);
+  report_token_counts(corpus);
+  const BatchOptions options{parse_batch_sizes(r.batch), a.budget, a.drafters.resources()};
+  BatchReport report{runners.replay(corpus, options), "replay",
+                     "Spec-Bench replay: acceptance from the recorded answers, no model runs (seconds are drafting "
+                     "and bookkeeping only; fwd is what a model would run)",
+                     "ReplayBatchTarget: one ReplayTarget per request (PerSlotTarget<ReplayTarget>)", a.budget};
+  return report_batch(report, a.json, a.plot);
+}
+
+int run_replay(const DataArgs& a, const ReplayArgs& r) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
+  if (!r.batch.empty()) return run_replay_batch(a, r);
   const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
   const std::optional<CostTable> table = load_cost_table(a);
@@ -501,6 +574,7 @@ void run_replay(const DataArgs& a, const ReplayArgs& r) {
   print_report(std::cout, report);
   if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
   if (!a.plot.empty()) write_file(a.plot, histogram_svg(report));
+  return 0;
 }
 
 void run_compare(const DataArgs& a, const std::vector<std::string>& names) {
@@ -596,7 +670,8 @@ int main(int argc, char** argv) {
   replay->add_option("--drafter", replay_only.drafters, "Drafter name(s); all of them combine into one decoder "
                                                         "(repeatable)")
       ->required();
-  replay->add_option("--plot", replay_args.plot, "Write the accepted-length histogram as an SVG bar chart");
+  replay->add_option("--plot", replay_args.plot, "Write the accepted-length histogram as an SVG bar chart (with "
+                                                "--batch: throughput against B)");
   auto* timed = replay->add_option("--timed-model", replay_only.timed_model,
                                    "llama2.c checkpoint (vocabulary >= the replay's) that also runs every step, timed, "
                                    "next to plain decoding of the same tokens");
@@ -604,6 +679,12 @@ int main(int argc, char** argv) {
       ->check(whole_number_at_least(1))
       ->needs(timed);
   timed->excludes(replay->get_option("--cost"));
+  replay->add_option("--batch", replay_only.batch, "Replay the turns B at a time, plainly and speculatively, for each "
+                                                   "B of the list (e.g. 1,2,4,8; at most " +
+                                                       std::to_string(max_batch_size) + ")")
+      ->check(batch_sizes())
+      ->excludes(timed)
+      ->excludes("--cost");
 
   DataArgs compare_args;
   std::vector<std::string> combos;
@@ -640,7 +721,7 @@ int main(int argc, char** argv) {
   try {
     specdec::tools::check_stdout_open<input_error>();
     int code = 0;
-    if (replay->parsed()) run_replay(replay_args, replay_only);
+    if (replay->parsed()) code = run_replay(replay_args, replay_only);
     else if (compare->parsed()) run_compare(compare_args, combos);
     else if (model->parsed()) code = run_model(model_args);
     else if (corpus->parsed()) code = run_corpus(corpus_args);

@@ -11,16 +11,16 @@ namespace specbench {
 namespace {
 
 template <class... Drafters>
-Combination combination(specdec::detail::type_list<Drafters...>, const ModelRunners& model) {
+Combination combination(specdec::detail::type_list<Drafters...>, const ModelRunners& model, const BatchRunners& batch) {
   // The replay target has no features: feature drafters run in `model` only.
   if constexpr ((specdec::drafter_traits<Drafters>::needs_target_features || ...))
-    return {{specdec::drafter_name<Drafters>()...}, nullptr, model};
-  else return {{specdec::drafter_name<Drafters>()...}, &replay<Drafters...>, model};
+    return {{specdec::drafter_name<Drafters>()...}, nullptr, model, batch};
+  else return {{specdec::drafter_name<Drafters>()...}, &replay<Drafters...>, model, batch};
 }
 
 template <class... Lists, std::size_t... I>
 std::vector<Combination> all_combinations(specdec::detail::type_list<Lists...>, std::index_sequence<I...>) {
-  return {combination(Lists{}, model_runners()[I])...};
+  return {combination(Lists{}, model_runners()[I], batch_runners()[I])...};
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "batch.hpp"
 #include "model.hpp"
 #include "replay.hpp"
 
@@ -18,11 +19,21 @@ using ModelRunners = std::array<ModelRunner, 3>;
 /// The model runners of every registered combination, in list order (registry_model.cpp).
 const std::vector<ModelRunners>& model_runners();
 
+/// decode_model_batch and replay_batch of a combination (exact verifier); null when a drafter reads
+/// the target's features, which SpeculativeBatch does not pass yet.
+struct BatchRunners {
+  BatchRun (*model)(const ModelBench&, const BatchOptions&);
+  BatchRun (*replay)(const Corpus&, const BatchOptions&);
+};
+/// The batch runners of every registered combination, in list order (registry_batch.cpp).
+const std::vector<BatchRunners>& batch_runners();
+
 struct Combination {
   std::vector<std::string> drafters;  ///< the drafters' names, in template order
   /// Null when a drafter reads the target's features (the replay target has none).
   ReplayRun (*replay)(const Corpus&, const ReplayOptions&);
   ModelRunners model;
+  BatchRunners batch;
   /// "pld,casd": the drafters' names joined by commas.
   std::string name() const;
 };

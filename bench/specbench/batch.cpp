@@ -1,0 +1,217 @@
+#include "batch.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "input_error.hpp"
+
+namespace specbench {
+
+ModelBatchTarget make_model_batch_target(std::shared_ptr<const specdec::Llama2cModel> model, int slots) {
+  std::vector<specdec::Llama2cTarget> targets;
+  targets.reserve(static_cast<std::size_t>(slots));
+  for (int s = 0; s < slots; ++s) targets.emplace_back(model);
+  return ModelBatchTarget(std::move(targets));
+}
+
+const char* const model_batch_target_description =
+    "PerSlotTarget<Llama2cTarget>: one forward per request per step, weights shared but read once per request";
+
+ReplayBatchTarget::ReplayBatchTarget(int slots, int vocab_size, token_t stop_token)
+    : targets_(std::vector<specdec::ReplayTarget>(static_cast<std::size_t>(slots),
+                                                  specdec::ReplayTarget({stop_token}, vocab_size, stop_token))),
+      stop_(stop_token) {}
+
+std::vector<int> parse_batch_sizes(std::string_view text) {
+  const auto bad = [&] {
+    return input_error(fmt::format("expected batch sizes: whole numbers in [1, {}], comma-separated, got '{}'",
+                                   max_batch_size, text));
+  };
+  std::vector<int> sizes;
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t comma = std::min(text.find(',', from), text.size());
+    const std::string_view item = text.substr(from, comma - from);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 1 || value > max_batch_size)
+      throw bad();
+    if (std::find(sizes.begin(), sizes.end(), value) != sizes.end())
+      throw input_error(fmt::format("batch size {} is listed twice in '{}'", value, text));
+    sizes.push_back(value);
+    if (comma == text.size()) break;
+    from = comma + 1;
+  }
+  std::sort(sizes.begin(), sizes.end());
+  return sizes;
+}
+
+bool BatchReport::lossless() const {
+  return std::all_of(run.rows.begin(), run.rows.end(), [&](const BatchRow& r) { return r.equal_to_plain == run.requests; });
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& d : names) out += (out.empty() ? "" : ",") + d;
+  return out;
+}
+
+double mean(double sum, int count) { return count > 0 ? sum / count : 0.0; }
+double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+nlohmann::ordered_json pass_json(const BatchPass& p, int requests) {
+  return {{"tokens", p.tokens},
+          {"forwards", p.forwards},
+          {"seconds", p.seconds},
+          {"tokens_per_second", p.tokens_per_second()},
+          {"mean_latency_seconds", mean(p.latency_seconds, requests)},
+          {"mean_latency_forwards", mean(static_cast<double>(p.latency_forwards), requests)},
+          {"tau", p.tau()}};
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void print_batch_report(std::ostream& out, const BatchReport& r) {
+  out << fmt::format("specbench {} --batch: drafters {} (budget {}), {} requests, exact verifier\n", r.command,
+                     joined(r.run.drafters), r.budget, r.run.requests);
+  out << fmt::format("{}\ntarget: {}\n", r.source, r.target);
+  out << "  B: requests decoded at once (a new one joins as one finishes); tok/s: new tokens of all requests / wall "
+         "time of the pass;\n  lat s: mean seconds from a request's add() to its finish; fwd: "
+         "batched target forwards;\n  plain: roots only; ratio: speculative / plain tok/s; fwd ratio: plain / "
+         "speculative forwards\n\n";
+  out << fmt::format("{:>5} {:>12} {:>12} {:>7} {:>11} {:>11} {:>7} {:>10} {:>10} {:>9}\n", "B", "plain tok/s",
+                     "spec tok/s", "ratio", "plain lat s", "spec lat s", "tau", "plain fwd", "spec fwd", "fwd ratio");
+  for (const BatchRow& row : r.run.rows) {
+    out << fmt::format(
+        "{:>5} {:>12.0f} {:>12.0f} {:>7.3f} {:>11.4g} {:>11.4g} {:>7.3f} {:>10} {:>10} {:>9.3f}\n",
+        row.batch, row.plain.tokens_per_second(), row.speculative.tokens_per_second(),
+        ratio(row.speculative.tokens_per_second(), row.plain.tokens_per_second()),
+        mean(row.plain.latency_seconds, r.run.requests), mean(row.speculative.latency_seconds, r.run.requests),
+        row.speculative.tau(),
+                       row.plain.forwards, row.speculative.forwards,
+                       ratio(static_cast<double>(row.plain.forwards), static_cast<double>(row.speculative.forwards)));
+  }
+  if (r.lossless()) {
+    out << fmt::format("lossless: every request's speculative output equals its plain output ({} requests, at every B)\n",
+                       r.run.requests);
+  } else {
+    for (const BatchRow& row : r.run.rows)
+      if (row.equal_to_plain != r.run.requests)
+        out << fmt::format("NOT LOSSLESS: B = {}: the speculative output equals the plain output for {} of {} requests\n",
+                           row.batch, row.equal_to_plain, r.run.requests);
+  }
+}
+
+nlohmann::ordered_json to_json(const BatchReport& r) {
+  nlohmann::ordered_json j;
+  j["drafters"] = r.run.drafters;
+  j["budget"] = r.budget;
+  j["requests"] = r.run.requests;
+  j["source"] = r.source;
+  j["target"] = r.target;
+  j["rows"] = nlohmann::ordered_json::array();
+  for (const BatchRow& row : r.run.rows) {
+    j["rows"].push_back({{"batch", row.batch},
+                         {"plain", pass_json(row.plain, r.run.requests)},
+                         {"speculative", pass_json(row.speculative, r.run.requests)},
+                         {"ratio", ratio(row.speculative.tokens_per_second(), row.plain.tokens_per_second())},
+                         {"forward_ratio", ratio(static_cast<double>(row.plain.forwards),
+                                                 static_cast<double>(row.speculative.forwards))},
+                         {"equal_to_plain", row.equal_to_plain}});
+  }
+  j["lossless"] = r.lossless();
+  return j;
+}
+
+std::string batch_svg(const BatchReport& r) {
+  constexpr double width = 760, height = 480, left = 80, right = 170, top = 60, bottom = 60;
+  constexpr const char* plain_color = "#4e79a7";
+  constexpr const char* speculative_color = "#f28e2b";
+  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  const auto& rows = r.run.rows;
+  const double lx0 = rows.empty() ? 0.0 : std::log2(rows.front().batch);
+  const double lx1 = rows.empty() ? 0.0 : std::log2(rows.back().batch);
+  double y_top = 0;
+  for (const BatchRow& row : rows)
+    y_top = std::max({y_top, row.plain.tokens_per_second(), row.speculative.tokens_per_second()});
+  // A round step of 1, 2 or 5 times a power of ten, about five ticks.
+  const double raw = std::max(y_top, 1.0) / 5.0;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = magnitude * (raw <= magnitude ? 1 : raw <= 2 * magnitude ? 2 : raw <= 5 * magnitude ? 5 : 10);
+  const double y_max = step * std::ceil(std::max(y_top, 1.0) / step);
+  const auto x_of = [&](double b) {
+    return left + (lx1 > lx0 ? plot_w * (std::log2(b) - lx0) / (lx1 - lx0) : plot_w / 2);
+  };
+  const auto y_of = [&](double v) { return top + plot_h * (1.0 - v / y_max); };
+
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      width, height);
+  svg += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">Throughput against batch size: "
+                     "{} (budget {})</text>\n",
+                     left + plot_w / 2, xml_escape(joined(r.run.drafters)), r.budget);
+  svg += fmt::format("<text x=\"{}\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n", left + plot_w / 2,
+                     xml_escape(fmt::format("specbench {}, {} requests; {}", r.command, r.run.requests, r.source)));
+  for (double v = 0; v <= y_max * (1 + 1e-9); v += step) {
+    svg += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", left, left + plot_w,
+                       y_of(v), y_of(v));
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", left - 6, y_of(v) + 4, v);
+  }
+  for (const BatchRow& row : rows) {
+    svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#eee\"/>\n", x_of(row.batch),
+                       top, top + plot_h);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x_of(row.batch),
+                       top + plot_h + 16, row.batch);
+  }
+  const auto series = [&](const char* name, const char* color, auto pass_of, double legend_y) {
+    std::string points;
+    for (const BatchRow& row : rows)
+      points += fmt::format("{:.1f},{:.1f} ", x_of(row.batch), y_of(pass_of(row).tokens_per_second()));
+    svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", points, color);
+    for (const BatchRow& row : rows) {
+      const BatchPass& p = pass_of(row);
+      svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"><title>{}, B = {}: {:.0f} tokens/s, "
+                         "mean latency {:.4f} s, tau {:.3f}</title></circle>\n",
+                         x_of(row.batch), y_of(p.tokens_per_second()), color, name, row.batch, p.tokens_per_second(),
+                         mean(p.latency_seconds, r.run.requests), p.tau());
+    }
+    svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2\"/>\n",
+                       left + plot_w + 15, left + plot_w + 35, legend_y, color);
+    svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", left + plot_w + 40, legend_y + 4, name);
+  };
+  series("plain", plain_color, [](const BatchRow& row) -> const BatchPass& { return row.plain; }, top + 10);
+  series("speculative", speculative_color, [](const BatchRow& row) -> const BatchPass& { return row.speculative; },
+         top + 30);
+  svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"black\"/>\n", left, left + plot_w,
+                     top + plot_h);
+  svg += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"black\"/>\n", left, top, top + plot_h);
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">B: requests decoded at once (log scale)</text>\n",
+                     left + plot_w / 2, height - 18);
+  svg += fmt::format("<text transform=\"translate(20 {}) rotate(-90)\" text-anchor=\"middle\">generated tokens/s, all "
+                     "requests</text>\n",
+                     top + plot_h / 2);
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace specbench

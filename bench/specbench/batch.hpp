@@ -1,0 +1,270 @@
+// `specbench model --batch` and `specbench replay --batch`: the prompts (or turns) decoded B at a
+// time by SpeculativeBatch, a new request joining as soon as one finishes, plainly (roots only)
+// and speculatively, side by side for each B. Defined here, instantiated once per combination in
+// registry_batch.cpp. See docs/specbench.md, "--batch".
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <specdec/batch_decoder.hpp>
+#include <specdec/policies/verifiers/exact.hpp>
+#include <specdec/targets/llama2c.hpp>
+#include <specdec/targets/per_slot.hpp>
+#include <specdec/targets/replay_target.hpp>
+
+#include "corpus.hpp"
+#include "model.hpp"
+#include "replay.hpp"
+
+namespace specbench {
+
+// ---- the batch target of `model --batch`: the one place to change ----------------------------
+
+/// The BatchTarget `model --batch` decodes with. One Llama2cTarget per slot, sharing the weights:
+/// one forward per request per step (no weights-once batching yet). A batched Llama2cTarget that
+/// reads the weights once per step replaces this alias, make_model_batch_target and
+/// model_batch_target_description (batch.cpp), nothing else.
+using ModelBatchTarget = specdec::PerSlotTarget<specdec::Llama2cTarget>;
+/// A ModelBatchTarget of `slots` sequences of `model`.
+ModelBatchTarget make_model_batch_target(std::shared_ptr<const specdec::Llama2cModel> model, int slots);
+/// What ModelBatchTarget is, for the report.
+extern const char* const model_batch_target_description;
+
+// ---- the batch target of `replay --batch` ---------------------------------------------------
+
+/// A BatchTarget of per-request ReplayTargets: each request's recorded answer decides its own
+/// acceptance. expect(reference) names the reference of the next request to join; the batch's
+/// add() prefills a slot, which then replays that reference.
+class ReplayBatchTarget {
+ public:
+  ReplayBatchTarget(int slots, int vocab_size, token_t stop_token);
+
+  /// The next prefill's reference: prompt, recorded answer, stop token.
+  void expect(std::span<const token_t> reference) { next_.assign(reference.begin(), reference.end()); }
+
+  int vocab_size() const { return targets_.vocab_size(); }
+  int slots() const { return targets_.slots(); }
+  void prefill(int slot, std::span<const token_t> tokens) {
+    targets_.target(slot) = specdec::ReplayTarget(next_, vocab_size(), stop_);
+    targets_.prefill(slot, tokens);
+  }
+  decltype(auto) forward(const specdec::TreeBatchView& batch) { return targets_.forward(batch); }
+  void commit(int slot, std::span<const specdec::node_t> path) { targets_.commit(slot, path); }
+  void release(int slot) { targets_.release(slot); }
+
+ private:
+  specdec::PerSlotTarget<specdec::ReplayTarget> targets_;
+  std::vector<token_t> next_;
+  token_t stop_;
+};
+
+// ---- what a batch run measures ---------------------------------------------------------------
+
+/// Batch sizes at most this large (a sanity cap on --batch).
+inline constexpr int max_batch_size = 1024;
+
+/// "1,2,4": whole numbers in [1, max_batch_size], comma-separated, none twice; returned in
+/// increasing order. Throws input_error ("expected ..., got '...'") otherwise.
+std::vector<int> parse_batch_sizes(std::string_view text);
+
+struct BatchOptions {
+  std::vector<int> sizes;  ///< the B values, increasing
+  int budget = 64;         ///< draft nodes per request per step (speculative pass)
+  DrafterResources resources;
+};
+
+/// One pass over every request, B at a time.
+struct BatchPass {
+  std::int64_t tokens = 0;            ///< new tokens of all requests (cut at max_new_tokens and the stop)
+  std::int64_t forwards = 0;          ///< batched target forwards (steps)
+  std::int64_t request_steps = 0;     ///< forwards each request took part in, summed over requests
+  double seconds = 0;                 ///< wall time of the pass (prefills, drafting, forwards, verification)
+  double latency_seconds = 0;         ///< summed over requests: add() to finished
+  std::int64_t latency_forwards = 0;  ///< summed over requests: forwards from add() to finished
+  std::vector<std::vector<token_t>> outputs;  ///< per request, in input order
+
+  double tokens_per_second() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
+  /// τ: tokens per request step (bonus token included): 1 for the plain pass.
+  double tau() const { return request_steps ? static_cast<double>(tokens) / static_cast<double>(request_steps) : 0.0; }
+};
+
+struct BatchRow {
+  int batch = 0;          ///< B
+  BatchPass plain;        ///< speculation off: every request sends its root only
+  BatchPass speculative;  ///< the combination's drafters at the budget
+  int equal_to_plain = 0; ///< requests whose speculative output equals their plain output
+};
+
+struct BatchRun {
+  std::vector<std::string> drafters;
+  int requests = 0;
+  std::vector<BatchRow> rows;  ///< one per B, increasing
+};
+
+/// What the report says besides the run.
+struct BatchReport {
+  BatchRun run;
+  std::string command;  ///< "model" or "replay"
+  std::string source;   ///< the model's shape, or the replay's data
+  std::string target;   ///< the batch target
+  int budget = 0;
+  bool lossless() const;
+};
+
+/// The table, one row per B, and the lossless line.
+void print_batch_report(std::ostream& out, const BatchReport& report);
+nlohmann::ordered_json to_json(const BatchReport& report);
+/// Throughput of plain and speculative batched decoding against B (log2 axis).
+std::string batch_svg(const BatchReport& report);
+
+namespace detail {
+
+/// Decodes `requests` requests through `batch`, `batch.capacity()` at a time, in input order: a
+/// request joins as soon as a slot is free. `add(i)` adds request i and returns its id (ids count
+/// from 0 in order of add(), so request i has id i).
+template <class Batch, class Add>
+BatchPass run_pass(Batch& batch, std::size_t requests, Add&& add) {
+  using clock = std::chrono::steady_clock;
+  BatchPass pass;
+  pass.outputs.resize(requests);
+  std::vector<clock::time_point> joined(requests);
+  std::vector<std::int64_t> joined_forward(requests);
+  const auto start = clock::now();
+  std::size_t next = 0;
+  while (next < requests || batch.active() > 0) {
+    while (next < requests && batch.active() < batch.capacity()) {
+      joined[next] = clock::now();
+      joined_forward[next] = batch.forwards();
+      if (add(next) != static_cast<specdec::request_id>(next))
+        throw std::logic_error("SpeculativeBatch gave request " + std::to_string(next) + " another id");
+      ++next;
+    }
+    for (const specdec::RequestUpdate& u : batch.step()) {
+      const auto i = static_cast<std::size_t>(u.id);
+      pass.outputs[i].insert(pass.outputs[i].end(), u.tokens.begin(), u.tokens.end());
+      if (u.finished) {
+        pass.latency_seconds += std::chrono::duration<double>(clock::now() - joined[i]).count();
+        pass.latency_forwards += batch.forwards() - joined_forward[i];
+        pass.request_steps += u.stats->steps;
+        pass.tokens += static_cast<std::int64_t>(pass.outputs[i].size());
+      }
+    }
+  }
+  pass.seconds = std::chrono::duration<double>(clock::now() - start).count();
+  pass.forwards = batch.forwards();
+  return pass;
+}
+
+/// Compares the two passes of `row` request by request.
+inline void count_equal(BatchRow& row) {
+  for (std::size_t i = 0; i < row.plain.outputs.size(); ++i)
+    row.equal_to_plain += row.plain.outputs[i] == row.speculative.outputs[i];
+}
+
+}  // namespace detail
+
+/// `model --batch`: every prompt of `bench`, for each B plainly then speculatively (exact verifier).
+template <class... Drafters>
+BatchRun decode_model_batch(const ModelBench& bench, const BatchOptions& options) {
+  using Plain = specdec::SpeculativeBatch<ModelBatchTarget, specdec::ExactVerifier>;
+  using Speculative = specdec::SpeculativeBatch<ModelBatchTarget, Drafters..., specdec::ExactVerifier>;
+  const TargetInfo info{bench.model->config().vocab_size, bench.model};
+  const std::size_t n = bench.prompts.size();
+  BatchRun run;
+  run.drafters = Speculative::names();
+  run.requests = static_cast<int>(n);
+  specdec::RequestOptions request;
+  request.eos = bench.stop_tokens;
+  request.budget = options.budget;
+  for (const int b : options.sizes) {
+    const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(b), std::max<std::size_t>(n, 1)));
+    ModelBatchTarget target = make_model_batch_target(bench.model, slots);
+    BatchRow row{.batch = b};
+    {
+      Plain plain(target, slots, specdec::ExactVerifier{});
+      request.speculate = false;
+      row.plain = detail::run_pass(plain, n, [&](std::size_t i) {
+        request.max_new_tokens = bench.prompts[i].max_new_tokens;
+        return plain.add(bench.prompts[i].tokens, request);
+      });
+    }
+    {
+      Speculative speculative(target, slots, make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
+      request.speculate = true;
+      row.speculative = detail::run_pass(speculative, n, [&](std::size_t i) {
+        request.max_new_tokens = bench.prompts[i].max_new_tokens;
+        return speculative.add(bench.prompts[i].tokens, request, make_drafter<Drafters>(options.resources, info)...);
+      });
+    }
+    detail::count_equal(row);
+    run.rows.push_back(std::move(row));
+  }
+  return run;
+}
+
+/// `replay --batch`: every turn of `corpus`, for each B plainly then speculatively. Throws
+/// std::logic_error when a plain output differs from its recorded answer.
+template <class... Drafters>
+BatchRun replay_batch(const Corpus& corpus, const BatchOptions& options) {
+  using Plain = specdec::SpeculativeBatch<ReplayBatchTarget, specdec::ExactVerifier>;
+  using Speculative = specdec::SpeculativeBatch<ReplayBatchTarget, Drafters..., specdec::ExactVerifier>;
+  const TargetInfo info{corpus.vocab_size, nullptr};
+  const std::size_t n = corpus.turns.size();
+  std::vector<std::vector<token_t>> references;  // prompt, answer, stop
+  for (const Turn& turn : corpus.turns) {
+    std::vector<token_t>& r = references.emplace_back(turn.prompt.begin(), turn.prompt.end());
+    r.insert(r.end(), turn.answer.begin(), turn.answer.end());
+    r.push_back(corpus.stop_token);
+  }
+  BatchRun run;
+  run.drafters = Speculative::names();
+  run.requests = static_cast<int>(n);
+  specdec::RequestOptions request;
+  request.eos = {corpus.stop_token};
+  request.budget = options.budget;
+  const auto join = [&](auto& batch, std::size_t i, auto&&... drafters) {
+    batch.target().expect(references[i]);
+    request.max_new_tokens = static_cast<int>(corpus.turns[i].answer.size()) + 1;
+    return batch.add(corpus.turns[i].prompt, request, std::forward<decltype(drafters)>(drafters)...);
+  };
+  for (const int b : options.sizes) {
+    const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(b), std::max<std::size_t>(n, 1)));
+    ReplayBatchTarget target(slots, corpus.vocab_size, corpus.stop_token);
+    BatchRow row{.batch = b};
+    {
+      Plain plain(target, slots, specdec::ExactVerifier{});
+      request.speculate = false;
+      row.plain = detail::run_pass(plain, n, [&](std::size_t i) { return join(plain, i); });
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::span<const token_t> expected = std::span(references[i]).subspan(corpus.turns[i].prompt.size());
+      if (!std::ranges::equal(row.plain.outputs[i], expected))
+        throw std::logic_error("question " + std::to_string(corpus.turns[i].question_id) + " turn " +
+                               std::to_string(corpus.turns[i].index + 1) + ", batch " + std::to_string(b) +
+                               ": plain batched decoding differs from the recorded answer");
+    }
+    {
+      Speculative speculative(target, slots, make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
+      request.speculate = true;
+      row.speculative = detail::run_pass(speculative, n, [&](std::size_t i) {
+        return join(speculative, i, make_drafter<Drafters>(options.resources, info)...);
+      });
+    }
+    detail::count_equal(row);
+    run.rows.push_back(std::move(row));
+  }
+  return run;
+}
+
+}  // namespace specbench

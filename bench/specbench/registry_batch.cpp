@@ -1,0 +1,30 @@
+// Every registered combination (combinations.hpp) compiled for `--batch` of `model` and `replay`:
+// SpeculativeBatch<ModelBatchTarget or ReplayBatchTarget, Drafters..., ExactVerifier>. Combinations
+// with a feature drafter get none (SpeculativeBatch does not pass the target's features yet).
+#include "batch.hpp"
+#include "combinations.hpp"
+#include "registry.hpp"
+
+namespace specbench {
+
+namespace {
+
+template <class... Drafters>
+BatchRunners runners(specdec::detail::type_list<Drafters...>) {
+  if constexpr ((specdec::drafter_traits<Drafters>::needs_target_features || ...)) return {nullptr, nullptr};
+  else return {&decode_model_batch<Drafters...>, &replay_batch<Drafters...>};
+}
+
+template <class... Lists>
+std::vector<BatchRunners> all_runners(specdec::detail::type_list<Lists...>) {
+  return {runners(Lists{})...};
+}
+
+}  // namespace
+
+const std::vector<BatchRunners>& batch_runners() {
+  static const std::vector<BatchRunners> list = all_runners(registered_combinations{});
+  return list;
+}
+
+}  // namespace specbench
