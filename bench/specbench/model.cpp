@@ -18,7 +18,13 @@ ModelBench make_model_bench(std::shared_ptr<const specdec::Llama2cModel> model, 
         max_prompts > 0 ? std::min<std::size_t>(static_cast<std::size_t>(max_prompts), task->prompts.size())
                         : task->prompts.size();
     for (std::size_t i = 0; i < count; ++i) {
-      ModelPrompt prompt{task->name, tokenizer.encode(task->prompts[i]), max_new_tokens};
+      ModelPrompt prompt{task->name, {}, max_new_tokens};
+      try {
+        prompt.tokens = tokenizer.encode(task->prompts[i]);
+      } catch (const specdec::error& e) {  // a tokenizer without a piece the task needs: the input's fault
+        throw input_error(fmt::format("task {}, prompt {}: {} (choose tasks this tokenizer can write, --task)",
+                                      task->name, i, e.what()));
+      }
       const int length = static_cast<int>(prompt.tokens.size());
       if (length > positions) {
         ++bench.skipped;
