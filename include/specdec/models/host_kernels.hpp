@@ -48,15 +48,24 @@
 
 namespace specdec::llama {
 
-/// W (stored [out][in] in checkpoints) kept transposed, [in][stride]: row j holds W[r][j] for
-/// every output r, contiguous. Several matrices with the same input may share one (fused q/k/v,
-/// w1/w3); each part starts at a multiple of 16 columns, and padding columns are zero.
+/// W (stored [out][in] in checkpoints) kept transposed, `stride` output columns, in tiles of 64
+/// columns: tile c0 (a multiple of 64, width w = min(64, stride - c0)) is [in][w] at data + c0 * in,
+/// so row j of a tile holds W[r][j] for its outputs r, contiguous, and a tile is one sequential
+/// read (what the hardware prefetcher streams best when a call has few tokens). Several matrices
+/// with the same input may share one (fused q/k/v, w1/w3); each part starts at a multiple of 16
+/// columns, and padding columns are zero.
 struct Matrix {
-  static constexpr int align = 16;
+  static constexpr int align = 16, tile = 64;
   int in = 0, stride = 0;
   std::vector<float> data;
 
   static int padded(int n) { return (n + align - 1) / align * align; }
+  /// Where W[c][j] of column c's row j is, and the row length of its tile.
+  std::size_t at(int c, int j) const {
+    const int c0 = c / tile * tile;
+    return static_cast<std::size_t>(c0) * in + static_cast<std::size_t>(j) * width(c) + (c - c0);
+  }
+  int width(int c) const { return std::min(tile, stride - c / tile * tile); }
   /// Packs `parts`, each a pointer to [out][in] floats and its `out`, side by side.
   static Matrix pack(int in, std::initializer_list<std::pair<const float*, int>> parts) {
     Matrix m;
@@ -67,7 +76,7 @@ struct Matrix {
     for (const auto& [w, out] : parts) {
       for (int r = 0; r < out; ++r)
         for (int j = 0; j < in; ++j)
-          m.data[static_cast<std::size_t>(j) * m.stride + column + r] = w[static_cast<std::size_t>(r) * in + j];
+          m.data[m.at(column + r, j)] = w[static_cast<std::size_t>(r) * in + j];
       column += padded(out);
     }
     return m;
@@ -136,16 +145,18 @@ template <class V, int TV, int B>
   else if constexpr (TV > 1) tile_columns<V, TV - 1, B>(tv, nb, w, stride, in, x, ldx, y, ldy);
 }
 
-// Columns [c0, c1) (multiples of 16) of y[n][ldy] = x[n][ldx] · m. Column tiles outer, token
-// blocks inner: a tile's weights ([in][TV·L] floats) stay in L1/L2 for the next token block.
+// Columns [c0, c1) (multiples of 64, or c1 = stride) of y[n][ldy] = x[n][ldx] · m. Column tiles
+// outer, token blocks inner: a tile's weights ([in][TV·L] floats) stay in L1/L2 for the next
+// token block. TV·L divides 64, so a register tile never straddles two of m's tiles.
 template <class V, int TV, int B>
 [[gnu::always_inline]] inline void matmul_impl(const Matrix& m, const float* x, int ldx, int n, float* y, int ldy,
                                                int c0, int c1) {
   constexpr int L = sizeof(V) / sizeof(float);
+  static_assert(Matrix::tile % (TV * L) == 0);
   for (int c = c0; c < c1; c += TV * L) {
     const int tv = std::min(TV, (c1 - c) / L);
     for (int b = 0; b < n; b += B)
-      tile_columns<V, TV, B>(tv, std::min(B, n - b), m.data.data() + c, m.stride, m.in,
+      tile_columns<V, TV, B>(tv, std::min(B, n - b), m.data.data() + m.at(c, 0), m.width(c), m.in,
                              x + static_cast<std::size_t>(b) * ldx, ldx, y + static_cast<std::size_t>(b) * ldy + c, ldy);
   }
 }
