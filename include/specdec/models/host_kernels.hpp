@@ -31,7 +31,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
