@@ -7,13 +7,21 @@
 // path or the thread that runs it:
 //   matmul:  y[i][r] = 0; then y[i][r] += W[r][j] * x[i][j] for j = 0, 1, ..., in - 1;
 //   scores:  s = 0; s += q[e] * k[e] for e = 0 .. head_size - 1; then s / sqrt(head_size);
-//   softmax: max, std::exp(s - max) per element (libm's expf: the same function for every
-//            element, so the same bits), sum in sequence order, then p / sum;
-//   values:  o[e] = 0; o[e] += p[t] * v[t][e] for the node's sequence t in order.
-// Vector lanes only ever hold different output elements (outputs × tokens, or sequence slots),
-// never parts of one sum. Multiplies and adds are separate (no FMA): every ISA path gives the
-// same bits as the portable one, so a result never depends on the machine. This needs
-// -ffp-contract=off (the specdec::portable_fp CMake target), as core/portable_math.hpp does.
+//   softmax: over a row s[0 .. T) (the node's sequence, position t = index in the row):
+//            m = max (exact, so its order does not matter); e[t] = exp16(s[t] - m) (below);
+//            the sum in a fixed blocked order that depends only on T: 16 lane sums a[l] = +0,
+//            a[l] += e[t] for t ≡ l (mod 16) in increasing t; then a[l] += a[l + 8] (l < 8),
+//            a[l] += a[l + 4] (l < 4), a[l] += a[l + 2] (l < 2), a[0] += a[1]; p[t] = e[t] / a[0];
+//   values:  o[e] = 0; o[e] += p[t] * v[t][e] for the node's sequence t in order;
+//   swiglu:  a * (1 / (1 + exp16(-a))) * b.
+// exp16(x): no libm; x clamped to [-87.3, 88.3], n = (x * log2(e) + 1.5·2^23) - 1.5·2^23 (round to
+// nearest), r = (x - n * ln2_hi) - n * ln2_lo, p = Horner of exp's Taylor polynomial of degree 7
+// in r, result p * 2^n (exponent bits); 0 for x < -87.3. A couple of ulp from libm's expf.
+// Vector lanes hold different output elements (outputs × tokens, or sequence slots), or the 16
+// softmax lane sums above (16 on every ISA: 1, 2 or 4 vectors), never parts of one sum in another
+// order. Multiplies and adds are separate (no FMA): every ISA path gives the same bits as the
+// portable one, so a result never depends on the machine. This needs -ffp-contract=off (the
+// specdec::portable_fp CMake target), as core/portable_math.hpp does.
 //
 // ISA: chosen once per process at run time, AVX-512F, else AVX2, else portable (GCC/Clang vector
 // extensions lowered to the baseline ISA), with __builtin_cpu_supports on x86-64 GCC/Clang.
@@ -23,7 +31,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
@@ -40,15 +47,24 @@
 
 namespace specdec::llama {
 
-/// W (stored [out][in] in checkpoints) kept transposed, [in][stride]: row j holds W[r][j] for
-/// every output r, contiguous. Several matrices with the same input may share one (fused q/k/v,
-/// w1/w3); each part starts at a multiple of 16 columns, and padding columns are zero.
+/// W (stored [out][in] in checkpoints) kept transposed, `stride` output columns, in tiles of 64
+/// columns: tile c0 (a multiple of 64, width w = min(64, stride - c0)) is [in][w] at data + c0 * in,
+/// so row j of a tile holds W[r][j] for its outputs r, contiguous, and a tile is one sequential
+/// read (what the hardware prefetcher streams best when a call has few tokens). Several matrices
+/// with the same input may share one (fused q/k/v, w1/w3); each part starts at a multiple of 16
+/// columns, and padding columns are zero.
 struct Matrix {
-  static constexpr int align = 16;
+  static constexpr int align = 16, tile = 64;
   int in = 0, stride = 0;
   std::vector<float> data;
 
   static int padded(int n) { return (n + align - 1) / align * align; }
+  /// Where W[c][j] of column c's row j is, and the row length of its tile.
+  std::size_t at(int c, int j) const {
+    const int c0 = c / tile * tile;
+    return static_cast<std::size_t>(c0) * in + static_cast<std::size_t>(j) * width(c) + (c - c0);
+  }
+  int width(int c) const { return std::min(tile, stride - c / tile * tile); }
   /// Packs `parts`, each a pointer to [out][in] floats and its `out`, side by side.
   static Matrix pack(int in, std::initializer_list<std::pair<const float*, int>> parts) {
     Matrix m;
@@ -59,7 +75,7 @@ struct Matrix {
     for (const auto& [w, out] : parts) {
       for (int r = 0; r < out; ++r)
         for (int j = 0; j < in; ++j)
-          m.data[static_cast<std::size_t>(j) * m.stride + column + r] = w[static_cast<std::size_t>(r) * in + j];
+          m.data[m.at(column + r, j)] = w[static_cast<std::size_t>(r) * in + j];
       column += padded(out);
     }
     return m;
@@ -76,6 +92,9 @@ namespace detail {
 typedef float v16f __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
+typedef int v16i __attribute__((vector_size(64)));
+typedef int v8i __attribute__((vector_size(32)));
+typedef int v4i __attribute__((vector_size(16)));
 
 template <class V>
 [[gnu::always_inline]] inline V splat(float s) {
@@ -125,16 +144,18 @@ template <class V, int TV, int B>
   else if constexpr (TV > 1) tile_columns<V, TV - 1, B>(tv, nb, w, stride, in, x, ldx, y, ldy);
 }
 
-// Columns [c0, c1) (multiples of 16) of y[n][ldy] = x[n][ldx] · m. Column tiles outer, token
-// blocks inner: a tile's weights ([in][TV·L] floats) stay in L1/L2 for the next token block.
+// Columns [c0, c1) (multiples of 64, or c1 = stride) of y[n][ldy] = x[n][ldx] · m. Column tiles
+// outer, token blocks inner: a tile's weights ([in][TV·L] floats) stay in L1/L2 for the next
+// token block. TV·L divides 64, so a register tile never straddles two of m's tiles.
 template <class V, int TV, int B>
 [[gnu::always_inline]] inline void matmul_impl(const Matrix& m, const float* x, int ldx, int n, float* y, int ldy,
                                                int c0, int c1) {
   constexpr int L = sizeof(V) / sizeof(float);
+  static_assert(Matrix::tile % (TV * L) == 0);
   for (int c = c0; c < c1; c += TV * L) {
     const int tv = std::min(TV, (c1 - c) / L);
     for (int b = 0; b < n; b += B)
-      tile_columns<V, TV, B>(tv, std::min(B, n - b), m.data.data() + c, m.stride, m.in,
+      tile_columns<V, TV, B>(tv, std::min(B, n - b), m.data.data() + m.at(c, 0), m.width(c), m.in,
                              x + static_cast<std::size_t>(b) * ldx, ldx, y + static_cast<std::size_t>(b) * ldy + c, ldy);
   }
 }
@@ -144,11 +165,22 @@ template <class V>
 [[gnu::always_inline]] inline void scores_impl(float* s, const float* q, const float* kt, std::size_t kt_stride, int hs,
                                                int t0, int t1, float sqrt_hs) {
   constexpr int L = sizeof(V) / sizeof(float);
+  const V r = splat<V>(sqrt_hs);
   int t = t0;
+  // 4 vectors of slots at once: 4 independent sums hide the adds' latency.
+  for (; t + 4 * L <= t1; t += 4 * L) {
+    V acc[4] = {};
+    for (int e = 0; e < hs; ++e) {
+      const V qe = splat<V>(q[e]);
+      const float* k = kt + e * kt_stride + t;
+      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[v] += qe * load<V>(k + v * L);
+    }
+    _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) store(s + t + v * L, acc[v] / r);
+  }
   for (; t + L <= t1; t += L) {
     V acc = V{};
     for (int e = 0; e < hs; ++e) acc += splat<V>(q[e]) * load<V>(kt + e * kt_stride + t);
-    store(s + t, acc / splat<V>(sqrt_hs));
+    store(s + t, acc / r);
   }
   for (; t < t1; ++t) {
     float acc = 0.0f;
@@ -178,24 +210,105 @@ template <int H>
 [[gnu::always_inline]] inline void values_impl(float* const* o, const float* const* p, const float* const* v, int heads,
                                                std::size_t v_stride, int hs, int t0, int t1) {
   int h = 0;
+  for (; h + 8 <= heads; h += 8) values_h<8>(o + h, p + h, v + h, v_stride, hs, t0, t1);
   for (; h + 4 <= heads; h += 4) values_h<4>(o + h, p + h, v + h, v_stride, hs, t0, t1);
   for (; h + 2 <= heads; h += 2) values_h<2>(o + h, p + h, v + h, v_stride, hs, t0, t1);
   for (; h < heads; ++h) values_h<1>(o + h, p + h, v + h, v_stride, hs, t0, t1);
 }
 
-// s[0..n) = exp(s[t] - max) / sum, the sum in order.
+// x = exp16(x) (see the top of this file), lane by lane.
+template <class V>
+[[gnu::always_inline]] inline void exp_lanes(V& x) {
+  using I = decltype(x < x);
+  const V lo = splat<V>(-87.3f), hi = splat<V>(88.3f), magic = splat<V>(12582912.0f);
+  const V xc = x < lo ? lo : (x > hi ? hi : x);
+  const V n = (xc * splat<V>(1.44269504f) + magic) - magic;
+  // ln2_hi has 9 significant bits, so n * ln2_hi (|n| <= 127) and the subtraction are exact.
+  const V r = (xc - n * splat<V>(0.693359375f)) - n * splat<V>(-2.12194440e-4f);
+  V p = splat<V>(1.0f / 5040.0f);
+  p = p * r + splat<V>(1.0f / 720.0f);
+  p = p * r + splat<V>(1.0f / 120.0f);
+  p = p * r + splat<V>(1.0f / 24.0f);
+  p = p * r + splat<V>(1.0f / 6.0f);
+  p = p * r + splat<V>(0.5f);
+  p = p * r + splat<V>(1.0f);
+  p = p * r + splat<V>(1.0f);
+  const I bits = (__builtin_convertvector(n, I) + 127) << 23;
+  V scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  x = x < lo ? V{} : p * scale;
+}
+
+// s[0 .. n) = exp16(s[t] - max) / sum, the sum in 16 lanes (see the top of this file); V holds L
+// of the 16 lanes, so every ISA adds the same numbers in the same order.
+template <class V>
 [[gnu::always_inline]] inline void softmax_impl(float* s, int n) {
+  constexpr int L = sizeof(V) / sizeof(float), P = 16 / L;
+  const int full = n / 16 * 16;
   float best = s[0];
-  for (int t = 1; t < n; ++t) best = s[t] > best ? s[t] : best;
-  for (int t = 0; t < n; ++t) s[t] = std::exp(s[t] - best);
-  float sum = 0.0f;
-  for (int t = 0; t < n; ++t) sum += s[t];
-  for (int t = 0; t < n; ++t) s[t] = s[t] / sum;
+  {
+    V m = splat<V>(s[0]);
+    for (int t = 0; t < full; t += L) {
+      const V x = load<V>(s + t);
+      m = x > m ? x : m;
+    }
+    for (int l = 0; l < L; ++l) best = m[l] > best ? m[l] : best;
+    for (int t = full; t < n; ++t) best = s[t] > best ? s[t] : best;
+  }
+  const V vbest = splat<V>(best);
+  V acc[P];
+  for (int q = 0; q < P; ++q) acc[q] = V{};
+  for (int t = 0; t < full; t += 16)
+    for (int q = 0; q < P; ++q) {
+      V e = load<V>(s + t + q * L) - vbest;
+      exp_lanes(e);
+      store(s + t + q * L, e);
+      acc[q] += e;
+    }
+  if (full < n) {  // the last block, padded with -inf: exp16 gives +0, and a[l] + 0 = a[l]
+    float tail[16];
+    std::fill_n(tail, 16, -__builtin_inff());
+    std::copy(s + full, s + n, tail);
+    for (int q = 0; q < P; ++q) {
+      V e = load<V>(tail + q * L) - vbest;
+      exp_lanes(e);
+      store(tail + q * L, e);
+      acc[q] += e;
+    }
+    std::copy_n(tail, n - full, s + full);
+  }
+  float a[16];
+  for (int q = 0; q < P; ++q) store(a + q * L, acc[q]);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) a[l] += a[l + w];
+  const V sum = splat<V>(a[0]);
+  int t = 0;
+  for (; t + L <= n; t += L) store(s + t, load<V>(s + t) / sum);
+  for (; t < n; ++t) s[t] = s[t] / a[0];
+}
+
+// a[0 .. L) = silu(a) * b.
+template <class V>
+[[gnu::always_inline]] inline void swiglu_lanes(float* a, const float* b) {
+  const V x = load<V>(a), one = splat<V>(1.0f);
+  V e = -x;
+  exp_lanes(e);
+  store(a, x * (one / (one + e)) * load<V>(b));
 }
 
 // silu(a) * b, elementwise.
+template <class V>
 [[gnu::always_inline]] inline void swiglu_impl(float* a, const float* b, int n) {
-  for (int e = 0; e < n; ++e) a[e] = a[e] * (1.0f / (1.0f + std::exp(-a[e]))) * b[e];
+  constexpr int L = sizeof(V) / sizeof(float);
+  int e = 0;
+  for (; e + L <= n; e += L) swiglu_lanes<V>(a + e, b + e);
+  if (e < n) {
+    float x[L] = {}, y[L] = {};
+    std::copy(a + e, a + n, x);
+    std::copy(b + e, b + n, y);
+    swiglu_lanes<V>(x, y);
+    std::copy_n(x, n - e, a + e);
+  }
 }
 
 /// One ISA's kernels.
@@ -220,8 +333,8 @@ struct Kernels {
                                  std::size_t st, int hs, int t0, int t1) {                                           \
     values_impl(o, p, v, heads, st, hs, t0, t1);                                                                     \
   }                                                                                                                  \
-  ATTR inline void NAME##_softmax(float* s, int n) { softmax_impl(s, n); }                                           \
-  ATTR inline void NAME##_swiglu(float* a, const float* b, int n) { swiglu_impl(a, b, n); }                          \
+  ATTR inline void NAME##_softmax(float* s, int n) { softmax_impl<V>(s, n); }                                        \
+  ATTR inline void NAME##_swiglu(float* a, const float* b, int n) { swiglu_impl<V>(a, b, n); }                       \
   inline constexpr Kernels NAME##_kernels{#NAME, NAME##_matmul, NAME##_scores, NAME##_values, NAME##_softmax,        \
                                           NAME##_swiglu};
 

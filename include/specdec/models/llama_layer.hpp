@@ -119,7 +119,7 @@ using LayerWeights = Llama2cModel::Layer;
 
 namespace detail {
 
-// Matrix product over `pool`'s threads, split by 64-column groups.
+// Matrix product over `pool`'s threads, split by 64-column groups (the matrix's tiles).
 inline void matmul(ThreadPool* pool, const Matrix& m, const float* x, int ldx, int n, float* y, int ldy) {
   const Kernels& k = kernels();
   const int groups = (m.stride + 63) / 64;
