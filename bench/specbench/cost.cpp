@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fstream>
 #include <ostream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -195,10 +196,7 @@ std::pair<double, double> ModelCoster::turn_seconds(std::int64_t tokens) {
 }
 
 specdec::Llama2cTarget make_llama_target(std::shared_ptr<const specdec::Llama2cModel> model, int threads) {
-  if (threads > 1)
-    throw input_error(fmt::format("--threads {}: needs the threaded forward (Llama2cTarget::Options), not merged yet",
-                                  threads));
-  return specdec::Llama2cTarget(std::move(model));
+  return specdec::Llama2cTarget(std::move(model), specdec::Llama2cTarget::Options{threads});
 }
 
 std::optional<nlohmann::ordered_json> synthetic_model_note(const fs::path& model) {
@@ -413,8 +411,10 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
     }
     fs::remove(copy);
   }
-  log << "specbench calibrate: measuring one core's read bandwidth (sum of a 1 GiB array) ...\n" << std::flush;
-  t.metadata["read_bandwidth_gbs"] = std::round(read_bandwidth_gbs() * 100) / 100;
+  if (o.bandwidth) {
+    log << "specbench calibrate: measuring one core's read bandwidth (sum of a 1 GiB array) ...\n" << std::flush;
+    t.metadata["read_bandwidth_gbs"] = std::round(read_bandwidth_gbs() * 100) / 100;
+  }
   const auto scale = [&](double tk, double t1) {
     return scaled ? t1 + static_cast<double>(o.layers_of - 1) * std::max(0.0, tk - t1) / static_cast<double>(K - 1) : tk;
   };
@@ -427,6 +427,26 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
     t.contexts.push_back(std::move(row));
   }
   return t;
+}
+
+CostTable quick_calibration(const fs::path& model, int threads, int cap, std::string& description) {
+  CalibrateOptions o;
+  o.model = model;
+  o.threads = threads;
+  o.nodes.clear();
+  for (int n = 1; n < cap + 1; n *= 2) o.nodes.push_back(n);
+  o.nodes.push_back(cap + 1);
+  o.repetitions = 2;
+  o.bandwidth = false;
+  std::ostringstream log;  // the per-context progress is not shown: one line says what was done
+  const auto t0 = Clock::now();
+  CostTable table = calibrate(o, fs::temp_directory_path() / "specbench-quick-calibration", log);
+  std::string contexts;
+  for (const auto& c : table.contexts) contexts += (contexts.empty() ? "" : ", ") + std::to_string(c.context);
+  description = fmt::format("calibrated at start-up in {:.2f} s ({} thread(s); trees of 1 to {} nodes at contexts "
+                            "{}; median of {})",
+                            seconds_between(t0, Clock::now()), threads, cap + 1, contexts, o.repetitions);
+  return table;
 }
 
 // ---- text and picture -----------------------------------------------------------------------

@@ -51,6 +51,9 @@ struct CostTable {
   double forward_seconds(int n, int context) const;
   /// Seconds of a plain decoding step after `context` tokens (interpolated as above).
   double plain_seconds(int context) const;
+  /// The table as the library's cost model (specdec::CostModel, `DecoderOptions::cost` of
+  /// `--budget auto`): forward_seconds. It answers for trees up to max_nodes().
+  double step_seconds(int nodes, int context) const { return forward_seconds(nodes, context); }
   /// "model M (shape), N threads, machine, date": what the metadata says, for the reports.
   std::string describe() const;
 };
@@ -93,9 +96,8 @@ class ModelCoster final : public StepCoster {
   specdec::testing::LaidOutTree root_{{-1}, {0}};
 };
 
-/// The Llama2cTarget of `calibrate` and `replay --timed-model`: the one place where their
-/// `--threads` reaches the forward. Until the threaded forward is merged, threads > 1 is an
-/// input_error.
+/// The Llama2cTarget of every specbench command (`calibrate`, `replay --timed-model`, `model`,
+/// `corpus`): `threads` forward threads (Llama2cTarget::Options).
 specdec::Llama2cTarget make_llama_target(std::shared_ptr<const specdec::Llama2cModel> model, int threads);
 
 /// The model file's side-car `FILE.json` written by specdec-synth-model, when there is one.
@@ -112,6 +114,7 @@ struct CalibrateOptions {
   /// that does (positions - the largest tree) is added.
   std::vector<int> contexts{128, 512, 2048};
   int repetitions = 5;
+  bool bandwidth = true;  ///< also measure the read bandwidth (read_bandwidth_gbs)
 };
 
 /// Measures a cost table: for each context c, prefills c tokens, then times `repetitions` rounds
@@ -121,6 +124,12 @@ struct CalibrateOptions {
 /// and each time is T_1 + (L - 1) (T_K - T_1) / (K - 1): embedding and classifier once, the layers
 /// scaled. Also measures the read bandwidth. Progress goes to `log`.
 CostTable calibrate(const CalibrateOptions& options, const std::filesystem::path& scratch, std::ostream& log);
+
+/// `--budget auto` without `--cost`: a quick calibration of `model` at start-up, the cost model of
+/// the automatic budget. Trees of 1, 2, 4, ... up to cap + 1 nodes (what the decoder may ask for),
+/// the default contexts that fit the model, 2 repetitions, no bandwidth; `description` says what
+/// was measured and how long it took.
+CostTable quick_calibration(const std::filesystem::path& model, int threads, int cap, std::string& description);
 
 /// One core's sequential read bandwidth in GB/s: the best of 3 sums of a 1 GiB array.
 double read_bandwidth_gbs();

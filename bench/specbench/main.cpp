@@ -69,7 +69,16 @@ struct ResourceArgs {
   }
 };
 
-/// The data options shared by `replay` and `compare`.
+/// `--budget N|auto` and `--budget-cap N`.
+struct BudgetArgs {
+  int budget = 64;
+  bool automatic = false;
+  int cap = 64;
+  const CLI::Option* cap_option = nullptr;  ///< --budget-cap, to tell whether it was given
+  /// What the decoder's DecoderOptions::budget gets: the fixed budget, or the automatic one's cap.
+  int most() const { return automatic ? cap : budget; }
+};
+
 struct DataArgs {
   std::string data_dir;
   std::string questions;
@@ -81,7 +90,7 @@ struct DataArgs {
   int max_turns = 0;
   std::string parity;
   ResourceArgs drafters;
-  int budget = 64;
+  BudgetArgs budget;
   std::string json;
   int sample = 0;            ///< --turns: a fixed subsample of this many turns
   std::string cost;          ///< --cost TABLE: modelled time
@@ -121,6 +130,28 @@ CLI::Validator batch_sizes() {
         return {};
       },
       "B[,B...]");
+
+/// `--budget N` (a fixed budget) or `--budget auto` (the decoder sizes each step from a cost
+/// model, DecoderOptions::cost) and `--budget-cap N` (auto's most nodes per step).
+void add_budget_options(CLI::App& cmd, BudgetArgs& b) {
+  cmd.add_option_function<std::string>(
+         "--budget",
+         [&b](const std::string& text) {
+           b.automatic = text == "auto";
+           if (!b.automatic) b.budget = std::stoi(text);
+         },
+         "Most draft nodes per target call, after merging (default 64); auto: each step's size maximises expected "
+         "tokens per second under a cost model (--cost, or a calibration of the model at start-up)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return text == "auto" || whole_number_at_least(0)(text).empty()
+                       ? std::string()
+                       : "expected a whole number >= 0 or auto, got '" + text + "'";
+          },
+          "INT>=0|auto"));
+  b.cap_option = cmd.add_option("--budget-cap", b.cap, "--budget auto: most draft nodes per step (default 64, or "
+                                                      "the cost table's largest tree - 1 when smaller)")
+                     ->check(whole_number_at_least(0));
 }
 
 /// rest's options; with `features`, also those of the feature drafters (dresd, eagle: `model` only).
@@ -179,8 +210,7 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
   cmd.add_option("--parity", a.parity, "Replay only the questions with odd or even ids")
       ->check(CLI::IsMember({"odd", "even"}));
   add_resource_options(cmd, a.drafters, false);
-  cmd.add_option("--budget", a.budget, "Most draft nodes per target call, after merging (default 64)")
-      ->check(whole_number_at_least(0));
+  add_budget_options(cmd, a.budget);
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
   cmd.add_option("--turns", a.sample, "Replay a fixed subsample of this many turns, spread evenly over the corpus "
                                       "(after the other filters)")
@@ -253,7 +283,8 @@ struct ModelArgs {
   double delta = 0.1;
   int top_k = 0;
   std::uint64_t seed = 0;
-  int budget = 64;
+  BudgetArgs budget;
+  std::string cost;  ///< --cost TABLE: the automatic budget's cost model
   int threads = 1;
   int max_new_tokens = 256;
   int max_prompts = 0;
@@ -278,13 +309,16 @@ CLI::Validator number_in(double low, double high, bool low_open = false) {
       fmt::format("NUMBER in {}{:g}, {:g}]", low_open ? "(" : "[", low, high));
 }
 
+/// The model file `model` decodes with (by default stories260K from the data directory).
+fs::path model_path(const ModelArgs& a) {
+  return a.model.empty() ? data_root(a.data_dir) / "models/stories260K.bin" : fs::path(a.model);
+}
+
 /// Loads the model and its tokenizer (by default stories260K and tok512 from the data directory).
 std::shared_ptr<const specdec::Llama2cModel> load_model(const ModelArgs& a, std::optional<specdec::Llama2cTokenizer>& tokenizer) {
-  const fs::path root = data_root(a.data_dir);
-  const fs::path model_path = a.model.empty() ? root / "models/stories260K.bin" : fs::path(a.model);
-  const fs::path tokenizer_path = a.tokenizer.empty() ? root / "models/tok512.bin" : fs::path(a.tokenizer);
+  const fs::path tokenizer_path = a.tokenizer.empty() ? data_root(a.data_dir) / "models/tok512.bin" : fs::path(a.tokenizer);
   try {
-    auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(model_path));
+    auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(model_path(a)));
     tokenizer = specdec::Llama2cTokenizer::load(tokenizer_path, model->config().vocab_size);
     return model;
   } catch (const specdec::error& e) {
@@ -302,6 +336,11 @@ ModelBench load_model_bench(const ModelArgs& a, std::optional<specdec::Llama2cTo
   for (const Task& t : from_files) tasks.push_back(&t);
   auto model = load_model(a, tokenizer);
   return make_model_bench(std::move(model), *tokenizer, tasks, a.max_new_tokens, a.max_prompts, &clamped);
+}
+
+/// --batch runs every batch size at one fixed budget (BatchOptions::cost is not wired in yet).
+void refuse_automatic_batch(const BudgetArgs& b) {
+  if (b.automatic) throw input_error("--batch: give a fixed --budget (--budget auto is not available with --batch)");
 }
 
 /// The combination's batch runners; input_error when a drafter reads the target's features.
@@ -322,6 +361,7 @@ int report_batch(const BatchReport& report, const std::string& json, const std::
 
 int run_model_batch(const ModelArgs& a) {
   const BatchRunners& runners = batch_of(find_combination(a.drafters));
+  refuse_automatic_batch(a.budget);
   if (a.verifier != "exact") throw input_error("--batch: runs with --verifier exact only");
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
@@ -329,21 +369,26 @@ int run_model_batch(const ModelArgs& a) {
   if (clamped > 0)
     std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
                              a.max_new_tokens, clamped);
-  const BatchOptions options{parse_batch_sizes(a.batch), a.budget, a.resources.resources()};
+  const BatchOptions options{parse_batch_sizes(a.batch), a.budget.budget, a.resources.resources()};
   const specdec::Llama2cConfig& c = bench.model->config();
   BatchReport report{runners.model(bench, options), "model",
                      fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions; one thread", c.dim,
                                  c.n_layers, c.n_heads, c.vocab_size, c.seq_len),
-                     model_batch_target_description, a.budget};
+                     model_batch_target_description, a.budget.budget};
   return report_batch(report, a.json, a.plot);
 }
 
-int run_model(const ModelArgs& a) {
+std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b);
+
+int run_model(ModelArgs& a) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   if (!a.batch.empty()) return run_model_batch(a);
   const Combination& combination = find_combination(a.drafters);
+  const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
+  if (table && !a.budget.automatic)
+    throw input_error("--cost: `specbench model` times its own decoding; a cost table only sizes --budget auto");
   ModelOptions options;
-  options.budget = a.budget;
+  options.budget = a.budget.most();
   options.threads = a.threads;
   options.resources = a.resources.resources();
   options.seed = a.seed;
@@ -363,8 +408,18 @@ int run_model(const ModelArgs& a) {
   if (clamped > 0)
     std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
                              a.max_new_tokens, clamped);
+  std::string auto_budget;
+  if (a.budget.automatic && table) {
+    options.cost = *table;
+    auto_budget = "the cost table " + a.cost + " (" + table->describe() + ")";
+  } else if (a.budget.automatic) {
+    std::string how;
+    options.cost = quick_calibration(model_path(a), a.threads, a.budget.cap, how);
+    auto_budget = "the model, " + how;
+  }
   const ModelRun run = combination.model[static_cast<std::size_t>(options.verifier)](bench, options);
   ModelReport report = summarise_model(bench, run, options);
+  report.report.auto_budget = auto_budget;
   report.clamped = clamped;
   print_model_report(std::cout, report);
   for (std::size_t p = 0; p < std::min<std::size_t>(a.show, bench.prompts.size()); ++p) {
@@ -390,8 +445,9 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
                                               "line break); the task is named after the file (repeatable)");
   cmd.add_option("--drafter", a.drafters, "Drafter name(s); all of them combine into one decoder (repeatable)")
       ->required();
-  cmd.add_option("--budget", a.budget, "Most draft nodes per target call, after merging (default 64)")
-      ->check(whole_number_at_least(0));
+  add_budget_options(cmd, a.budget);
+  cmd.add_option("--cost", a.cost, "--budget auto: the cost table (specbench calibrate) of the decoder's cost model "
+                                   "(default: a quick calibration of the model at start-up)");
   cmd.add_option("--threads", a.threads, "Threads of the target's forward, plain and speculative alike (default 1)")
       ->check(CLI::Range(1, 256));
   cmd.add_option("--max-new-tokens", a.max_new_tokens,
@@ -498,14 +554,19 @@ auto replay_of(const Combination& c) {
   return c.replay;
 }
 
-/// The cost table of --cost, checked against the budget (a step's tree has budget + 1 nodes).
-std::optional<CostTable> load_cost_table(const DataArgs& a) {
-  if (a.cost.empty()) return std::nullopt;
-  CostTable table = CostTable::load(a.cost);
-  if (a.budget + 1 > table.max_nodes())
-    throw input_error(fmt::format("--budget {}: a step's tree may have {} nodes, but the cost table {} measured "
+/// The cost table of --cost (none when `file` is empty), checked against the budget: a step's tree
+/// has budget + 1 nodes. With --budget auto and no --budget-cap, the cap is lowered to what the
+/// table covers.
+std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b) {
+  if (b.cap_option->count() > 0 && !b.automatic) throw input_error("--budget-cap applies to --budget auto only");
+  if (file.empty()) return std::nullopt;
+  CostTable table = CostTable::load(file);
+  if (b.automatic && b.cap_option->count() == 0) b.cap = std::min(b.cap, table.max_nodes() - 1);
+  if (b.most() + 1 > table.max_nodes())
+    throw input_error(fmt::format("{} {}: a step's tree may have {} nodes, but the cost table {} measured "
                                   "forwards of at most {}",
-                                  a.budget, a.budget + 1, a.cost, table.max_nodes()));
+                                  b.automatic ? "--budget auto --budget-cap" : "--budget", b.most(), b.most() + 1,
+                                  file, table.max_nodes()));
   return table;
 }
 
@@ -527,7 +588,7 @@ std::unique_ptr<ModelCoster> timed_coster(const ReplayArgs& r, const DataArgs& a
     throw input_error(fmt::format("--timed-model {}: its vocabulary has {} tokens, fewer than the replay's {}",
                                   r.timed_model, c.vocab_size, corpus.vocab_size));
   const std::size_t turns = corpus.turns.size();
-  if (const int dropped = drop_turns_longer_than(corpus, c.seq_len, a.budget); dropped > 0)
+  if (const int dropped = drop_turns_longer_than(corpus, c.seq_len, a.budget.most()); dropped > 0)
     std::cerr << fmt::format("specbench: {} of {} turns do not fit the timed model's {} positions (prompt + answer + "
                              "stop + budget) and are left out\n",
                              dropped, turns, c.seq_len);
@@ -542,60 +603,89 @@ int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
   const Combination& combination = find_combination(r.drafters);
   replay_of(combination);
   const BatchRunners& runners = batch_of(combination);
+  refuse_automatic_batch(a.budget);
   const Corpus corpus = load_corpus(a);
   report_token_counts(corpus);
-  const BatchOptions options{parse_batch_sizes(r.batch), a.budget, a.drafters.resources()};
+  const BatchOptions options{parse_batch_sizes(r.batch), a.budget.budget, a.drafters.resources()};
   BatchReport report{runners.replay(corpus, options), "replay",
                      "Spec-Bench replay: acceptance from the recorded answers, no model runs (seconds are drafting "
                      "and bookkeeping only; fwd is what a model would run)",
-                     "ReplayBatchTarget: one ReplayTarget per request (PerSlotTarget<ReplayTarget>)", a.budget};
+                     "ReplayBatchTarget: one ReplayTarget per request (PerSlotTarget<ReplayTarget>)", a.budget.budget};
   return report_batch(report, a.json, a.plot);
 }
 
-int run_replay(const DataArgs& a, const ReplayArgs& r) {
+/// `--budget auto` of `replay` and `compare`: the decoder's cost model, the table of --cost or (a
+/// timed replay without one) a quick calibration of the timed model; what it is goes to `source`.
+specdec::AnyCostModel auto_cost(const DataArgs& a, const std::optional<CostTable>& table, const ReplayArgs* r,
+                                std::string& source) {
+  if (!a.budget.automatic) return {};
+  if (table) {
+    source = "the cost table " + a.cost + " (" + table->describe() + ")";
+    return *table;
+  }
+  std::string how;
+  CostTable calibrated = quick_calibration(r->timed_model, r->threads, a.budget.cap, how);
+  source = "the timed model, " + how;
+  return calibrated;
+}
+
+int run_replay(DataArgs& a, const ReplayArgs& r) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   if (!r.batch.empty()) return run_replay_batch(a, r);
   const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
-  const std::optional<CostTable> table = load_cost_table(a);
+  const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
+  if (a.budget.automatic && !table && r.timed_model.empty())
+    throw input_error("--budget auto needs a cost model: --cost TABLE, or --timed-model M (calibrated at start-up)");
+  if (table && !r.timed_model.empty() && !a.budget.automatic)
+    throw input_error("--cost and --timed-model: the time is measured; a cost table only sizes --budget auto");
   Corpus corpus = load_corpus(a);
   std::unique_ptr<StepCoster> coster;
   std::string source;
-  if (table) {
+  if (!r.timed_model.empty()) {
+    coster = timed_coster(r, a, corpus, source);
+  } else if (table) {
     coster = std::make_unique<TableCoster>(*table);
     source = table_source(a, *table);
-  } else if (!r.timed_model.empty()) {
-    coster = timed_coster(r, a, corpus, source);
   }
   report_token_counts(corpus);
-  const ReplayOptions options{.budget = a.budget, .resources = a.drafters.resources(), .coster = coster.get()};
+  std::string auto_source;
+  const ReplayOptions options{.budget = a.budget.most(),
+                              .resources = a.drafters.resources(),
+                              .coster = coster.get(),
+                              .cost = auto_cost(a, table, &r, auto_source)};
   Report report = summarise(corpus, runner(corpus, options), options);
   report.cost_source = source;
+  report.auto_budget = auto_source;
   print_report(std::cout, report);
   if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
   if (!a.plot.empty()) write_file(a.plot, histogram_svg(report));
   return 0;
 }
 
-void run_compare(const DataArgs& a, const std::vector<std::string>& names) {
+void run_compare(DataArgs& a, const std::vector<std::string>& names) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   std::vector<const Combination*> chosen;
   for (const auto& name : names) {
     chosen.push_back(&find_combination(std::span(&name, 1)));
     replay_of(*chosen.back());
   }
-  const std::optional<CostTable> table = load_cost_table(a);
+  const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
+  if (a.budget.automatic && !table) throw input_error("--budget auto needs a cost model: --cost TABLE");
   const Corpus corpus = load_corpus(a);
   report_token_counts(corpus);
   std::optional<TableCoster> coster;
   if (table) coster.emplace(*table);
-  const ReplayOptions options{.budget = a.budget,
+  std::string auto_source;
+  const ReplayOptions options{.budget = a.budget.most(),
                               .resources = a.drafters.resources(),
-                              .coster = coster ? &*coster : nullptr};
+                              .coster = coster ? &*coster : nullptr,
+                              .cost = auto_cost(a, table, nullptr, auto_source)};
   std::vector<Report> reports;
   for (const Combination* c : chosen) {
     reports.push_back(summarise(corpus, replay_of(*c)(corpus, options), options));
     if (table) reports.back().cost_source = table_source(a, *table);
+    reports.back().auto_budget = auto_source;
   }
   print_comparison(std::cout, reports);
   if (!a.json.empty()) {
@@ -678,7 +768,6 @@ int main(int argc, char** argv) {
   replay->add_option("--threads", replay_only.threads, "Threads of the timed model's forward (default 1)")
       ->check(whole_number_at_least(1))
       ->needs(timed);
-  timed->excludes(replay->get_option("--cost"));
   replay->add_option("--batch", replay_only.batch, "Replay the turns B at a time, plainly and speculatively, for each "
                                                    "B of the list (e.g. 1,2,4,8; at most " +
                                                        std::to_string(max_batch_size) + ")")

@@ -21,6 +21,7 @@
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
+#include "cost.hpp"
 #include "replay.hpp"
 #include "tasks.hpp"
 
@@ -52,7 +53,8 @@ ModelBench make_model_bench(std::shared_ptr<const specdec::Llama2cModel> model, 
 enum class VerifierKind { exact, rejection, conditional };
 
 struct ModelOptions {
-  int budget = 64;
+  int budget = 64;  ///< auto: the cap
+  specdec::AnyCostModel cost;  ///< `--budget auto`: the decoder's cost model; empty: a fixed budget
   int threads = 1;  ///< the target's forward threads (plain and speculative alike)
   VerifierKind verifier = VerifierKind::exact;
   specdec::SamplingParams sampling{};        ///< rejection sampling; also the conditional's next token
@@ -78,6 +80,7 @@ struct ModelRun {
   bool counts_draft_forwards = false;  ///< some drafter runs a draft model (staged, draft_model)
   std::vector<ModelTurn> turns;  ///< one per prompt, in order
   double seconds = 0;
+  Calibration calibration;
 };
 
 namespace detail {
@@ -137,8 +140,8 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
   run.drafters = Decoder::names();
   run.counts_draft_forwards = (detail::CountsDraftForwards<Drafters> || ... || false);
   const auto draft_work = [](Decoder& d) { return detail::draft_work(d, std::index_sequence_for<Drafters...>{}); };
-  specdec::Llama2cTarget target(bench.model, specdec::Llama2cTarget::Options{options.threads});
-  Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
+  specdec::Llama2cTarget target = make_llama_target(bench.model, options.threads);
+  Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget, .cost = options.cost},
                   make_drafter<Drafters>(options.resources, TargetInfo{bench.model->config().vocab_size, bench.model})..., detail::make_verifier<Verifier>(options, 0, eos));
   for (std::size_t p = 0; p < bench.prompts.size(); ++p) {
     const ModelPrompt& prompt = bench.prompts[p];
@@ -172,6 +175,7 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
     run.turns.push_back(std::move(turn));
   }
   run.seconds = detail::seconds_since(start);
+  run.calibration = calibration_of(decoder);
   return run;
 }
 

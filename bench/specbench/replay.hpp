@@ -113,9 +113,11 @@ class NoCost final : public StepCoster {
 };
 
 struct ReplayOptions {
-  int budget = 64;  ///< most draft nodes per target call, after merging all drafters
+  int budget = 64;  ///< most draft nodes per target call, after merging all drafters (auto: the cap)
   DrafterResources resources;
   StepCoster* coster = nullptr;  ///< null: NoCost
+  /// `--budget auto`: the decoder's cost model (DecoderOptions::cost); empty: a fixed budget.
+  specdec::AnyCostModel cost;
 };
 
 /// One replayed turn.
@@ -130,10 +132,24 @@ struct TurnResult {
   double cost_seconds = 0, plain_cost_seconds = 0;
 };
 
+/// The automatic budget's acceptance model at the end of a run (one decoder per run).
+struct Calibration {
+  double error = 0;     ///< AcceptanceModel::calibration_error()
+  double verdicts = 0;  ///< AcceptanceModel::tested()
+};
+
+/// The calibration of `decoder`'s acceptance model; empty without the automatic budget.
+template <class Decoder>
+Calibration calibration_of(const Decoder& decoder) {
+  const specdec::AcceptanceModel* model = decoder.acceptance_model();
+  return model ? Calibration{model->calibration_error(), model->tested()} : Calibration{};
+}
+
 struct ReplayRun {
   std::vector<std::string> drafters;
   std::vector<TurnResult> turns;  ///< one per corpus turn, in corpus order
   double seconds = 0;             ///< wall time of the whole replay
+  Calibration calibration;
 };
 
 /// Replays every turn of `corpus` with the drafters `Drafters...` merged into one decoder.
@@ -154,7 +170,7 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
   NoCost no_cost;
   StepCoster& coster = options.coster ? *options.coster : no_cost;
   Target target(specdec::ReplayTarget({corpus.stop_token}, corpus.vocab_size, corpus.stop_token), coster);
-  Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget},
+  Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget, .cost = options.cost},
                   make_drafter<Drafters>(options.resources, TargetInfo{corpus.vocab_size, nullptr})..., specdec::ExactVerifier{});
   std::vector<token_t> reference;
   for (const Turn& turn : corpus.turns) {
@@ -172,6 +188,7 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
     run.turns.push_back({decoder.stats(), static_cast<std::int64_t>(out.size()), cost, plain});
   }
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.calibration = calibration_of(decoder);
   return run;
 }
 

@@ -26,6 +26,11 @@ void Summary::add(const TurnResult& turn) {
     into.resize(std::max(into.size(), from.size()), 0);
     for (std::size_t k = 0; k < from.size(); ++k) into[k] += from[k];
   }
+  nodes_per_step.resize(std::max(nodes_per_step.size(), s.nodes_per_step.size()), 0);
+  for (std::size_t k = 0; k < s.nodes_per_step.size(); ++k) nodes_per_step[k] += s.nodes_per_step[k];
+  sized_steps += s.sized_steps;
+  expected_tokens += s.expected_tokens;
+  expected_seconds += s.expected_seconds;
 }
 
 double Summary::tau() const { return steps ? static_cast<double>(tokens) / static_cast<double>(steps) : 0.0; }
@@ -43,6 +48,37 @@ double Summary::plain_tokens_per_second() const {
 double Summary::speedup() const {
   const double seconds = cost_seconds + draft_seconds;
   return seconds > 0 ? plain_cost_seconds / seconds : 0.0;
+}
+
+double Summary::expected_tokens_per_second() const {
+  return expected_seconds > 0 ? expected_tokens / expected_seconds : 0.0;
+}
+
+double mean_nodes(const std::vector<std::int64_t>& nodes_per_step) {
+  double steps = 0, nodes = 0;
+  for (std::size_t k = 0; k < nodes_per_step.size(); ++k) {
+    steps += static_cast<double>(nodes_per_step[k]);
+    nodes += static_cast<double>(k) * static_cast<double>(nodes_per_step[k]);
+  }
+  return steps > 0 ? nodes / steps : 0.0;
+}
+
+int quantile_nodes(const std::vector<std::int64_t>& nodes_per_step, double q) {
+  std::int64_t steps = 0;
+  for (const auto c : nodes_per_step) steps += c;
+  // The smallest k with at least q of the steps at k nodes or fewer.
+  const double want = q * static_cast<double>(steps);
+  std::int64_t seen = 0;
+  for (std::size_t k = 0; k < nodes_per_step.size(); ++k) {
+    seen += nodes_per_step[k];
+    if (seen > 0 && static_cast<double>(seen) >= want) return static_cast<int>(k);
+  }
+  return 0;
+}
+
+std::string budget_text(const Report& report) {
+  return report.auto_budget.empty() ? fmt::format("budget {}", report.budget)
+                                    : fmt::format("budget auto (cap {})", report.budget);
 }
 
 std::string Report::combination() const {
@@ -74,7 +110,9 @@ Report summarise(std::span<const std::string> turn_categories, std::span<const T
 Report summarise(const Corpus& corpus, const ReplayRun& run, const ReplayOptions& options) {
   std::vector<std::string> categories;
   for (const Turn& turn : corpus.turns) categories.push_back(turn.category);
-  return summarise(categories, run.turns, run.drafters, options.budget, run.seconds);
+  Report report = summarise(categories, run.turns, run.drafters, options.budget, run.seconds);
+  report.calibration = run.calibration;
+  return report;
 }
 
 // ---- text ------------------------------------------------------------------------------------
@@ -99,10 +137,29 @@ std::int64_t total(const std::vector<std::int64_t>& histogram) {
 
 void print_report(std::ostream& out, const Report& report) {
   const Summary& all = report.overall;
-  out << fmt::format("specbench replay: drafters {} (budget {}), {} turns replayed in {:.2f} s\n",
-                     report.combination().empty() ? "none" : report.combination(), report.budget, all.turns,
+  out << fmt::format("specbench replay: drafters {} ({}), {} turns replayed in {:.2f} s\n",
+                     report.combination().empty() ? "none" : report.combination(), budget_text(report), all.turns,
                      report.seconds);
   print_tables(out, report);
+  print_auto_budget(out, report, report.cost_source.empty() ? 0.0 : all.tokens_per_second());
+}
+
+void print_auto_budget(std::ostream& out, const Report& report, double measured_tokens_per_second) {
+  if (report.auto_budget.empty()) return;
+  const Summary& s = report.overall;
+  const auto& h = s.nodes_per_step;
+  out << "\nautomatic budget (cap " << report.budget << "), cost model: " << report.auto_budget << "\n";
+  out << fmt::format("  draft nodes chosen per step: mean {:.2f}; p10 {}, p50 {}, p90 {}, max {}\n", mean_nodes(h),
+                     quantile_nodes(h, 0.1), quantile_nodes(h, 0.5), quantile_nodes(h, 0.9), quantile_nodes(h, 1.0));
+  out << fmt::format("  calibration error of the acceptance estimates: {:.4f} (over {:.0f} verdicts)\n",
+                     report.calibration.error, report.calibration.verdicts);
+  const double expected_tau = s.sized_steps ? s.expected_tokens / static_cast<double>(s.sized_steps) : 0.0;
+  out << fmt::format("  expected: tau {:.3f}, {:.1f} tokens/s; measured: tau {:.3f}", expected_tau,
+                     s.expected_tokens_per_second(), s.tau());
+  if (measured_tokens_per_second > 0)
+    out << fmt::format(", {:.1f} tokens/s (measured / expected {:.3f})", measured_tokens_per_second,
+                       s.expected_tokens_per_second() > 0 ? measured_tokens_per_second / s.expected_tokens_per_second() : 0.0);
+  out << "\n";
 }
 
 void print_tables(std::ostream& out, const Report& report) {
@@ -142,8 +199,8 @@ void print_comparison(std::ostream& out, std::span<const Report> reports) {
   if (reports.empty()) return;
   std::size_t name_width = 11;
   for (const auto& r : reports) name_width = std::max(name_width, r.combination().size());
-  out << fmt::format("specbench compare: budget {}, {} turns; tau = tokens per target call, bonus token included\n\n",
-                     reports[0].budget, reports[0].overall.turns);
+  out << fmt::format("specbench compare: {}, {} turns; tau = tokens per target call, bonus token included\n\n",
+                     budget_text(reports[0]), reports[0].overall.turns);
   out << fmt::format("{:<{}} {:>7} {:>11} {:>14}", "combination", name_width, "tau", "nodes/step", "draft us/step");
   for (const auto& [category, summary] : reports[0].categories)
     out << fmt::format(" {:>{}}", category, std::max<std::size_t>(category.size(), 6));
@@ -157,6 +214,18 @@ void print_comparison(std::ostream& out, std::span<const Report> reports) {
     out << fmt::format(" {:>8.2f}", r.seconds);
     if (costed) out << fmt::format(" {:>10.1f} {:>8.3f}", r.overall.tokens_per_second(), r.overall.speedup());
     out << "\n";
+  }
+  if (!reports[0].auto_budget.empty()) {
+    out << "\nautomatic budget (cap " << reports[0].budget << "), cost model: " << reports[0].auto_budget << "\n";
+    out << fmt::format("{:<{}} {:>10} {:>4} {:>4} {:>4} {:>11} {:>12} {:>10}\n", "combination", name_width,
+                       "nodes mean", "p10", "p50", "p90", "calib. err", "expected t/s", "tok/s");
+    for (const auto& r : reports) {
+      const auto& h = r.overall.nodes_per_step;
+      out << fmt::format("{:<{}} {:>10.2f} {:>4} {:>4} {:>4} {:>11.4f} {:>12.1f} {:>10.1f}\n", r.combination(),
+                         name_width, mean_nodes(h), quantile_nodes(h, 0.1), quantile_nodes(h, 0.5),
+                         quantile_nodes(h, 0.9), r.calibration.error, r.overall.expected_tokens_per_second(),
+                         costed ? r.overall.tokens_per_second() : 0.0);
+    }
   }
   if (!costed) return;
   out << "\nspeedup over plain decoding (time: " << reports[0].cost_source << ")\n";
@@ -208,6 +277,29 @@ nlohmann::ordered_json to_json(const Report& report) {
   for (std::size_t d = 0; d < report.drafters.size(); ++d)
     j["accepted_length_histogram"][report.drafters[d]] = report.overall.accepted_by_drafter[d];
   j["seconds"] = report.seconds;
+  if (!report.auto_budget.empty()) j["automatic_budget"] = auto_budget_json(report, costed ? report.overall.tokens_per_second() : 0.0);
+  return j;
+}
+
+nlohmann::ordered_json auto_budget_json(const Report& report, double measured_tokens_per_second) {
+  const Summary& s = report.overall;
+  const auto& h = s.nodes_per_step;
+  nlohmann::ordered_json j{{"cap", report.budget},
+                           {"cost_model", report.auto_budget},
+                           {"nodes_per_step_mean", mean_nodes(h)},
+                           {"nodes_per_step_percentiles",
+                            {{"p10", quantile_nodes(h, 0.1)},
+                             {"p50", quantile_nodes(h, 0.5)},
+                             {"p90", quantile_nodes(h, 0.9)},
+                             {"max", quantile_nodes(h, 1.0)}}},
+                           {"nodes_per_step_histogram", h},
+                           {"calibration_error", report.calibration.error},
+                           {"verdicts", report.calibration.verdicts},
+                           {"sized_steps", s.sized_steps},
+                           {"expected_tokens", s.expected_tokens},
+                           {"expected_seconds", s.expected_seconds},
+                           {"expected_tokens_per_second", s.expected_tokens_per_second()}};
+  if (measured_tokens_per_second > 0) j["measured_tokens_per_second"] = measured_tokens_per_second;
   return j;
 }
 
@@ -256,6 +348,7 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
     }
   }
   m.report = summarise(tasks, turns, run.drafters, options.budget, run.seconds);
+  m.report.calibration = run.calibration;
   const specdec::Llama2cConfig& c = bench.model->config();
   m.model = fmt::format("dim {}, {} layers, {} heads, vocab {}, {} positions", c.dim, c.n_layers, c.n_heads,
                         c.vocab_size, c.seq_len);
@@ -269,8 +362,8 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
 
 void print_model_report(std::ostream& out, const ModelReport& m) {
   const Report& r = m.report;
-  out << fmt::format("specbench model: {}\nverifier {}, drafters {} (budget {}), {} prompts in {:.2f} s\n", m.model,
-                     m.verifier, r.combination().empty() ? "none" : r.combination(), r.budget, m.prompts, r.seconds);
+  out << fmt::format("specbench model: {}\nverifier {}, drafters {} ({}), {} prompts in {:.2f} s\n", m.model,
+                     m.verifier, r.combination().empty() ? "none" : r.combination(), budget_text(r), m.prompts, r.seconds);
   if (!m.dresd_search.empty()) out << fmt::format("dresd search: {}\n", m.dresd_search);
   if (m.clamped > 0)
     out << fmt::format("({} prompts had max-new-tokens cut to the model's positions)\n", m.clamped);
@@ -288,6 +381,7 @@ void print_model_report(std::ostream& out, const ModelReport& m) {
   if (m.greedy)
     out << fmt::format("lossless: the output equals plain greedy decoding on {} of {} prompts{}\n", m.equal_to_plain,
                        m.prompts, m.equal_to_plain == m.prompts ? "" : "  <-- NOT LOSSLESS");
+  print_auto_budget(out, r, spec);
 }
 
 nlohmann::ordered_json to_json(const ModelReport& m) {
@@ -308,6 +402,8 @@ nlohmann::ordered_json to_json(const ModelReport& m) {
                         {"per_committed_token", ratio(m.draft_forwards, m.report.overall.tokens)},
                         {"nodes", m.draft_nodes}};
   if (m.greedy) j["equal_to_plain_greedy"] = m.equal_to_plain;
+  if (!m.report.auto_budget.empty())
+    j["automatic_budget"] = auto_budget_json(m.report, m.speculative_tokens_per_second());
   return j;
 }
 

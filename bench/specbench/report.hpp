@@ -28,6 +28,11 @@ struct Summary {
   /// accepted_by_drafter[d][k]: steps whose accepted path's first k draft tokens (and not k + 1)
   /// were all proposed by drafter d.
   std::vector<std::vector<std::int64_t>> accepted_by_drafter;
+  /// The automatic budget (DecodeStats): nodes_per_step[k] = steps that sent k draft nodes; over
+  /// the sized steps, the tokens and seconds the decoder expected.
+  std::vector<std::int64_t> nodes_per_step;
+  std::int64_t sized_steps = 0;
+  double expected_tokens = 0, expected_seconds = 0;
 
   void add(const TurnResult& turn);
   /// τ: tokens per target call, bonus token included (Spec-Bench's convention).
@@ -39,11 +44,20 @@ struct Summary {
   double tokens_per_second() const;
   double plain_tokens_per_second() const;
   double speedup() const;
+  /// The automatic budget's expectation: expected_tokens / expected_seconds.
+  double expected_tokens_per_second() const;
 };
+
+/// The chosen draft sizes of `--budget auto`: the mean and the q-quantile of nodes_per_step.
+double mean_nodes(const std::vector<std::int64_t>& nodes_per_step);
+int quantile_nodes(const std::vector<std::int64_t>& nodes_per_step, double q);
 
 struct Report {
   std::vector<std::string> drafters;
-  int budget = 0;
+  int budget = 0;  ///< the fixed budget, or the automatic budget's cap
+  /// `--budget auto`: where the cost model comes from ("" for a fixed budget).
+  std::string auto_budget;
+  Calibration calibration;  ///< `--budget auto`: the acceptance model's, at the end of the run
   double seconds = 0;  ///< wall time of the replay
   Summary overall;
   std::vector<std::pair<std::string, Summary>> categories;  ///< in the corpus's order
@@ -57,11 +71,18 @@ Report summarise(const Corpus& corpus, const ReplayRun& run, const ReplayOptions
 /// in order of first appearance.
 Report summarise(std::span<const std::string> turn_categories, std::span<const TurnResult> turns,
                  std::vector<std::string> drafters, int budget, double seconds);
+/// "budget 8", or "budget auto (cap 64)".
+std::string budget_text(const Report& report);
 
 /// The table per category and overall, then the accepted-length histogram per drafter.
 void print_report(std::ostream& out, const Report& report);
 /// print_report's table and histogram without its first line.
 void print_tables(std::ostream& out, const Report& report);
+/// `--budget auto` (nothing otherwise): the cost model, the chosen draft sizes (mean and
+/// percentiles), the calibration error, and the expected tokens/s next to the measured (when > 0).
+void print_auto_budget(std::ostream& out, const Report& report, double measured_tokens_per_second);
+/// The same as JSON (the "automatic_budget" object of docs/specbench.md).
+nlohmann::ordered_json auto_budget_json(const Report& report, double measured_tokens_per_second);
 
 /// What `specbench model` measured on top of the report.
 struct ModelReport {

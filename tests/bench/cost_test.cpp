@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include <specdec/draft_budget.hpp>
 #include <specdec/testing/laid_out_tree.hpp>
 
 #include "corpus.hpp"
@@ -48,6 +49,13 @@ TEST_CASE("a cost table interpolates between measured sizes and contexts", "[cos
   CHECK_THROWS_AS(t.forward_seconds(17, 100), input_error);
   // What the file holds comes back.
   CHECK(t.to_json()["contexts"][1]["forward_us"][2] == 300.0);
+}
+
+TEST_CASE("a cost table is the library's cost model of --budget auto", "[cost]") {
+  static_assert(specdec::CostModel<CostTable>);
+  const specdec::AnyCostModel cost = table_from(kTable);
+  CHECK(cost.step_seconds(10, 100) == Approx(70e-6));
+  CHECK(cost.step_seconds(4, 200) == Approx(50e-6));
 }
 
 TEST_CASE("a table coster sums the steps' forwards and the plain steps of the same tokens", "[cost]") {
