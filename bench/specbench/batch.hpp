@@ -101,8 +101,8 @@ struct BatchPass {
 
 struct BatchRow {
   int batch = 0;          ///< B
-  BatchPass plain{};      ///< speculation off: every request sends its root only
-  BatchPass speculative{};///< the combination's drafters at the budget
+  BatchPass plain{};        ///< speculation off: every request sends its root only
+  BatchPass speculative{};  ///< the combination's drafters at the budget
   int equal_to_plain = 0; ///< requests whose speculative output equals their plain output
 };
 

@@ -130,6 +130,7 @@ CLI::Validator batch_sizes() {
         return {};
       },
       "B[,B...]");
+}
 
 /// `--budget N` (a fixed budget) or `--budget auto` (the decoder sizes each step from a cost
 /// model, DecoderOptions::cost) and `--budget-cap N` (auto's most nodes per step).

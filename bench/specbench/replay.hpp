@@ -117,7 +117,7 @@ struct ReplayOptions {
   DrafterResources resources;
   StepCoster* coster = nullptr;  ///< null: NoCost
   /// `--budget auto`: the decoder's cost model (DecoderOptions::cost); empty: a fixed budget.
-  specdec::AnyCostModel cost;
+  specdec::AnyCostModel cost{};
 };
 
 /// One replayed turn.

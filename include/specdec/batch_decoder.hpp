@@ -489,7 +489,7 @@ class SpeculativeBatch {
   // Each drafter that shares state across requests draws it from its prototype.
   template <std::size_t... I>
   void share_states(drafters_type& drafters, std::index_sequence<I...>) {
-    auto one = [](auto& drafter, auto& prototype) {
+    [[maybe_unused]] auto one = [](auto& drafter, auto& prototype) {  // unused when there are no drafters
       if constexpr (SharesStateAcrossRequests<std::remove_cvref_t<decltype(drafter)>>) drafter.share(prototype.shared_state());
     };
     (one(std::get<I>(drafters), std::get<I>(prototype_)), ...);
