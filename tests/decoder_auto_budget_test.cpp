@@ -2,6 +2,7 @@
 // drafting cannot pay, everything useful drafted when nodes are nearly free, and calibrated.
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -60,17 +61,34 @@ TEST_CASE("the automatic budget is lossless whatever it chooses", "[decoder][bud
   }
 }
 
-TEST_CASE("the automatic budget drafts nothing when a node costs a forward", "[decoder][budget]") {
+/// An oracle that counts how often it is asked for a draft.
+struct CountingOracle : OracleDrafter {
+  using OracleDrafter::OracleDrafter;
+  void propose(const DraftContext& ctx, DraftTree& tree) {
+    ++*proposals;
+    OracleDrafter::propose(ctx, tree);
+  }
+  std::shared_ptr<int> proposals = std::make_shared<int>(0);
+};
+
+TEST_CASE("the automatic budget drafts nothing when a node costs a forward, and stops asking", "[decoder][budget]") {
   HashTarget target(kVocab);
   const std::vector<token_t> prompt{1, 2, 3};
   const std::vector<token_t> truth = reference(target, prompt);
-  SpeculativeDecoder<HashTarget, OracleDrafter, ExactVerifier> decoder(
-      target, DecoderOptions{.budget = 16, .cost = LinearCost{0.0, 1.0}}, OracleDrafter(truth, 8, 0.0), ExactVerifier{});
-  decode(decoder, prompt);
+  CountingOracle oracle(truth, 8, 0.0);
+  const std::shared_ptr<int> proposals = oracle.proposals;
+  SpeculativeDecoder<HashTarget, CountingOracle, ExactVerifier> decoder(
+      target, DecoderOptions{.budget = 16, .cost = LinearCost{0.0, 1.0}}, std::move(oracle), ExactVerifier{});
+  const std::vector<token_t> out = decode(decoder, prompt);
+  CHECK(out == first(truth, out.size()));
   const DecodeStats& s = decoder.stats();
   REQUIRE(s.nodes_per_step.size() == 1);  // every step sent 0 nodes
   CHECK(s.nodes_per_step[0] == s.steps);
   CHECK(s.tau() == 1.0);
+  CHECK(s.sized_steps == s.steps);
+  // Pauses of 1, 2, 4, ..., 32 steps between probes: 400 steps ask the drafter 17 times.
+  CHECK(*proposals < s.steps / 10);
+  CHECK(*proposals > 5);
 }
 
 TEST_CASE("the automatic budget drafts what pays when nodes are nearly free, and learns calibrated estimates",

@@ -78,10 +78,11 @@ struct DecoderOptions {
   /// `budget` merged nodes by the estimated probability that their path is accepted (an
   /// AcceptanceModel that learns from this decoder's verdicts, across sequences) and sends the k
   /// best, k = 0 included, that maximise expected tokens per second: (1 + their probabilities) /
-  /// (cost.step_seconds(1 + k, cached tokens) + the mean drafting time so far). The cost model
-  /// must answer for every size up to budget + 1. Without one, every step sends up to `budget`
-  /// nodes ranked by the drafters' own scores. Either way the committed tokens are the same: the
-  /// budget changes what is drafted, never what is accepted.
+  /// (cost.step_seconds(1 + k, cached tokens) + the mean drafting time so far); after a step that
+  /// chose none, the drafters are not asked for 1, 2, 4, ... up to 32 steps (a new sequence resets
+  /// this). The cost model must answer for every size up to budget + 1. Without one, every step
+  /// sends up to `budget` nodes ranked by the drafters' own scores. Either way the committed tokens
+  /// are the same: the budget changes what is drafted, never what is accepted.
   AnyCostModel cost{};
   AcceptanceModelOptions acceptance{};  ///< the automatic budget's calibration
 };
@@ -167,6 +168,8 @@ class SpeculativeDecoder {
                       " floats, expected " + std::to_string(features.rows) + " tokens x " + std::to_string(features.dim));
       }
       seq_.begin(prompt, vocab, features);
+      idle_steps_ = 0;  // a new sequence: draft from its first step
+      idle_backoff_ = 1;
     }
   }
 
@@ -325,7 +328,15 @@ class SpeculativeDecoder {
 
   // The automatic budget's draft: rank up to `most` nodes by calibrated path probability and
   // keep the count that maximises expected tokens per second (DecoderOptions::cost).
+  // After a step that chose no node, the next steps do not draft at all (so that speculation
+  // costs nothing where it cannot pay), for 1, 2, 4, ... up to 32 steps while the choice stays 0;
+  // a step that drafts again is the probe.
   TreeView sized_draft(int most, int max_depth) {
+    if (idle_steps_ > 0) {
+      --idle_steps_;
+      seq_.record_sizing(1.0, options_.cost.step_seconds(1, seq_.cached()));
+      return seq_.chain({});
+    }
     seq_.rank(most, max_depth, &*acceptance_);
     const TreeMerger& ranking = seq_.ranking();
     ranked_.resize(static_cast<std::size_t>(ranking.ranked()));
@@ -334,6 +345,12 @@ class SpeculativeDecoder {
     const double drafting = stats.steps > 0 ? stats.draft_seconds / static_cast<double>(stats.steps) : 0.0;
     const DraftSizeChoice choice = choose_draft_size(ranked_, options_.cost, seq_.cached(), drafting);
     seq_.record_sizing(choice.expected_tokens, choice.seconds);
+    if (choice.nodes == 0) {
+      idle_steps_ = idle_backoff_;
+      idle_backoff_ = std::min(2 * idle_backoff_, 32);
+    } else {
+      idle_backoff_ = 1;
+    }
     return seq_.keep(choice.nodes);
   }
 
@@ -375,6 +392,7 @@ class SpeculativeDecoder {
                                            detail::NoBackendStep> backend_step_;
   std::optional<AcceptanceModel> acceptance_;  // the automatic budget's calibration (DecoderOptions::cost)
   std::vector<double> ranked_;                 // its ranked path probabilities, best first
+  int idle_steps_ = 0, idle_backoff_ = 1;      // steps left without drafting, and the next such pause
   std::vector<node_t> feed_path_;    // resume(): the fed chain, root first
   std::vector<float> feature_rows_;  // the last step's accepted path's features, for feature drafters
 };
