@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "input_error.hpp"
+#include "report.hpp"
 
 namespace specbench {
 
@@ -72,20 +73,6 @@ nlohmann::ordered_json pass_json(const BatchPass& p, int requests) {
           {"mean_latency_seconds", mean(p.latency_seconds, requests)},
           {"mean_latency_forwards", mean(static_cast<double>(p.latency_forwards), requests)},
           {"tau", p.tau()}};
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace

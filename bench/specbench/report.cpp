@@ -409,8 +409,6 @@ nlohmann::ordered_json to_json(const ModelReport& m) {
 
 // ---- SVG -------------------------------------------------------------------------------------
 
-namespace {
-
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -424,8 +422,6 @@ std::string xml_escape(const std::string& s) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string histogram_svg(const Report& report) {
   constexpr double width = 900, height = 440, left = 70, right = 20, top = 60, bottom = 60;

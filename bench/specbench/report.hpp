@@ -118,5 +118,7 @@ nlohmann::ordered_json to_json(const Report& report);
 /// The accepted-length histogram as an SVG bar chart (share of steps per length, one bar per
 /// drafter), like Figure 4 of the CASD paper.
 std::string histogram_svg(const Report& report);
+/// `s` with &, <, > and " escaped, for text in the SVG charts.
+std::string xml_escape(const std::string& s);
 
 }  // namespace specbench
