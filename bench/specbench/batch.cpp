@@ -11,20 +11,20 @@
 
 namespace specbench {
 
-ModelBatchTarget make_model_batch_target(std::shared_ptr<const specdec::Llama2cModel> model, int slots) {
-  std::vector<specdec::Llama2cTarget> targets;
-  targets.reserve(static_cast<std::size_t>(slots));
-  for (int s = 0; s < slots; ++s) targets.emplace_back(model);
-  return ModelBatchTarget(std::move(targets));
+ModelBatchTarget make_model_batch_target(std::shared_ptr<const specdec::Llama2cModel> model, int slots, int threads) {
+  return ModelBatchTarget(std::move(model), slots, {threads});
 }
 
 const char* const model_batch_target_description =
-    "PerSlotTarget<Llama2cTarget>: one forward per request per step, weights shared but read once per request";
+    "Llama2cBatchTarget: one forward per step for all requests, each weight read once for all their nodes";
 
-ReplayBatchTarget::ReplayBatchTarget(int slots, int vocab_size, token_t stop_token)
+ReplayBatchTarget::ReplayBatchTarget(int slots, int vocab_size, token_t stop_token,
+                                     std::shared_ptr<const specdec::Llama2cModel> timed_model, int threads)
     : targets_(std::vector<specdec::ReplayTarget>(static_cast<std::size_t>(slots),
                                                   specdec::ReplayTarget({stop_token}, vocab_size, stop_token))),
-      stop_(stop_token) {}
+      stop_(stop_token) {
+  if (timed_model) timed_.emplace(std::move(timed_model), slots, specdec::Llama2cBatchTarget::Options{threads});
+}
 
 std::vector<int> parse_batch_sizes(std::string_view text) {
   const auto bad = [&] {
@@ -69,6 +69,7 @@ nlohmann::ordered_json pass_json(const BatchPass& p, int requests) {
   return {{"tokens", p.tokens},
           {"forwards", p.forwards},
           {"seconds", p.seconds},
+          {"prefill_seconds", p.prefill_seconds},
           {"tokens_per_second", p.tokens_per_second()},
           {"mean_latency_seconds", mean(p.latency_seconds, requests)},
           {"mean_latency_forwards", mean(static_cast<double>(p.latency_forwards), requests)},
@@ -82,7 +83,7 @@ void print_batch_report(std::ostream& out, const BatchReport& r) {
                      joined(r.run.drafters), r.budget, r.run.requests);
   out << fmt::format("{}\ntarget: {}\n", r.source, r.target);
   out << "  B: requests decoded at once (a new one joins as one finishes); tok/s: new tokens of all requests / wall "
-         "time of the pass;\n  lat s: mean seconds from a request's add() to its finish; fwd: "
+         "time of the pass\n  without the prefills (add(): the same in both passes); lat s: mean seconds from a request's add() to its finish; fwd: "
          "batched target forwards;\n  plain: roots only; ratio: speculative / plain tok/s; fwd ratio: plain / "
          "speculative forwards\n\n";
   out << fmt::format("{:>5} {:>12} {:>12} {:>7} {:>11} {:>11} {:>7} {:>10} {:>10} {:>9}\n", "B", "plain tok/s",

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -19,7 +20,7 @@
 
 #include <specdec/batch_decoder.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/llama2c.hpp>
+#include <specdec/targets/llama2c_batch.hpp>
 #include <specdec/targets/per_slot.hpp>
 #include <specdec/targets/replay_target.hpp>
 
@@ -31,13 +32,12 @@ namespace specbench {
 
 // ---- the batch target of `model --batch`: the one place to change ----------------------------
 
-/// The BatchTarget `model --batch` decodes with. One Llama2cTarget per slot, sharing the weights:
-/// one forward per request per step (no weights-once batching yet). A batched Llama2cTarget that
-/// reads the weights once per step replaces this alias, make_model_batch_target and
-/// model_batch_target_description (batch.cpp), nothing else.
-using ModelBatchTarget = specdec::PerSlotTarget<specdec::Llama2cTarget>;
-/// A ModelBatchTarget of `slots` sequences of `model`.
-ModelBatchTarget make_model_batch_target(std::shared_ptr<const specdec::Llama2cModel> model, int slots);
+/// The BatchTarget `model --batch` decodes with: one forward per step for all requests, reading
+/// each weight once for all their nodes. Another batch target replaces this alias,
+/// make_model_batch_target and model_batch_target_description (batch.cpp), nothing else.
+using ModelBatchTarget = specdec::Llama2cBatchTarget;
+/// A ModelBatchTarget of `slots` sequences of `model`, its forward on `threads` threads.
+ModelBatchTarget make_model_batch_target(std::shared_ptr<const specdec::Llama2cModel> model, int slots, int threads);
 /// What ModelBatchTarget is, for the report.
 extern const char* const model_batch_target_description;
 
@@ -46,9 +46,15 @@ extern const char* const model_batch_target_description;
 /// A BatchTarget of per-request ReplayTargets: each request's recorded answer decides its own
 /// acceptance. expect(reference) names the reference of the next request to join; the batch's
 /// add() prefills a slot, which then replays that reference.
+///
+/// With a timed model (`replay --batch --timed-model M`), every prefill, batched forward, commit
+/// and release also runs on a Llama2cBatchTarget of M, after the replay has accepted the call:
+/// M's caches hold the same tokens, so a pass's wall time is what decoding on M costs, with the
+/// recorded answers' acceptance (TimedTarget's idea, for a batch).
 class ReplayBatchTarget {
  public:
-  ReplayBatchTarget(int slots, int vocab_size, token_t stop_token);
+  ReplayBatchTarget(int slots, int vocab_size, token_t stop_token,
+                    std::shared_ptr<const specdec::Llama2cModel> timed_model = nullptr, int threads = 1);
 
   /// The next prefill's reference: prompt, recorded answer, stop token.
   void expect(std::span<const token_t> reference) { next_.assign(reference.begin(), reference.end()); }
@@ -58,13 +64,25 @@ class ReplayBatchTarget {
   void prefill(int slot, std::span<const token_t> tokens) {
     targets_.target(slot) = specdec::ReplayTarget(next_, vocab_size(), stop_);
     targets_.prefill(slot, tokens);
+    if (timed_) timed_->prefill(slot, tokens);
   }
-  decltype(auto) forward(const specdec::TreeBatchView& batch) { return targets_.forward(batch); }
-  void commit(int slot, std::span<const specdec::node_t> path) { targets_.commit(slot, path); }
-  void release(int slot) { targets_.release(slot); }
+  decltype(auto) forward(const specdec::TreeBatchView& batch) {
+    decltype(auto) out = targets_.forward(batch);
+    if (timed_) timed_->forward(batch);
+    return out;
+  }
+  void commit(int slot, std::span<const specdec::node_t> path) {
+    targets_.commit(slot, path);
+    if (timed_) timed_->commit(slot, path);
+  }
+  void release(int slot) {
+    targets_.release(slot);
+    if (timed_) timed_->release(slot);
+  }
 
  private:
   specdec::PerSlotTarget<specdec::ReplayTarget> targets_;
+  std::optional<specdec::Llama2cBatchTarget> timed_;
   std::vector<token_t> next_;
   token_t stop_;
 };
@@ -81,6 +99,9 @@ std::vector<int> parse_batch_sizes(std::string_view text);
 struct BatchOptions {
   std::vector<int> sizes;  ///< the B values, increasing
   int budget = 64;         ///< draft nodes per request per step (speculative pass)
+  int threads = 1;         ///< the model's forward threads (`model --batch`, `replay --batch --timed-model`)
+  /// `replay --batch --timed-model`: the model every step also runs on (null: none).
+  std::shared_ptr<const specdec::Llama2cModel> timed_model;
   DrafterResources resources;
 };
 
@@ -90,11 +111,16 @@ struct BatchPass {
   std::int64_t forwards = 0;          ///< batched target forwards (steps)
   std::int64_t request_steps = 0;     ///< forwards each request took part in, summed over requests
   double seconds = 0;                 ///< wall time of the pass (prefills, drafting, forwards, verification)
+  double prefill_seconds = 0;         ///< of which in add(): the prompts' prefills, the same in both passes
   double latency_seconds = 0;         ///< summed over requests: add() to finished
   std::int64_t latency_forwards = 0;  ///< summed over requests: forwards from add() to finished
   std::vector<std::vector<token_t>> outputs;  ///< per request, in input order
 
-  double tokens_per_second() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
+  /// Decoding throughput: new tokens / the pass's wall time without the prefills.
+  double tokens_per_second() const {
+    const double decoding = seconds - prefill_seconds;
+    return decoding > 0 ? static_cast<double>(tokens) / decoding : 0.0;
+  }
   /// τ: tokens per request step (bonus token included): 1 for the plain pass.
   double tau() const { return request_steps ? static_cast<double>(tokens) / static_cast<double>(request_steps) : 0.0; }
 };
@@ -148,6 +174,7 @@ BatchPass run_pass(Batch& batch, std::size_t requests, Add&& add) {
       joined_forward[next] = batch.forwards();
       if (add(next) != static_cast<specdec::request_id>(next))
         throw std::logic_error("SpeculativeBatch gave request " + std::to_string(next) + " another id");
+      pass.prefill_seconds += std::chrono::duration<double>(clock::now() - joined[next]).count();
       ++next;
     }
     for (const specdec::RequestUpdate& u : batch.step()) {
@@ -189,7 +216,7 @@ BatchRun decode_model_batch(const ModelBench& bench, const BatchOptions& options
   request.budget = options.budget;
   for (const int b : options.sizes) {
     const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(b), std::max<std::size_t>(n, 1)));
-    ModelBatchTarget target = make_model_batch_target(bench.model, slots);
+    ModelBatchTarget target = make_model_batch_target(bench.model, slots, options.threads);
     BatchRow row{.batch = b};
     {
       Plain plain(target, slots, specdec::ExactVerifier{});
@@ -240,7 +267,7 @@ BatchRun replay_batch(const Corpus& corpus, const BatchOptions& options) {
   };
   for (const int b : options.sizes) {
     const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(b), std::max<std::size_t>(n, 1)));
-    ReplayBatchTarget target(slots, corpus.vocab_size, corpus.stop_token);
+    ReplayBatchTarget target(slots, corpus.vocab_size, corpus.stop_token, options.timed_model, options.threads);
     BatchRow row{.batch = b};
     {
       Plain plain(target, slots, specdec::ExactVerifier{});

@@ -344,14 +344,6 @@ void refuse_automatic_batch(const BudgetArgs& b) {
   if (b.automatic) throw input_error("--batch: give a fixed --budget (--budget auto is not available with --batch)");
 }
 
-/// The combination's batch runners; input_error when a drafter reads the target's features.
-const BatchRunners& batch_of(const Combination& c) {
-  if (!c.batch.model)
-    throw input_error("the combination " + c.name() + " reads the target's features, which batched decoding does "
-                      "not pass yet: run it without --batch");
-  return c.batch;
-}
-
 /// Writes what a --batch run measured: the table, --json, --plot. Returns the exit code.
 int report_batch(const BatchReport& report, const std::string& json, const std::string& plot) {
   print_batch_report(std::cout, report);
@@ -361,7 +353,7 @@ int report_batch(const BatchReport& report, const std::string& json, const std::
 }
 
 int run_model_batch(const ModelArgs& a) {
-  const BatchRunners& runners = batch_of(find_combination(a.drafters));
+  const BatchRunners& runners = find_combination(a.drafters).batch;
   refuse_automatic_batch(a.budget);
   if (a.verifier != "exact") throw input_error("--batch: runs with --verifier exact only");
   int clamped = 0;
@@ -370,11 +362,15 @@ int run_model_batch(const ModelArgs& a) {
   if (clamped > 0)
     std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
                              a.max_new_tokens, clamped);
-  const BatchOptions options{parse_batch_sizes(a.batch), a.budget.budget, a.resources.resources()};
+  BatchOptions options;
+  options.sizes = parse_batch_sizes(a.batch);
+  options.budget = a.budget.budget;
+  options.threads = a.threads;
+  options.resources = a.resources.resources();
   const specdec::Llama2cConfig& c = bench.model->config();
   BatchReport report{runners.model(bench, options), "model",
-                     fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions; one thread", c.dim,
-                                 c.n_layers, c.n_heads, c.vocab_size, c.seq_len),
+                     fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions; {} thread{}", c.dim,
+                                 c.n_layers, c.n_heads, c.vocab_size, c.seq_len, a.threads, a.threads == 1 ? "" : "s"),
                      model_batch_target_description, a.budget.budget};
   return report_batch(report, a.json, a.plot);
 }
@@ -575,9 +571,10 @@ std::string table_source(const DataArgs& a, const CostTable& table) {
   return "modelled from the cost table " + a.cost + " (" + table.describe() + ")";
 }
 
-/// `--timed-model M`: the coster that runs every step through M's forward. Drops (and says so)
-/// the turns M's positions cannot hold.
-std::unique_ptr<ModelCoster> timed_coster(const ReplayArgs& r, const DataArgs& a, Corpus& corpus, std::string& source) {
+/// `--timed-model M`: the model, checked against the replay. Drops (and says so) the turns M's
+/// positions cannot hold; what M is goes to `source`.
+std::shared_ptr<const specdec::Llama2cModel> load_timed_model(const ReplayArgs& r, const DataArgs& a, Corpus& corpus,
+                                                              std::string& source) {
   std::shared_ptr<const specdec::Llama2cModel> model;
   try {
     model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(r.timed_model));
@@ -597,21 +594,32 @@ std::unique_ptr<ModelCoster> timed_coster(const ReplayArgs& r, const DataArgs& a
   const auto note = synthetic_model_note(r.timed_model);
   source = fmt::format("measured: every step also run through {} ({}{}), {} thread(s)", r.timed_model,
                        specdec::Llama2cModel::describe(c), note ? "; SYNTHETIC weights, timing only" : "", r.threads);
-  return std::make_unique<ModelCoster>(make_llama_target(std::move(model), r.threads));
+  return model;
 }
 
 int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
   const Combination& combination = find_combination(r.drafters);
-  replay_of(combination);
-  const BatchRunners& runners = batch_of(combination);
+  replay_of(combination);  // a feature drafter has no replay
+  const BatchRunners& runners = combination.batch;
   refuse_automatic_batch(a.budget);
-  const Corpus corpus = load_corpus(a);
+  Corpus corpus = load_corpus(a);
+  std::string timed_source;
+  std::shared_ptr<const specdec::Llama2cModel> timed;
+  if (!r.timed_model.empty()) timed = load_timed_model(r, a, corpus, timed_source);
   report_token_counts(corpus);
-  const BatchOptions options{parse_batch_sizes(r.batch), a.budget.budget, a.drafters.resources()};
+  BatchOptions options;
+  options.sizes = parse_batch_sizes(r.batch);
+  options.budget = a.budget.budget;
+  options.threads = r.threads;
+  options.timed_model = timed;
+  options.resources = a.drafters.resources();
   BatchReport report{runners.replay(corpus, options), "replay",
-                     "Spec-Bench replay: acceptance from the recorded answers, no model runs (seconds are drafting "
-                     "and bookkeeping only; fwd is what a model would run)",
-                     "ReplayBatchTarget: one ReplayTarget per request (PerSlotTarget<ReplayTarget>)", a.budget.budget};
+                     timed ? "Spec-Bench replay: acceptance from the recorded answers; " + timed_source
+                           : std::string("Spec-Bench replay: acceptance from the recorded answers, no model runs "
+                                         "(seconds are drafting and bookkeeping only; fwd is what a model would run)"),
+                     timed ? "ReplayBatchTarget (one ReplayTarget per request) + Llama2cBatchTarget of the timed model"
+                           : "ReplayBatchTarget: one ReplayTarget per request (PerSlotTarget<ReplayTarget>)",
+                     a.budget.budget};
   return report_batch(report, a.json, a.plot);
 }
 
@@ -644,7 +652,7 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   std::unique_ptr<StepCoster> coster;
   std::string source;
   if (!r.timed_model.empty()) {
-    coster = timed_coster(r, a, corpus, source);
+    coster = std::make_unique<ModelCoster>(make_llama_target(load_timed_model(r, a, corpus, source), r.threads));
   } else if (table) {
     coster = std::make_unique<TableCoster>(*table);
     source = table_source(a, *table);
@@ -773,7 +781,6 @@ int main(int argc, char** argv) {
                                                    "B of the list (e.g. 1,2,4,8; at most " +
                                                        std::to_string(max_batch_size) + ")")
       ->check(batch_sizes())
-      ->excludes(timed)
       ->excludes("--cost");
 
   DataArgs compare_args;

@@ -23,6 +23,7 @@ const std::vector<ModelRunners>& model_runners();
 /// the target's features, which SpeculativeBatch does not pass yet.
 struct BatchRunners {
   BatchRun (*model)(const ModelBench&, const BatchOptions&);
+  /// Null when a drafter reads the target's features (the replay target has none).
   BatchRun (*replay)(const Corpus&, const BatchOptions&);
 };
 /// The batch runners of every registered combination, in list order (registry_batch.cpp).

@@ -1,6 +1,6 @@
 // Every registered combination (combinations.hpp) compiled for `--batch` of `model` and `replay`:
 // SpeculativeBatch<ModelBatchTarget or ReplayBatchTarget, Drafters..., ExactVerifier>. Combinations
-// with a feature drafter get none (SpeculativeBatch does not pass the target's features yet).
+// with a feature drafter get no replay runner (a replay has no features).
 #include "batch.hpp"
 #include "combinations.hpp"
 #include "registry.hpp"
@@ -11,7 +11,8 @@ namespace {
 
 template <class... Drafters>
 BatchRunners runners(specdec::detail::type_list<Drafters...>) {
-  if constexpr ((specdec::drafter_traits<Drafters>::needs_target_features || ...)) return {nullptr, nullptr};
+  if constexpr ((specdec::drafter_traits<Drafters>::needs_target_features || ...))
+    return {&decode_model_batch<Drafters...>, nullptr};
   else return {&decode_model_batch<Drafters...>, &replay_batch<Drafters...>};
 }
 

@@ -145,6 +145,8 @@ class SpeculativeBatch {
     if constexpr (sizeof...(Policies) == 0) return false;  // said above
     else return detail::check_batch_decoder<Target>(drafter_list{}, static_cast<verifier_type*>(nullptr));
   }();
+  // Feature drafters are told each request's features (the target is then a FeatureBatchTarget).
+  static constexpr bool gathers_features = checked && detail::any_feature_drafter<drafter_list>::value;
   static_assert(num_drafters <= 32, "SpeculativeBatch: at most 32 drafters (one source bit each).");
   template <class... Ds>
   static constexpr bool shared_states_ok(detail::type_list<Ds...>) {
@@ -251,6 +253,10 @@ class SpeculativeBatch {
         t3 = clock::now();
         r.verify_seconds = seconds(t3 - begin).count();
       }
+      if constexpr (gathers_features) {
+        for (std::size_t b = 0; b < batch_slots_.size(); ++b)  // before commit: it ends the output's life
+          gather_features(*requests_[static_cast<std::size_t>(batch_slots_[b])], out.tree(static_cast<int>(b)));
+      }
       for (std::size_t b = 0; b < batch_slots_.size(); ++b)
         target_.commit(batch_slots_[b], std::span<const node_t>(requests_[static_cast<std::size_t>(batch_slots_[b])]->seq.verdict().path));
       const auto t4 = clock::now();
@@ -262,8 +268,10 @@ class SpeculativeBatch {
         const std::size_t s = static_cast<std::size_t>(batch_slots_[b]);
         Request& r = *requests_[s];
         const auto t5 = clock::now();
+        const TargetFeatures features{batch_trees_[b].base_position, static_cast<int>(r.seq.verdict().path.size()),
+                                      feature_dim(), r.feature_rows.data()};
         const std::span<const token_t> committed = r.seq.commit(batch_trees_[b]);
-        r.seq.observe(TargetFeatures{});
+        r.seq.observe(features);
         r.seq.record(batch_trees_[b], r.draft_seconds + seconds(clock::now() - t5).count(), target_seconds,
                      r.verify_seconds);
         updates_.push_back(emit(r, committed));
@@ -328,7 +336,28 @@ class SpeculativeBatch {
     bool ranked = false;        // this step's nodes are sized by share_nodes()
     // The automatic budget's calibration of this request, with the batch's as its prior.
     std::optional<AcceptanceModel> acceptance;
+    std::vector<float> feature_rows;  // the features of this step's accepted path (feature drafters)
   };
+
+  int feature_dim() const {
+    if constexpr (gathers_features) return static_cast<int>(target_.feature_dim());
+    else return 0;
+  }
+
+  // Copies the features of `r`'s accepted path's nodes (root first) into its feature_rows.
+  template <class Out>
+  void gather_features(Request& r, const Out& out) {
+    const std::size_t dim = static_cast<std::size_t>(feature_dim());
+    const auto& path = r.seq.verdict().path;
+    r.feature_rows.resize(path.size() * dim);
+    for (std::size_t k = 0; k < path.size(); ++k) {
+      const std::span<const float> row = out.features(path[k]);
+      if (row.size() != dim)
+        throw error("SpeculativeBatch::step: the target's features(" + std::to_string(path[k]) + ") has " +
+                    std::to_string(row.size()) + " floats, but its feature_dim() is " + std::to_string(dim));
+      std::copy(row.begin(), row.end(), r.feature_rows.begin() + static_cast<std::ptrdiff_t>(k * dim));
+    }
+  }
 
   // The automatic budget's step: the ranked requests' nodes compete for one step's size
   // (BatchOptions::cost); each request keeps its nodes among the best.
@@ -425,7 +454,16 @@ class SpeculativeBatch {
       r.acceptance->set_prior(acceptance_);
     }
     try {
-      r.seq.begin(prompt, static_cast<int>(target_.vocab_size()), TargetFeatures{});
+      TargetFeatures features{};
+      if constexpr (gathers_features) {
+        const std::span<const float> rows = target_.prefill_features(static_cast<int>(s));
+        features = {0, static_cast<int>(prompt.size()) - 1, feature_dim(), rows.data()};
+        if (rows.size() != static_cast<std::size_t>(features.rows) * static_cast<std::size_t>(features.dim))
+          throw error("SpeculativeBatch::add: the target's prefill_features(" + std::to_string(s) + ") has " +
+                      std::to_string(rows.size()) + " floats, expected " + std::to_string(features.rows) +
+                      " tokens x " + std::to_string(features.dim));
+      }
+      r.seq.begin(prompt, static_cast<int>(target_.vocab_size()), features);
     } catch (...) {
       requests_[s].reset();
       target_.release(static_cast<int>(s));

@@ -394,13 +394,14 @@ constexpr bool check_batch_decoder(type_list<Ds...>, V*) {
   } else {
     constexpr bool target_ok = check_batch_target<T>();
     constexpr bool drafters_ok = (check_drafter<Ds>() & ... & true);
-    constexpr bool features_ok = !(drafter_traits<Ds>::needs_target_features || ... || false);
-    static_assert(features_ok,
-                  "SpeculativeBatch: a drafter reads the target's features (needs_target_features), and a "
-                  "batch target does not return features yet; decode it with SpeculativeDecoder.");
     if constexpr (!target_ok) {
       return false;
     } else {
+      constexpr bool features_ok = !(drafter_traits<Ds>::needs_target_features || ... || false) || FeatureBatchTarget<T>;
+      static_assert(features_ok,
+                    "SpeculativeBatch: a drafter reads the target's features (needs_target_features), and the "
+                    "batch target is no specdec::FeatureBatchTarget: give it feature_dim(), prefill_features(slot) "
+                    "and features(node) in out.tree(b), as Llama2cBatchTarget has.");
       constexpr bool verifier_ok = check_verifier<V, tree_output_t<T>>();
       return drafters_ok && features_ok && verifier_ok;
     }

@@ -184,6 +184,15 @@ concept BatchTarget = requires(T& t, const T& ct, int slot, std::span<const toke
   t.release(slot);
 } && requires(T& t, const TreeBatchView& batch, int b) { t.forward(batch).tree(b); } && TargetOutput<tree_output_t<T>>;
 
+/// Optional: a BatchTarget whose outputs carry the features feature drafters read (EAGLE, DReSD),
+/// as a FeatureTarget's do: out.tree(b).features(node) (feature_dim() floats) and, for the slot's
+/// last prefill, prefill_features(slot) (one row per prefilled token, valid until the next call).
+template <class T>
+concept FeatureBatchTarget = BatchTarget<T> && FeatureOutput<tree_output_t<T>> && requires(const T& ct, int slot) {
+  { ct.feature_dim() } -> std::convertible_to<int>;
+  { ct.prefill_features(slot) } -> std::convertible_to<std::span<const float>>;
+};
+
 // ---- backend target -----------------------------------------------------------------------
 
 /// Rows of logits in a backend's memory: node i's row is data + i * row_stride (vocab floats).

@@ -63,11 +63,6 @@ struct forward_output<Target> {
 
 template <class T>
 inline constexpr bool complete = requires { sizeof(T); };
-
-template <class List>
-struct any_feature_drafter;
-template <class... Ds>
-struct any_feature_drafter<type_list<Ds...>> : std::bool_constant<(drafter_traits<Ds>::needs_target_features || ... || false)> {};
 }  // namespace detail
 
 struct DecoderOptions {

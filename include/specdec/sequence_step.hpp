@@ -38,6 +38,12 @@ inline void check_token(token_t t, int vocab, const std::string& what) {
     throw error(what + " is " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
 }
 
+/// Whether a drafter of the list reads the target's features (the decoders then gather them).
+template <class List>
+struct any_feature_drafter;
+template <class... Ds>
+struct any_feature_drafter<type_list<Ds...>> : std::bool_constant<(drafter_traits<Ds>::needs_target_features || ... || false)> {};
+
 template <class DrafterList>
 class SequenceStep;
 

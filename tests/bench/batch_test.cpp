@@ -53,7 +53,9 @@ TEST_CASE("batch sizes: a list of whole numbers in [1, 1024] sorted and anything
 
 TEST_CASE("replay batch: every turn reproduces its answer and speculative equals plain for any B", "[specbench][batch]") {
   const Corpus corpus = hand_made_corpus();
-  const BatchOptions options{{1, 2, 5}, 8, {}};
+  BatchOptions options;
+  options.sizes = {1, 2, 5};
+  options.budget = 8;
   const BatchRun run = find_combination(std::vector<std::string>{"pld"}).batch.replay(corpus, options);
   REQUIRE(run.rows.size() == 3);
   CHECK(run.requests == 3);
@@ -107,7 +109,9 @@ TEST_CASE("model batch: plain batched decoding is greedy decoding and speculatio
   const auto tokenizer = specdec::Llama2cTokenizer::load(dir / "tiny_tok.bin", model->config().vocab_size);
   const std::vector<std::string> stories{"stories"};
   const ModelBench bench = make_model_bench(model, tokenizer, find_tasks(stories), 40, 3, nullptr);
-  const BatchOptions options{{1, 2}, 16, {}};
+  BatchOptions options;
+  options.sizes = {1, 2};
+  options.budget = 16;
   const BatchRun run = find_combination(std::vector<std::string>{"casd"}).batch.model(bench, options);
   REQUIRE(run.rows.size() == 2);
   specdec::Llama2cTarget single(model);

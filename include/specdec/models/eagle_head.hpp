@@ -209,7 +209,7 @@ class EagleHead {
       const float* y = cache.fc_out.data() + static_cast<std::size_t>(i) * ld;
       for (int e = 0; e < d; ++e) x[e] = y[e] + fc_bias_[static_cast<std::size_t>(e)];
     }
-    cache.scratch.reserve(config_, layer_.wqkv, layer_.w13, n, first_slot + max_depth, max_depth);
+    cache.scratch.reserve(config_, layer_.wqkv, layer_.w13, n, first_slot + max_depth, max_depth, pool);
     const llama::LayerBatch batch{n, cached, first_slot, cache.x.data(), cache.rope.data(), false, up, max_depth};
     llama::decoder_layer(layer_, config_, batch, llama::KvView{cache.kt.data(), cache.v.data(), cache.slots},
                          cache.scratch, pool);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include <specdec/models/host_kernels.hpp>
@@ -88,17 +89,21 @@ struct LayerBatch {
 };
 
 /// Scratch space of decoder_layer: grows to the largest call, then is reused (no allocation
-/// per step).
+/// per step). Attention scratch (scores, ancestor lists) is one region per thread.
 struct LayerScratch {
   static constexpr int node_block = 16;  // nodes whose scores are held at once
   static constexpr int slot_block = 64;  // cached slots read once for a block of nodes
   std::vector<float> xb, qkv, att, h13, tmp, scores;
-  std::vector<int> extra;  // per kv head: node_block ancestor lists
-  int seq = 0, depth = 0;
+  std::vector<int> extra;  // per thread, per kv head: node_block ancestor lists
+  int seq = 0, depth = 0, threads = 0;
 
-  void reserve(const Llama2cConfig& c, const Matrix& wqkv, const Matrix& w13, int n, int seq_needed, int max_depth) {
+  /// Room for a call of `n` tokens in all, whose sequences see at most `seq_needed` slots and
+  /// have no chain longer than `max_depth`, on `pool`'s threads (null: one).
+  void reserve(const Llama2cConfig& c, const Matrix& wqkv, const Matrix& w13, int n, int seq_needed, int max_depth,
+               const ThreadPool* pool) {
+    const int threads_needed = pool ? pool->threads() : 1;
     const std::size_t un = static_cast<std::size_t>(n);
-    auto grow = [](std::vector<float>& v, std::size_t size) {
+    auto grow = [](auto& v, std::size_t size) {
       if (v.size() < size) v.resize(size);
     };
     grow(xb, un * c.dim);
@@ -106,11 +111,19 @@ struct LayerScratch {
     grow(att, un * c.dim);
     grow(h13, un * w13.stride);
     grow(tmp, un * Matrix::padded(c.dim));
-    seq = std::max(seq, seq_needed);
-    depth = std::max(depth, max_depth);
-    grow(scores, static_cast<std::size_t>(c.n_heads) * node_block * seq);
-    if (extra.size() < static_cast<std::size_t>(c.n_kv_heads) * node_block * depth)
-      extra.resize(static_cast<std::size_t>(c.n_kv_heads) * node_block * depth);
+    if (seq_needed > seq || max_depth > depth || threads_needed > threads) {
+      seq = std::max(seq, seq_needed);
+      depth = std::max(depth, max_depth);
+      threads = std::max(threads, threads_needed);
+      grow(scores, static_cast<std::size_t>(threads) * scores_per_thread(c));
+      grow(extra, static_cast<std::size_t>(threads) * extra_per_thread(c));
+    }
+  }
+  std::size_t scores_per_thread(const Llama2cConfig& c) const {
+    return static_cast<std::size_t>(c.n_heads) * node_block * seq;
+  }
+  std::size_t extra_per_thread(const Llama2cConfig& c) const {
+    return static_cast<std::size_t>(c.n_kv_heads) * node_block * depth;
   }
 };
 
@@ -136,9 +149,10 @@ void parallel(ThreadPool* pool, int tasks, F&& f) {
   else f(0, tasks);
 }
 
-// Attention of tokens [i0, i1) for the query heads of kv heads [g0, g1).
-inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int g0, int g1,
-                   int i0, int i1) {
+// Attention of tokens [i0, i1) of sequence `b` (rows row0 + i of s.att) for the query heads of kv
+// heads [g0, g1), with the scores and ancestor lists of thread region `region`.
+inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
+                   int row0, int g0, int g1, int i0, int i1) {
   const Kernels& k = kernels();
   const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), group = c.kv_group();
   const float sqrt_hs = std::sqrt(static_cast<float>(hs));
@@ -146,9 +160,10 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
   constexpr int nb = LayerScratch::node_block;
   // Per node of the block: its cached slots [0, contiguous) and its ancestor slots (this task's list).
   int contiguous[nb], extras[nb];
-  int* extra = s.extra.data() + static_cast<std::size_t>(g0) * nb * s.depth;
-  auto q_of = [&](int i, int h) { return s.att.data() + static_cast<std::size_t>(i) * dim + h * hs; };
-  auto row = [&](int local, int h) { return s.scores.data() + (static_cast<std::size_t>(h) * nb + local) * seq; };
+  int* extra = s.extra.data() + static_cast<std::size_t>(region) * s.extra_per_thread(c) + static_cast<std::size_t>(g0) * nb * s.depth;
+  float* scores = s.scores.data() + static_cast<std::size_t>(region) * s.scores_per_thread(c);
+  auto q_of = [&](int i, int h) { return s.att.data() + static_cast<std::size_t>(row0 + i) * dim + h * hs; };
+  auto row = [&](int local, int h) { return scores + (static_cast<std::size_t>(h) * nb + local) * seq; };
   auto kt_of = [&](int h) { return kv.kt + static_cast<std::size_t>(h / group) * hs * kv.slots; };
   auto v_of = [&](int h) { return kv.v + static_cast<std::size_t>(h / group) * hs; };
   const int h0 = g0 * group, h1 = g1 * group;
@@ -217,35 +232,57 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
 
 }  // namespace detail
 
-/// Runs one decoder layer with weights `w` of a model shaped `c` over `batch`, in place on
-/// batch.x, on `pool`'s threads (null: the caller's). `kv` has room for first_slot + n slots;
-/// `s` must have been reserved for this call (LayerScratch::reserve).
-inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, const LayerBatch& b, const KvView& kv,
-                          LayerScratch& s, ThreadPool* pool) {
+/// Runs one decoder layer with weights `w` of a model shaped `c` over the tokens of several
+/// sequences at once, in place on their rows of x, on `pool`'s threads (null: the caller's): each
+/// weight is read once for all of them. sequences[k] writes its K/V into caches[k] (room for
+/// first_slot + n slots) and its rows x and rope follow sequences[k - 1]'s in one buffer. A token's
+/// result does not depend on the other sequences. `s` must have been reserved for this call
+/// (LayerScratch::reserve, all tokens, pool's threads).
+inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::span<const LayerBatch> sequences,
+                          std::span<const KvView> caches, LayerScratch& s, ThreadPool* pool) {
   const detail::Kernels& k = kernels();
-  const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), hidden = c.hidden_dim, n = b.n;
+  const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), hidden = c.hidden_dim;
   const int qs = w.wqkv.stride, k_at = Matrix::padded(dim), v_at = k_at + Matrix::padded(kv_dim);
   const int hs13 = w.w13.stride, b_at = Matrix::padded(hidden), ld_tmp = Matrix::padded(dim);
   auto at = [](std::vector<float>& v, int i, int ld) { return v.data() + static_cast<std::size_t>(i) * ld; };
+  float* const x_all = sequences.empty() ? nullptr : sequences[0].x;
+  int n = 0;
+  for (const LayerBatch& b : sequences) n += b.n;
 
-  for (int i = 0; i < n; ++i) rmsnorm(at(s.xb, i, dim), b.x + static_cast<std::size_t>(i) * dim, w.rms_att.data(), dim);
+  for (int i = 0; i < n; ++i) rmsnorm(at(s.xb, i, dim), x_all + static_cast<std::size_t>(i) * dim, w.rms_att.data(), dim);
   detail::matmul(pool, w.wqkv, s.xb.data(), dim, n, s.qkv.data(), qs);
-  for (int i = 0; i < n; ++i) {
-    float* q = at(s.qkv, i, qs);
-    const float* cs = b.rope + static_cast<std::size_t>(i) * hs;
-    rope(q, dim, hs, cs);
-    rope(q + k_at, kv_dim, hs, cs);
-    const int slot = b.first_slot + i;
-    for (int e = 0; e < kv_dim; ++e) kv.kt[static_cast<std::size_t>(e) * kv.slots + slot] = q[k_at + e];
-    std::copy_n(q + v_at, kv_dim, kv.v + static_cast<std::size_t>(slot) * kv_dim);
-    std::copy_n(q, dim, at(s.att, i, dim));  // the queries; attend() replaces them by its outputs
+  for (int q_row = 0, seq = 0; seq < static_cast<int>(sequences.size()); ++seq) {
+    const LayerBatch& b = sequences[static_cast<std::size_t>(seq)];
+    const KvView& kv = caches[static_cast<std::size_t>(seq)];
+    for (int i = 0; i < b.n; ++i, ++q_row) {
+      float* q = at(s.qkv, q_row, qs);
+      const float* cs = b.rope + static_cast<std::size_t>(i) * hs;
+      rope(q, dim, hs, cs);
+      rope(q + k_at, kv_dim, hs, cs);
+      const int slot = b.first_slot + i;
+      for (int e = 0; e < kv_dim; ++e) kv.kt[static_cast<std::size_t>(e) * kv.slots + slot] = q[k_at + e];
+      std::copy_n(q + v_at, kv_dim, kv.v + static_cast<std::size_t>(slot) * kv_dim);
+      std::copy_n(q, dim, at(s.att, q_row, dim));  // the queries; attend() replaces them by its outputs
+    }
   }
-  detail::parallel(pool, c.n_kv_heads, [&](int g0, int g1) {
-    if (g0 < g1) detail::attend(c, b, kv, s, g0, g1, 0, n);
+  // Attention: (sequence, kv head) pairs split over the threads, each with its own scratch region.
+  const int pairs = static_cast<int>(sequences.size()) * c.n_kv_heads;
+  const int regions = std::min(pool ? pool->threads() : 1, std::max(pairs, 1));
+  detail::parallel(pool, regions, [&](int r0, int r1) {
+    for (int r = r0; r < r1; ++r) {
+      const int p1 = static_cast<int>(static_cast<long>(pairs) * (r + 1) / regions);
+      for (int p = static_cast<int>(static_cast<long>(pairs) * r / regions); p < p1;) {
+        const int seq = p / c.n_kv_heads, g0 = p % c.n_kv_heads, g1 = std::min(c.n_kv_heads, g0 + p1 - p);
+        const LayerBatch& b = sequences[static_cast<std::size_t>(seq)];
+        const int row0 = static_cast<int>((b.x - x_all) / dim);
+        detail::attend(c, b, caches[static_cast<std::size_t>(seq)], s, r, row0, g0, g1, 0, b.n);
+        p += g1 - g0;
+      }
+    }
   });
   detail::matmul(pool, w.wo, s.att.data(), dim, n, s.tmp.data(), ld_tmp);
   for (int i = 0; i < n; ++i) {
-    float* x = b.x + static_cast<std::size_t>(i) * dim;
+    float* x = x_all + static_cast<std::size_t>(i) * dim;
     const float* o = at(s.tmp, i, ld_tmp);
     for (int e = 0; e < dim; ++e) x[e] += o[e];
     rmsnorm(at(s.xb, i, dim), x, w.rms_ffn.data(), dim);
@@ -254,10 +291,16 @@ inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, const L
   for (int i = 0; i < n; ++i) k.swiglu(at(s.h13, i, hs13), at(s.h13, i, hs13) + b_at, hidden);
   detail::matmul(pool, w.w2, s.h13.data(), hs13, n, s.tmp.data(), ld_tmp);
   for (int i = 0; i < n; ++i) {
-    float* x = b.x + static_cast<std::size_t>(i) * dim;
+    float* x = x_all + static_cast<std::size_t>(i) * dim;
     const float* o = at(s.tmp, i, ld_tmp);
     for (int e = 0; e < dim; ++e) x[e] += o[e];
   }
+}
+
+/// One sequence: decoder_layer over `batch` in place on batch.x, K/V into `kv`.
+inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, const LayerBatch& batch, const KvView& kv,
+                          LayerScratch& s, ThreadPool* pool) {
+  decoder_layer(w, c, std::span<const LayerBatch>(&batch, 1), std::span<const KvView>(&kv, 1), s, pool);
 }
 
 }  // namespace specdec::llama

@@ -1,0 +1,296 @@
+// What Llama2cTarget (one sequence) and Llama2cBatchTarget (many) share: a sequence's KV cache,
+// the checks of a tree and of a committed path, and one forward that runs the trees of several
+// sequences together, reading each weight matrix, the classifier included, once for all their
+// nodes (models/llama_layer.hpp). A node's result does not depend on the other nodes or
+// sequences of the call, the thread count or the ISA. Host-only.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <specdec/concepts.hpp>
+#include <specdec/core/kv_compaction.hpp>
+#include <specdec/core/tree.hpp>
+#include <specdec/error.hpp>
+#include <specdec/models/llama2c_model.hpp>
+#include <specdec/models/llama_layer.hpp>
+#include <specdec/tree_view.hpp>
+
+namespace specdec {
+
+namespace llama {
+class TreeForward;
+}
+
+/// A forward's output for one tree, per node: the logits row, its argmax and the features. Valid
+/// until the target's next forward(), commit(), prefill() (or release()).
+class Llama2cOutput {
+ public:
+  int size() const { return size_; }
+  /// The next-token logits after `node` (vocab floats).
+  std::span<const float> logits(node_t node) const {
+    return {logits_ + static_cast<std::size_t>(node) * vocab_stride_, static_cast<std::size_t>(vocab_)};
+  }
+  /// The most likely next token after `node` (ties to the lowest id).
+  token_t argmax(node_t node) const { return argmax_[node]; }
+  /// The last hidden state of `node` after the final RMSNorm — exactly the classifier's input
+  /// (dim floats), as the "last hidden state" of Hugging Face's LlamaModel that EAGLE drafts from.
+  std::span<const float> features(node_t node) const {
+    return {features_ + static_cast<std::size_t>(node) * dim_, static_cast<std::size_t>(dim_)};
+  }
+
+ private:
+  friend class llama::TreeForward;
+  int size_ = 0, vocab_ = 0, dim_ = 0, vocab_stride_ = 0;  // logits rows: vocab_stride_ floats apart
+  const float* logits_ = nullptr;
+  const float* features_ = nullptr;
+  const token_t* argmax_ = nullptr;
+};
+
+namespace llama {
+
+/// One sequence's KV cache for every layer: K transposed, [layer][kv_dim][slot], V
+/// [layer][slot][kv_head][head_size] (KvView's layout). Slots [0, cached) hold the committed
+/// tokens; a forward writes its tree's nodes after them. It grows as the sequence does.
+class SequenceCache {
+ public:
+  explicit SequenceCache(const Llama2cConfig& c) : config_(&c) {
+    // seq_len comes from the file's header, and a small file can claim a cache of many GB
+    // (1024 layers x 2^20 positions): start small.
+    reserve(std::min(c.seq_len, 1024) + 64);
+  }
+
+  int cached = 0;  ///< committed tokens
+  int slots() const { return slots_; }
+  std::size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+
+  KvView layer(int l) {
+    const std::size_t floats = static_cast<std::size_t>(slots_) * config_->kv_dim();
+    return {k_.data() + static_cast<std::size_t>(l) * floats, v_.data() + static_cast<std::size_t>(l) * floats, slots_};
+  }
+
+  /// Makes room for `slots` slots per layer, keeping the committed entries.
+  void reserve(int slots) {
+    if (slots <= slots_) return;
+    const Llama2cConfig& c = *config_;
+    const int new_slots = std::max(slots, slots_ + slots_ / 2);
+    const std::size_t row = static_cast<std::size_t>(c.kv_dim());
+    const std::size_t floats = static_cast<std::size_t>(c.n_layers) * static_cast<std::size_t>(new_slots) * row;
+    for (std::vector<float>* cache : {&k_, &v_}) {
+      std::vector<float> grown;
+      try {
+        grown.resize(floats);
+      } catch (const std::bad_alloc&) {  // an error naming the sizes, not a bare std::bad_alloc
+        throw error("Llama2cTarget: cannot allocate the KV cache for " + std::to_string(new_slots) + " positions (" +
+                    std::to_string(2 * floats * sizeof(float)) + " bytes: 2 x " + std::to_string(c.n_layers) +
+                    " layers x " + std::to_string(row) + " floats per position)");
+      }
+      if (cache == &v_) {
+        for (int l = 0; l < c.n_layers; ++l)
+          std::copy_n(cache->data() + static_cast<std::size_t>(l) * slots_ * row, static_cast<std::size_t>(cached) * row,
+                      grown.data() + static_cast<std::size_t>(l) * new_slots * row);
+      } else {
+        for (std::size_t r = 0; r < static_cast<std::size_t>(c.n_layers) * row; ++r)
+          std::copy_n(cache->data() + r * slots_, cached, grown.data() + r * new_slots);
+      }
+      *cache = std::move(grown);
+    }
+    slots_ = new_slots;
+  }
+
+  /// Keeps the K/V of `path` (nodes of the tree written after `cached`, checked by the caller) as
+  /// the next committed positions.
+  void commit(std::span<const node_t> path) {
+    const Llama2cConfig& c = *config_;
+    const int length = static_cast<int>(path.size());
+    // V: the packed layout of one sequence. K is transposed: one-float rows, kv_dim of them per
+    // slot, `slots_` floats apart.
+    const core::KvCacheLayout v_layout = core::kv_layout(c.n_layers, slots_, c.n_kv_heads, c.head_size(), sizeof(float));
+    core::KvCacheLayout k_layout = core::kv_layout(c.n_layers, slots_, c.kv_dim(), 1, sizeof(float));
+    k_layout.head_stride = static_cast<long long>(slots_) * sizeof(float);
+    k_layout.position_stride = sizeof(float);
+    core::compact_kv_rows(reinterpret_cast<unsigned char*>(k_.data()), k_layout, 0, cached, path.data(), length);
+    core::compact_kv_rows(reinterpret_cast<unsigned char*>(v_.data()), v_layout, 0, cached, path.data(), length);
+    cached += length;
+  }
+
+ private:
+  const Llama2cConfig* config_;
+  int slots_ = 0;
+  std::vector<float> k_, v_;
+};
+
+/// Throws, naming `who` (e.g. "Llama2cTarget::forward"), unless `tree` can run on a cache of
+/// `cached` tokens of `model`: its root and parents in order, tokens in the vocabulary,
+/// positions below seq_len.
+inline void check_tree(const std::string& who, const Llama2cConfig& c, const TreeView& tree, int cached) {
+  if (tree.size < 1) throw error(who + ": empty tree (it needs at least its root)");
+  if (tree.base_position != cached)
+    throw error(who + ": the tree starts at position " + std::to_string(tree.base_position) + " but the KV cache holds " +
+                std::to_string(cached) + " tokens");
+  for (int i = 0; i < tree.size; ++i) {
+    if (tree.token[i] < 0 || tree.token[i] >= c.vocab_size)
+      throw error(who + ": token of tree node " + std::to_string(i) + " is " + std::to_string(tree.token[i]) +
+                  ", outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    if (i > 0 && (tree.parent[i] < 0 || tree.parent[i] >= i))
+      throw error(who + ": tree node " + std::to_string(i) + " has parent " + std::to_string(tree.parent[i]) +
+                  " (parents must come before their children)");
+    const int position = tree.position(i);
+    if (position >= c.seq_len)
+      throw error(who + ": tree node " + std::to_string(i) + " sits at position " + std::to_string(position) +
+                  ", past the model's " + std::to_string(c.seq_len) + " positions");
+  }
+}
+
+/// Throws, naming `who`, unless `path` is a chain from the root of the last forward's tree (its
+/// parents `parent`; empty: no forward since the last commit).
+inline void check_path(const std::string& who, std::span<const node_t> path, std::span<const node_t> parent) {
+  const int n = static_cast<int>(parent.size());
+  if (n == 0) throw error(who + ": no forward() since the last commit or prefill");
+  if (path.empty() || path[0] != 0) throw error(who + ": the path must start at the root (node 0)");
+  for (std::size_t k = 1; k < path.size(); ++k) {
+    if (path[k] <= 0 || path[k] >= n || parent[static_cast<std::size_t>(path[k])] != path[k - 1])
+      throw error(who + ": path entry " + std::to_string(k) + " (node " + std::to_string(path[k]) +
+                  ") is not a child of node " + std::to_string(path[k - 1]) + " in the last tree");
+  }
+}
+
+/// The tokens one sequence sends to a TreeForward call: `n` tokens written after cache->cached.
+/// parent: null for a chain (token i at position cached + i sees the tokens before it), else a
+/// tree's parent array (topological, the root's ignored).
+struct SequenceRun {
+  SequenceCache* cache = nullptr;
+  const token_t* tokens = nullptr;
+  int n = 0;
+  const node_t* parent = nullptr;
+};
+
+/// The forward of a Llama2cModel over the tokens of one or more sequences at once, with its
+/// scratch space (reused: nothing is allocated per call once it has grown to the largest).
+class TreeForward {
+ public:
+  TreeForward(std::shared_ptr<const Llama2cModel> model, int threads) : model_(std::move(model)) {
+    if (!model_) throw error("Llama2cTarget: no model");
+    if (threads < 1 || threads > ThreadPool::max_threads)
+      throw error("Llama2cTarget: threads must be in [1, " + std::to_string(ThreadPool::max_threads) + "], got " +
+                  std::to_string(threads));
+    if (threads > 1) pool_ = std::make_shared<ThreadPool>(threads);
+    rope_table_ = RopeTable(model_->config().head_size());
+  }
+
+  const Llama2cModel& model() const { return *model_; }
+  const std::shared_ptr<const Llama2cModel>& shared_model() const { return model_; }
+  int threads() const { return pool_ ? pool_->threads() : 1; }
+
+  /// Runs every sequence's tokens (the caches grow to hold them; their `cached` is unchanged).
+  /// With `with_output`, output(first, n) then holds the logits, argmaxes and features of the
+  /// call's rows [first, first + n), the runs' tokens in order.
+  void run(std::span<const SequenceRun> runs, bool with_output) {
+    const Llama2cConfig& c = model_->config();
+    const int dim = c.dim, hs = c.head_size();
+    int total = 0, seq_needed = 0, max_depth = 1;
+    for (const SequenceRun& r : runs) total += r.n;
+    const std::size_t un = static_cast<std::size_t>(total);
+    grow(x_, un * dim);
+    grow(rope_, un * hs);
+    grow(up_, un);
+    grow(depth_, un);
+    batches_.clear();
+    caches_.clear();
+    for (int row = 0; const SequenceRun& r : runs) {
+      SequenceCache& cache = *r.cache;
+      const int cached = cache.cached;
+      cache.reserve(cached + r.n);
+      int* up = up_.data() + row;
+      int* depths = depth_.data() + row;
+      int run_depth = 1;
+      for (int i = 0; i < r.n; ++i, ++row) {
+        const float* e = model_->embedding().data() + static_cast<std::size_t>(r.tokens[i]) * dim;
+        std::copy_n(e, dim, x_.data() + static_cast<std::size_t>(row) * dim);
+        int depth = i;  // a chain's
+        if (r.parent) {
+          const node_t p = i == 0 ? -1 : r.parent[i];
+          depth = p < 0 ? 0 : depths[p] + 1;
+          depths[i] = depth;
+          up[i] = p < 0 ? -1 : cached + p;
+          run_depth = std::max(run_depth, depth + 1);
+        }
+        rope_table_.angles(cached + depth, rope_.data() + static_cast<std::size_t>(row) * hs);
+      }
+      const std::size_t first = static_cast<std::size_t>(row - r.n);
+      batches_.push_back(LayerBatch{r.n, cached, cached, x_.data() + first * dim, rope_.data() + first * hs,
+                                    r.parent == nullptr, up, run_depth});
+      seq_needed = std::max(seq_needed, cached + (r.parent ? run_depth : r.n));
+      max_depth = std::max(max_depth, run_depth);
+    }
+    scratch_.reserve(c, model_->layer(0).wqkv, model_->layer(0).w13, total, seq_needed, max_depth, pool_.get());
+    for (int l = 0; l < c.n_layers; ++l) {
+      caches_.clear();
+      for (const SequenceRun& r : runs) caches_.push_back(r.cache->layer(l));
+      decoder_layer(model_->layer(l), c, batches_, caches_, scratch_, pool_.get());
+    }
+    if (!with_output) return;
+
+    const Matrix& cls = model_->classifier();
+    grow(features_, un * dim);
+    grow(logits_, un * cls.stride);
+    grow(argmax_, un);
+    for (int i = 0; i < total; ++i) final_norm(i, features_.data() + static_cast<std::size_t>(i) * dim);
+    detail::matmul(pool_.get(), cls, features_.data(), dim, total, logits_.data(), cls.stride);
+    for (int i = 0; const SequenceRun& r : runs) {
+      for (int node = 0; node < r.n; ++node, ++i) {
+        const float* row = logits_.data() + static_cast<std::size_t>(i) * cls.stride;
+        const int best = core::argmax_row(row, c.vocab_size);
+        // NaN and +-inf alike: an infinite logit makes the softmax and the verifiers' ratios NaN.
+        if (best < 0 || !std::all_of(row, row + c.vocab_size, [](float v) { return std::isfinite(v); }))
+          throw error("Llama2cTarget: a logit of tree node " + std::to_string(node) + " is not finite (NaN or +-inf)");
+        argmax_[static_cast<std::size_t>(i)] = best;
+      }
+    }
+  }
+
+  /// The output of the last run's rows [first, first + n) (a run with output).
+  Llama2cOutput output(int first, int n) const {
+    const Llama2cConfig& c = model_->config();
+    Llama2cOutput out;
+    out.size_ = n;
+    out.vocab_ = c.vocab_size;
+    out.dim_ = c.dim;
+    out.vocab_stride_ = model_->classifier().stride;
+    out.logits_ = logits_.data() + static_cast<std::size_t>(first) * out.vocab_stride_;
+    out.features_ = features_.data() + static_cast<std::size_t>(first) * c.dim;
+    out.argmax_ = argmax_.data() + first;
+    return out;
+  }
+
+  /// The features of the last run's row i: its residual stream after the final RMSNorm.
+  void final_norm(int i, float* features) const {
+    const int dim = model_->config().dim;
+    rmsnorm(features, x_.data() + static_cast<std::size_t>(i) * dim, model_->rms_final().data(), dim);
+  }
+
+ private:
+  template <class V>
+  static void grow(V& v, std::size_t size) {
+    if (v.size() < size) v.resize(size);
+  }
+
+  std::shared_ptr<const Llama2cModel> model_;
+  std::shared_ptr<ThreadPool> pool_;  // null: one thread
+  RopeTable rope_table_;
+  std::vector<float> x_, rope_;
+  std::vector<int> up_, depth_;
+  std::vector<LayerBatch> batches_;
+  std::vector<KvView> caches_;
+  LayerScratch scratch_;
+  std::vector<float> features_, logits_;
+  std::vector<token_t> argmax_;
+};
+
+}  // namespace llama
+}  // namespace specdec
