@@ -477,3 +477,35 @@ TEST_CASE("batch, automatic budget: a step's nodes go to the requests whose draf
   REQUIRE(batch.acceptance_model() != nullptr);
   CHECK(batch.acceptance_model()->calibration_error() < 0.15);
 }
+
+TEST_CASE("batch, automatic budget: a request whose share is no node stops being asked to draft", "[batch][budget]") {
+  HashTarget target(kVocab, 11, 4.0f, 3);
+  struct CountingOracle : OracleDrafter {
+    using OracleDrafter::OracleDrafter;
+    void propose(const DraftContext& ctx, DraftTree& tree) {
+      ++*proposals;
+      OracleDrafter::propose(ctx, tree);
+    }
+    std::shared_ptr<int> proposals = std::make_shared<int>(0);
+  };
+  // A node costs as much as a forward: no share ever pays.
+  SpeculativeBatch<HashTarget, CountingOracle, ExactVerifier> batch(target, 3, BatchOptions{.cost = LinearCost{0.0, 1.0}},
+                                                                    CountingOracle({}, 1), ExactVerifier{});
+  std::vector<std::shared_ptr<int>> counts;
+  std::vector<request_id> ids;
+  for (const std::vector<token_t>& prompt : {std::vector<token_t>{1, 2, 3}, std::vector<token_t>{7, 8}}) {
+    std::vector<token_t> truth = prompt;
+    const auto g = target.generate(prompt, 500);
+    truth.insert(truth.end(), g.begin(), g.end());
+    CountingOracle oracle(truth, 8, 0.0);
+    counts.push_back(oracle.proposals);
+    ids.push_back(batch.add(prompt, request(400, 8), std::move(oracle)));
+  }
+  for (int i = 0; i < 300; ++i) batch.step();
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    CHECK(batch.stats(ids[r]).drafted_nodes == 0);
+    // Pauses of 1, 2, 4, ..., 32 steps between probes: 300 steps ask each drafter 14 times.
+    CHECK(*counts[r] < 30);
+    CHECK(*counts[r] > 5);
+  }
+}

@@ -73,14 +73,19 @@ nlohmann::ordered_json pass_json(const BatchPass& p, int requests) {
           {"tokens_per_second", p.tokens_per_second()},
           {"mean_latency_seconds", mean(p.latency_seconds, requests)},
           {"mean_latency_forwards", mean(static_cast<double>(p.latency_forwards), requests)},
-          {"tau", p.tau()}};
+          {"tau", p.tau()},
+          {"draft_nodes_per_forward", ratio(static_cast<double>(p.drafted_nodes), static_cast<double>(p.forwards))}};
 }
 
 }  // namespace
 
 void print_batch_report(std::ostream& out, const BatchReport& r) {
-  out << fmt::format("specbench {} --batch: drafters {} (budget {}), {} requests, exact verifier\n", r.command,
-                     joined(r.run.drafters), r.budget, r.run.requests);
+  out << fmt::format("specbench {} --batch: drafters {} ({}), {} requests, exact verifier\n", r.command,
+                     joined(r.run.drafters),
+                     r.auto_budget.empty() ? fmt::format("budget {}", r.budget) : fmt::format("budget auto, cap {}", r.budget),
+                     r.run.requests);
+  if (!r.auto_budget.empty())
+    out << fmt::format("automatic budget: each step's nodes shared out jointly by the cost model: {}\n", r.auto_budget);
   out << fmt::format("{}\ntarget: {}\n", r.source, r.target);
   out << "  B: requests decoded at once (a new one joins as one finishes); tok/s: new tokens of all requests / wall "
          "time of the pass\n  without the prefills (add(): the same in both passes); lat s: mean seconds from a request's add() to its finish; fwd: "
@@ -113,6 +118,7 @@ nlohmann::ordered_json to_json(const BatchReport& r) {
   nlohmann::ordered_json j;
   j["drafters"] = r.run.drafters;
   j["budget"] = r.budget;
+  if (!r.auto_budget.empty()) j["automatic_budget"] = {{"cap", r.budget}, {"cost_model", r.auto_budget}};
   j["requests"] = r.run.requests;
   j["source"] = r.source;
   j["target"] = r.target;
@@ -156,8 +162,9 @@ std::string batch_svg(const BatchReport& r) {
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       width, height);
   svg += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">Throughput against batch size: "
-                     "{} (budget {})</text>\n",
-                     left + plot_w / 2, xml_escape(joined(r.run.drafters)), r.budget);
+                     "{} ({})</text>\n",
+                     left + plot_w / 2, xml_escape(joined(r.run.drafters)),
+                     r.auto_budget.empty() ? fmt::format("budget {}", r.budget) : fmt::format("budget auto, cap {}", r.budget));
   svg += fmt::format("<text x=\"{}\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n", left + plot_w / 2,
                      xml_escape(fmt::format("specbench {}, {} requests; {}", r.command, r.run.requests, r.source)));
   for (double v = 0; v <= y_max * (1 + 1e-9); v += step) {

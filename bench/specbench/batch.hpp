@@ -98,7 +98,9 @@ std::vector<int> parse_batch_sizes(std::string_view text);
 
 struct BatchOptions {
   std::vector<int> sizes;  ///< the B values, increasing
-  int budget = 64;         ///< draft nodes per request per step (speculative pass)
+  int budget = 64;         ///< draft nodes per request per step (speculative pass); with `cost`, its cap
+  /// `--budget auto`: the cost model of the speculative pass's automatic budget (none: fixed).
+  specdec::AnyCostModel cost;
   int threads = 1;         ///< the model's forward threads (`model --batch`, `replay --batch --timed-model`)
   /// `replay --batch --timed-model`: the model every step also runs on (null: none).
   std::shared_ptr<const specdec::Llama2cModel> timed_model;
@@ -114,6 +116,7 @@ struct BatchPass {
   double prefill_seconds = 0;         ///< of which in add(): the prompts' prefills, the same in both passes
   double latency_seconds = 0;         ///< summed over requests: add() to finished
   std::int64_t latency_forwards = 0;  ///< summed over requests: forwards from add() to finished
+  std::int64_t drafted_nodes = 0;     ///< non-root nodes sent to the target, all requests
   std::vector<std::vector<token_t>> outputs;  ///< per request, in input order
 
   /// Decoding throughput: new tokens / the pass's wall time without the prefills.
@@ -144,7 +147,8 @@ struct BatchReport {
   std::string command;  ///< "model" or "replay"
   std::string source;   ///< the model's shape, or the replay's data
   std::string target;   ///< the batch target
-  int budget = 0;
+  int budget = 0;       ///< fixed, or the automatic budget's cap
+  std::string auto_budget;  ///< `--budget auto`: the cost model (empty: a fixed budget)
   bool lossless() const;
 };
 
@@ -184,6 +188,7 @@ BatchPass run_pass(Batch& batch, std::size_t requests, Add&& add) {
         pass.latency_seconds += std::chrono::duration<double>(clock::now() - joined[i]).count();
         pass.latency_forwards += batch.forwards() - joined_forward[i];
         pass.request_steps += u.stats->steps;
+        pass.drafted_nodes += u.stats->drafted_nodes;
         pass.tokens += static_cast<std::int64_t>(pass.outputs[i].size());
       }
     }
@@ -227,7 +232,8 @@ BatchRun decode_model_batch(const ModelBench& bench, const BatchOptions& options
       });
     }
     {
-      Speculative speculative(target, slots, make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
+      Speculative speculative(target, slots, specdec::BatchOptions{.cost = options.cost},
+                              make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
       request.speculate = true;
       row.speculative = detail::run_pass(speculative, n, [&](std::size_t i) {
         request.max_new_tokens = bench.prompts[i].max_new_tokens;
@@ -282,7 +288,8 @@ BatchRun replay_batch(const Corpus& corpus, const BatchOptions& options) {
                                ": plain batched decoding differs from the recorded answer");
     }
     {
-      Speculative speculative(target, slots, make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
+      Speculative speculative(target, slots, specdec::BatchOptions{.cost = options.cost},
+                              make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
       request.speculate = true;
       row.speculative = detail::run_pass(speculative, n, [&](std::size_t i) {
         return join(speculative, i, make_drafter<Drafters>(options.resources, info)...);

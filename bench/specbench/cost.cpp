@@ -112,6 +112,15 @@ double CostTable::forward_seconds(int n, int context) const {
   return 1e-6 * interpolate(xs, at_context, context);
 }
 
+double BatchCostModel::step_seconds(int nodes, int context) const {
+  const int most = table.max_nodes();
+  if (nodes <= most || table.nodes.size() < 2) return table.forward_seconds(std::min(nodes, most), context);
+  const int before = table.nodes[table.nodes.size() - 2];
+  const double at_most = table.forward_seconds(most, context), at_before = table.forward_seconds(before, context);
+  const double per_node = std::max(0.0, (at_most - at_before) / (most - before));
+  return at_most + per_node * (nodes - most);
+}
+
 double CostTable::plain_seconds(int context) const {
   std::vector<int> xs;
   std::vector<double> ys;

@@ -58,6 +58,16 @@ struct CostTable {
   std::string describe() const;
 };
 
+/// A cost table as the cost model of a batch's automatic budget (`--batch --budget auto`): a step
+/// of many requests sends more nodes than one sequence's table measured (up to the requests +
+/// the sum of their budgets). Up to the table's largest size it answers as the table; beyond, the
+/// time grows linearly at the slope of the last two measured sizes (a forward that large is bound
+/// by its arithmetic: each further node costs about the same).
+struct BatchCostModel {
+  CostTable table;
+  double step_seconds(int nodes, int context) const;
+};
+
 /// `replay --cost`: each step costs the table's forward time for its node count and context;
 /// plain decoding costs the table's plain step per token.
 class TableCoster final : public StepCoster {

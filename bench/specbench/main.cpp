@@ -340,10 +340,6 @@ ModelBench load_model_bench(const ModelArgs& a, std::optional<specdec::Llama2cTo
 }
 
 /// --batch runs every batch size at one fixed budget (BatchOptions::cost is not wired in yet).
-void refuse_automatic_batch(const BudgetArgs& b) {
-  if (b.automatic) throw input_error("--batch: give a fixed --budget (--budget auto is not available with --batch)");
-}
-
 /// Writes what a --batch run measured: the table, --json, --plot. Returns the exit code.
 int report_batch(const BatchReport& report, const std::string& json, const std::string& plot) {
   print_batch_report(std::cout, report);
@@ -352,9 +348,8 @@ int report_batch(const BatchReport& report, const std::string& json, const std::
   return report.lossless() ? 0 : 1;
 }
 
-int run_model_batch(const ModelArgs& a) {
+int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   const BatchRunners& runners = find_combination(a.drafters).batch;
-  refuse_automatic_batch(a.budget);
   if (a.verifier != "exact") throw input_error("--batch: runs with --verifier exact only");
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
@@ -364,14 +359,23 @@ int run_model_batch(const ModelArgs& a) {
                              a.max_new_tokens, clamped);
   BatchOptions options;
   options.sizes = parse_batch_sizes(a.batch);
-  options.budget = a.budget.budget;
+  options.budget = a.budget.most();
   options.threads = a.threads;
   options.resources = a.resources.resources();
+  std::string auto_budget;
+  if (a.budget.automatic && table) {
+    options.cost = BatchCostModel{*table};
+    auto_budget = "the cost table " + a.cost + " (" + table->describe() + ")";
+  } else if (a.budget.automatic) {
+    std::string how;
+    options.cost = BatchCostModel{quick_calibration(model_path(a), a.threads, a.budget.cap, how)};
+    auto_budget = "the model, " + how;
+  }
   const specdec::Llama2cConfig& c = bench.model->config();
   BatchReport report{runners.model(bench, options), "model",
                      fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions; {} thread{}", c.dim,
                                  c.n_layers, c.n_heads, c.vocab_size, c.seq_len, a.threads, a.threads == 1 ? "" : "s"),
-                     model_batch_target_description, a.budget.budget};
+                     model_batch_target_description, a.budget.most(), auto_budget};
   return report_batch(report, a.json, a.plot);
 }
 
@@ -379,11 +383,11 @@ std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b)
 
 int run_model(ModelArgs& a) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
-  if (!a.batch.empty()) return run_model_batch(a);
-  const Combination& combination = find_combination(a.drafters);
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
   if (table && !a.budget.automatic)
     throw input_error("--cost: `specbench model` times its own decoding; a cost table only sizes --budget auto");
+  if (!a.batch.empty()) return run_model_batch(a, table);
+  const Combination& combination = find_combination(a.drafters);
   ModelOptions options;
   options.budget = a.budget.most();
   options.threads = a.threads;
@@ -601,15 +605,22 @@ int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
   const Combination& combination = find_combination(r.drafters);
   replay_of(combination);  // a feature drafter has no replay
   const BatchRunners& runners = combination.batch;
-  refuse_automatic_batch(a.budget);
+  if (a.budget.automatic && r.timed_model.empty())
+    throw input_error("--batch --budget auto needs a model to time: --timed-model M (calibrated at start-up)");
   Corpus corpus = load_corpus(a);
   std::string timed_source;
   std::shared_ptr<const specdec::Llama2cModel> timed;
   if (!r.timed_model.empty()) timed = load_timed_model(r, a, corpus, timed_source);
   report_token_counts(corpus);
   BatchOptions options;
+  std::string auto_budget;
+  if (a.budget.automatic) {
+    std::string how;
+    options.cost = BatchCostModel{quick_calibration(r.timed_model, r.threads, a.budget.cap, how)};
+    auto_budget = "the timed model, " + how;
+  }
   options.sizes = parse_batch_sizes(r.batch);
-  options.budget = a.budget.budget;
+  options.budget = a.budget.most();
   options.threads = r.threads;
   options.timed_model = timed;
   options.resources = a.drafters.resources();
@@ -619,7 +630,7 @@ int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
                                          "(seconds are drafting and bookkeeping only; fwd is what a model would run)"),
                      timed ? "ReplayBatchTarget (one ReplayTarget per request) + Llama2cBatchTarget of the timed model"
                            : "ReplayBatchTarget: one ReplayTarget per request (PerSlotTarget<ReplayTarget>)",
-                     a.budget.budget};
+                     a.budget.most(), auto_budget};
   return report_batch(report, a.json, a.plot);
 }
 

@@ -99,7 +99,7 @@ struct BatchOptions {
   /// calibrated path probability (one AcceptanceModel for the whole batch, learning from every
   /// request's verdicts), and the batch sends the best nodes of all requests together, as many as
   /// maximise expected tokens per second: (requests + the nodes' probabilities) /
-  /// (cost.step_seconds(requests + nodes, cached tokens of all requests) + the mean drafting time
+  /// (cost.step_seconds(requests + nodes, the requests' mean cached tokens) + the drafting time
   /// of a step). A request's share is its nodes among them, none included. The cost model must
   /// answer for every size up to the requests plus the sum of their budgets.
   AnyCostModel cost{};
@@ -225,6 +225,11 @@ class SpeculativeBatch {
           budget = std::min(budget, room);  // the root always fits: a request finishes when full
         }
         r.ranked = budget > 0 && acceptance_;
+        if (r.ranked && r.idle_steps > 0) {  // paused: its last share was no node (see share_nodes)
+          --r.idle_steps;
+          r.ranked = false;
+          budget = 0;
+        }
         TreeView view{};
         if (r.ranked) r.seq.rank(budget, budget, &*r.acceptance);  // sized below, with the others
         else view = budget > 0 ? r.seq.draft(budget, budget) : r.seq.chain({});
@@ -337,6 +342,7 @@ class SpeculativeBatch {
     // The automatic budget's calibration of this request, with the batch's as its prior.
     std::optional<AcceptanceModel> acceptance;
     std::vector<float> feature_rows;  // the features of this step's accepted path (feature drafters)
+    int idle_steps = 0, idle_backoff = 1;  // steps left without drafting, and the next such pause
   };
 
   int feature_dim() const {
@@ -380,15 +386,27 @@ class SpeculativeBatch {
     });
     ranked_.resize(candidates_.size());
     for (std::size_t j = 0; j < candidates_.size(); ++j) ranked_[j] = candidates_[j].probability;
+    // The context of a batch is its requests' mean: a node attends to its own request's cache, so
+    // n nodes of a batch cost about what a tree of n nodes after that many tokens costs.
     const int roots = static_cast<int>(batch_slots_.size());
-    const int all_cached = static_cast<int>(std::min<long long>(context, INT_MAX));
+    const int mean_cached = static_cast<int>(context / roots);
     const DraftSizeChoice choice =
-        choose_draft_size(ranked_, options_.cost, all_cached, drafting, INT_MAX, roots);
+        choose_draft_size(ranked_, options_.cost, mean_cached, drafting, INT_MAX, roots);
     share_.assign(batch_slots_.size(), 0);
     for (int j = 0; j < choice.nodes; ++j) ++share_[static_cast<std::size_t>(candidates_[static_cast<std::size_t>(j)].tree)];
     for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
       Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
-      if (r.ranked) batch_trees_[b] = r.seq.keep(share_[b]);
+      if (!r.ranked) continue;
+      batch_trees_[b] = r.seq.keep(share_[b]);
+      // As SpeculativeDecoder's automatic budget: a request whose share was no node is not asked
+      // to draft for 1, 2, 4, ... up to 32 steps while that lasts, so that drafting costs nothing
+      // where it does not pay; the next step that drafts is the probe.
+      if (share_[b] == 0) {
+        r.idle_steps = r.idle_backoff;
+        r.idle_backoff = std::min(2 * r.idle_backoff, 32);
+      } else {
+        r.idle_backoff = 1;
+      }
     }
     ++sized_steps_;
     expected_tokens_ += choice.expected_tokens;

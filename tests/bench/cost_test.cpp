@@ -58,6 +58,15 @@ TEST_CASE("a cost table is the library's cost model of --budget auto", "[cost]")
   CHECK(cost.step_seconds(4, 200) == Approx(50e-6));
 }
 
+TEST_CASE("a batch's cost model extends the table linearly past its largest size", "[cost]") {
+  static_assert(specdec::CostModel<BatchCostModel>);
+  const BatchCostModel cost{table_from(kTable)};
+  CHECK(cost.step_seconds(10, 100) == Approx(70e-6));   // inside: the table
+  CHECK(cost.step_seconds(16, 300) == Approx(300e-6));
+  CHECK(cost.step_seconds(28, 100) == Approx(160e-6));  // 100 + 12 x 5 us: the slope from 4 to 16 nodes
+  CHECK(cost.step_seconds(1016, 300) == Approx(300e-6 + 1000 * 20e-6));
+}
+
 TEST_CASE("a table coster sums the steps' forwards and the plain steps of the same tokens", "[cost]") {
   const CostTable t = table_from(kTable);
   TableCoster coster(t);
