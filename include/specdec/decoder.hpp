@@ -61,9 +61,6 @@ struct forward_output<Target> {
   using type = target_output_t<Target>;
 };
 
-template <class T>
-inline constexpr bool complete = requires { sizeof(T); };
-
 template <class List>
 struct any_feature_drafter;
 template <class... Ds>
