@@ -204,3 +204,27 @@ TEST_CASE("backend batch step: a bad logits row is an error naming the slot, and
   CHECK(batch.active() == 0);
   CHECK_THROWS_WITH(batch.stats(1), "SpeculativeBatch::stats: request 1 has finished or was removed");
 }
+
+TEST_CASE("backend batch step: the use docs/batching.md shows", "[backend_batch][docs]") {
+// [backend_batch]
+  // A model holding 4 sequences on a backend (BackendHashBatchTarget<backend::cuda>, in a .cu
+  // file compiled by nvcc, holds them on the GPU).
+  using Model = BackendHashBatchTarget<backend::host>;
+  Model model(/*vocab_size=*/64, /*max_positions=*/256, /*slots=*/4);
+  SpeculativeBatch<Model, CasdDrafter, RejectionSampling> batch(model, /*capacity=*/4);
+  for (std::uint64_t seed = 0; seed < 4; ++seed) {
+    RequestOptions options;
+    options.max_new_tokens = 64;
+    options.sampling.temperature = 0.8f;  // the same for all: one verification call per step
+    options.seed = seed;                  // the request's own random stream
+    batch.add(std::vector<token_t>{1, 2, 3}, options);
+  }
+  std::map<request_id, std::vector<token_t>> outputs;
+  while (batch.active() > 0)
+    for (const RequestUpdate& u : batch.step())  // one copy in, forward, verify, compact, one copy out
+      outputs[u.id].insert(outputs[u.id].end(), u.tokens.begin(), u.tokens.end());
+// [backend_batch]
+  REQUIRE(outputs.size() == 4);
+  for (const auto& [id, out] : outputs) CHECK(out.size() == 64);
+  CHECK(outputs[0] != outputs[1]);  // different seeds
+}
