@@ -203,6 +203,13 @@ TEST_CASE("backend batch step: a bad logits row is an error naming the slot, and
                                   "row on the accepted path contains NaN");
   CHECK(batch.active() == 0);
   CHECK_THROWS_WITH(batch.stats(1), "SpeculativeBatch::stats: request 1 has finished or was removed");
+  // The batch goes on with new requests (this one in slot 0, whose rows are fine).
+  const std::vector<token_t> prompt{3, 1};
+  batch.add(prompt, request(20));
+  std::vector<token_t> out;
+  while (batch.active() > 0)
+    for (const RequestUpdate& u : batch.step()) out.insert(out.end(), u.tokens.begin(), u.tokens.end());
+  CHECK(out == HashTarget(40, 1).generate(prompt, 20));
 }
 
 TEST_CASE("backend batch step: the use docs/batching.md shows", "[backend_batch][docs]") {

@@ -99,6 +99,14 @@ class BackendBatchStep {
   void enqueue_and_wait(Target& target, const TreeBatchView& batch, VerifierOf& verifier_of, VerdictOf& verdict_of) {
     const Totals totals = count(batch);
     max_nodes_ = totals.max_nodes;
+    const int trees = static_cast<int>(totals.trees);
+    // Runs of consecutive trees whose verifiers verify alike: one verify_on call each.
+    run_ends_.clear();
+    for (int first = 0, end = 0; first < trees; first = end) {
+      end = first + 1;
+      while (end < trees && verifies_alike(verifier_of(first), verifier_of(end))) ++end;
+      run_ends_.push_back(end);
+    }
     const Places at = places(totals);
     grow_scratch(totals);
     staging_.grow(at.total);
@@ -106,12 +114,11 @@ class BackendBatchStep {
     pack(batch, at, verifier_of);
     check(backend::copy(tag_, packed_.data(), staging_.data(), at.total), "copying the trees to the backend");
 
-    const int trees = static_cast<int>(totals.trees);
     const LogitsRows rows = target.forward(TreeBatchView{batch.slots, views_});
-    for (int first = 0, end = 0; first < trees; first = end) {
-      end = first + 1;
-      while (end < trees && verifies_alike(verifier_of(first), verifier_of(end))) ++end;
+    int first = 0;
+    for (const int end : run_ends_) {
       check(verifier_of(first).verify_on(tag_, verify_job(at, rows, first, end - first)), "the verifier's verify_on");
+      first = end;
     }
 
     const core::KvCacheView cache = target.kv_cache();
@@ -203,37 +210,33 @@ class BackendBatchStep {
   }
 
   // The verifiers' scratch (argmax per node, accepted flags and a vocabulary row per tree) and,
-  // on a backend that takes one, a workspace for any run of the batch's trees.
+  // on a backend that takes one, a workspace for the largest need of the step's verify_on runs.
   void grow_scratch(const Totals& t) {
     Packing scratch;
     argmax_at_ = scratch.add<token_t>(t.nodes);
     accepted_at_ = scratch.add<std::uint8_t>(t.trees * static_cast<std::size_t>(max_nodes_));
     work_at_ = scratch.add<float>(t.trees * static_cast<std::size_t>(vocab_));
     if constexpr (requires { tag_.workspace; }) {
-      const int trees = static_cast<int>(t.trees);
-      if (trees > workspace_trees_ || max_nodes_ > workspace_nodes_) {
-        // A run of k trees may take another launch shape than the whole batch: size for every k.
-        for (int k = 1; k <= trees; ++k) {
-          core::GreedyVerifyBatch greedy;
-          greedy.batch = k;
-          greedy.max_nodes = max_nodes_;
-          greedy.vocab_size = vocab_;
-          greedy.row_stride = vocab_;
-          core::StochasticVerifyBatch stochastic;
-          stochastic.batch = k;
-          stochastic.max_nodes = max_nodes_;
-          stochastic.vocab_size = vocab_;
-          stochastic.row_stride = vocab_;
-          workspace_bytes_ = std::max({workspace_bytes_, backend::workspace_bytes(tag_, greedy),
-                                       backend::workspace_bytes(tag_, stochastic)});
-        }
-        workspace_trees_ = std::max(workspace_trees_, trees);
-        workspace_nodes_ = std::max(workspace_nodes_, max_nodes_);
+      std::size_t bytes = 0;
+      int first = 0;
+      for (const int end : run_ends_) {  // a run's launch shape depends on its length
+        core::GreedyVerifyBatch greedy;
+        greedy.batch = end - first;
+        greedy.max_nodes = max_nodes_;
+        greedy.vocab_size = vocab_;
+        greedy.row_stride = vocab_;
+        core::StochasticVerifyBatch stochastic;
+        stochastic.batch = end - first;
+        stochastic.max_nodes = max_nodes_;
+        stochastic.vocab_size = vocab_;
+        stochastic.row_stride = vocab_;
+        bytes = std::max({bytes, backend::workspace_bytes(tag_, greedy), backend::workspace_bytes(tag_, stochastic)});
+        first = end;
       }
-      workspace_at_ = scratch.add<unsigned char>(workspace_bytes_);
+      workspace_at_ = scratch.add<unsigned char>(bytes);
       scratch_.grow(scratch.size());
       tag_.workspace = scratch_.data() + workspace_at_;
-      tag_.workspace_bytes = workspace_bytes_;
+      tag_.workspace_bytes = bytes;
     } else {
       scratch_.grow(scratch.size());
     }
@@ -376,9 +379,8 @@ class BackendBatchStep {
   int vocab_ = 0;
   int max_nodes_ = 1;  // this step's largest tree: the stride of the paths
   std::size_t argmax_at_ = 0, accepted_at_ = 0, work_at_ = 0, workspace_at_ = 0;
-  std::size_t workspace_bytes_ = 0;
-  int workspace_trees_ = 0, workspace_nodes_ = 0;  // the shapes workspace_bytes_ covers
-  std::vector<TreeView> views_;                    // the step's trees, arrays in the packed buffer
+  std::vector<int> run_ends_;    // the step's runs of like verifiers: where each ends
+  std::vector<TreeView> views_;  // the step's trees, arrays in the packed buffer
   // Allocation and release need only the kind (a stream plays no part in them).
   backend::buffer<Backend> staging_{Backend{}, backend::memory::staging};
   backend::buffer<Backend> packed_{Backend{}, backend::memory::backend};
