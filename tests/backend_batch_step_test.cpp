@@ -5,10 +5,30 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
+
+#include <specdec/backend.hpp>
+
+// The host backend, counting the copies and waits the step asks of it. Declared before the
+// step's header: its qualified calls (backend::copy, backend::synchronize) see only what precedes it.
+namespace specdec::backend {
+struct counting : host {
+  static inline int copies = 0, waits = 0;
+};
+inline status copy(counting, void* destination, const void* source, std::size_t bytes) {
+  ++counting::copies;
+  return copy(host{}, destination, source, bytes);
+}
+inline status synchronize(counting) {
+  ++counting::waits;
+  return status::ok;
+}
+}  // namespace specdec::backend
 
 #include <specdec/batch_decoder.hpp>
 #include <specdec/policies/drafters/casd.hpp>
@@ -65,6 +85,20 @@ struct NanInSlotOne : HostBatchTarget {
     }
     return rows;
   }
+};
+
+/// BackendHashBatchTarget<backend::host> run by a step on the counting backend.
+struct CountedTarget {
+  using backend_type = backend::counting;
+  explicit CountedTarget(int slots) : model(40, 200, slots, 3) {}
+  backend_type backend() const { return {}; }
+  int vocab_size() const { return model.vocab_size(); }
+  int slots() const { return model.slots(); }
+  void prefill(int slot, std::span<const token_t> tokens) { model.prefill(slot, tokens); }
+  void release(int slot) { model.release(slot); }
+  LogitsRows forward(const TreeBatchView& batch) { return model.forward(batch); }
+  core::KvCacheView kv_cache() { return model.kv_cache(); }
+  HostBatchTarget model;
 };
 
 RequestOptions request(int max_new_tokens, int budget = 8) {
@@ -152,6 +186,22 @@ TEST_CASE("backend batch step: one verify_on call for each run of like verifiers
     CountingRejection::sizes.clear();
     batch.step();
     CHECK(CountingRejection::sizes == std::vector<int>{1, 1, 2});
+  }
+}
+
+TEST_CASE("backend batch step: one copy to the backend, one copy back and one wait per step", "[backend_batch]") {
+  CountedTarget target(4);
+  SpeculativeBatch<CountedTarget, CasdDrafter, RejectionSampling> batch(target, 4);
+  for (token_t t = 0; t < 4; ++t) {
+    RequestOptions o = request(40, 6);
+    o.sampling.temperature = t % 2 ? 0.8f : 0.0f;  // two runs of like verifiers: still one wait
+    batch.add(std::vector<token_t>{1, t, 2}, o);
+  }
+  for (int s = 0; s < 6; ++s) {
+    backend::counting::copies = backend::counting::waits = 0;
+    CHECK(batch.step().size() == 4);
+    CHECK(backend::counting::copies == 2);
+    CHECK(backend::counting::waits == 1);
   }
 }
 

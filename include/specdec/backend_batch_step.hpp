@@ -354,22 +354,24 @@ class BackendBatchStep {
   }
 
   void read_result(const Places& at, int b, int slot, Verdict& verdict) const {
-    const std::string tree = "SpeculativeBatch: the tree of slot " + std::to_string(slot);
+    const auto fail = [slot](const std::string& what) {
+      throw error("SpeculativeBatch: the tree of slot " + std::to_string(slot) + what);
+    };
     const auto greedy = staged<core::verify_status>(at.verify_status)[b];
     if (greedy != core::verify_status::ok)
-      throw error(tree + " failed verification on the backend: " + core::to_string(greedy));
+      fail(std::string(" failed verification on the backend: ") + core::to_string(greedy));
     const auto stochastic = staged<core::stochastic_status>(at.stochastic_status)[b];
     if (stochastic == core::stochastic_status::bad_row)
-      throw error(tree + ": the target's logits row after node " + std::to_string(staged<node_t>(at.bad_node)[b]) +
-                  " is unusable: " + core::to_string(staged<core::sampling_status>(at.row_status)[b]));
+      fail(": the target's logits row after node " + std::to_string(staged<node_t>(at.bad_node)[b]) +
+           " is unusable: " + core::to_string(staged<core::sampling_status>(at.row_status)[b]));
     if (stochastic != core::stochastic_status::ok)
-      throw error(tree + " failed verification on the backend: " + core::to_string(stochastic));
+      fail(std::string(" failed verification on the backend: ") + core::to_string(stochastic));
     const auto compaction = staged<core::compaction_status>(at.compaction_status)[b];
     if (compaction != core::compaction_status::ok)
-      throw error(tree + ": KV compaction on the backend failed: " + core::to_string(compaction));
+      fail(std::string(": KV compaction on the backend failed: ") + core::to_string(compaction));
     const int length = staged<int>(at.length)[b];
     if (length < 1 || length > max_nodes_)
-      throw error(tree + ": the backend verifier returned a path of length " + std::to_string(length));
+      fail(": the backend verifier returned a path of length " + std::to_string(length));
     const node_t* path = staged<node_t>(at.path) + static_cast<std::size_t>(b) * static_cast<std::size_t>(max_nodes_);
     verdict.path.assign(path, path + length);
     verdict.next_token = staged<token_t>(at.next_token)[b];
