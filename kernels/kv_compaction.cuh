@@ -54,16 +54,17 @@ __global__ void __launch_bounds__(detail::compaction_threads)
   const int first = s_first_moved;
   const int moved = b.length[seq] - first;
   const int base = b.base[seq];
+  const int sequence = core::layout_sequence(b, seq);
   const int total = moved * words;  // <= max_nodes * chunk_words: fits the shared buffer
   for (int idx = threadIdx.x; idx < total; idx += blockDim.x) {
     const int e = first + idx / words;
-    const long long src = core::kv_row_offset(b.layout, seq, layer, base + path[e], head);
+    const long long src = core::kv_row_offset(b.layout, sequence, layer, base + path[e], head);
     s_words[idx] = reinterpret_cast<const Word*>(cache + src)[w0 + idx % words];
   }
   __syncthreads();  // every read of the slice happens before any write
   for (int idx = threadIdx.x; idx < total; idx += blockDim.x) {
     const int e = first + idx / words;
-    const long long dst = core::kv_row_offset(b.layout, seq, layer, base + e, head);
+    const long long dst = core::kv_row_offset(b.layout, sequence, layer, base + e, head);
     reinterpret_cast<Word*>(cache + dst)[w0 + idx % words] = s_words[idx];
   }
 }

@@ -7,9 +7,11 @@
 // root only), one forward of the ragged batch of trees, verify each tree with its request's
 // verifier, commit each accepted path, observe, record.
 //
-// Only a BatchTarget is accepted (concepts.hpp). A model that only models Target is batched by
-// wrapping it in PerSlotTarget (targets/per_slot.hpp), one Target per slot and one forward per
-// request: correct, but it reads the weights once per request, not once per step.
+// A BatchTarget is accepted (concepts.hpp), or a BackendBatchTarget, whose forward, verification
+// and KV compaction run on its backend for the whole batch, with one wait per step
+// (backend_batch_step.hpp, which its own header includes). A model that only models Target is
+// batched by wrapping it in PerSlotTarget (targets/per_slot.hpp), one Target per slot and one
+// forward per request: correct, but it reads the weights once per request, not once per step.
 #pragma once
 
 #include <algorithm>
@@ -41,6 +43,20 @@
 namespace specdec {
 
 namespace detail {
+template <class Backend>
+class BackendBatchStep;  // backend_batch_step.hpp
+
+/// The batch's step state: a BackendBatchStep for a BackendBatchTarget, nothing otherwise.
+struct NoBackendBatchStep {};
+template <class Target>
+struct backend_batch_step_for {
+  using type = NoBackendBatchStep;
+};
+template <BackendBatchTarget Target>
+struct backend_batch_step_for<Target> {
+  using type = BackendBatchStep<typename Target::backend_type>;
+};
+
 /// A verifier that SpeculativeBatch makes per request from the request's sampling options: one
 /// whose options() hold sampling, seed and sequence and that is constructible from them
 /// (RejectionSampling).
@@ -141,10 +157,19 @@ class SpeculativeBatch {
   static constexpr std::size_t num_drafters = drafter_list::size;
 
  private:
-  static constexpr bool checked = [] {
+  static constexpr bool composition_checked = [] {
     if constexpr (sizeof...(Policies) == 0) return false;  // said above
     else return detail::check_batch_decoder<Target>(drafter_list{}, static_cast<verifier_type*>(nullptr));
   }();
+  using backend_step_type = typename detail::backend_batch_step_for<Target>::type;
+  // A BackendBatchTarget's step is defined in backend_batch_step.hpp, which a host batch does not include.
+  static constexpr bool step_defined = detail::complete<backend_step_type>;
+  static_assert(!composition_checked || step_defined,
+                "This target is a BackendBatchTarget: include <specdec/backend_batch_step.hpp> (the batch's "
+                "step on its backend) before using SpeculativeBatch with it.");
+  static constexpr bool checked = composition_checked && step_defined;
+  // Every slot's cache holds at most max_positions() tokens.
+  static constexpr bool bounded = BoundedTarget<Target> || BackendBatchTarget<Target>;
   // Feature drafters are told each request's features (the target is then a FeatureBatchTarget).
   static constexpr bool gathers_features = checked && detail::any_feature_drafter<drafter_list>::value;
   static_assert(num_drafters <= 32, "SpeculativeBatch: at most 32 drafters (one source bit each).");
@@ -220,8 +245,8 @@ class SpeculativeBatch {
         Request& r = *requests_[s];
         const auto t0 = clock::now();
         int budget = r.options.speculate ? r.options.budget : 0;
-        if constexpr (BoundedTarget<Target>) {
-          const int room = static_cast<int>(target_.max_positions()) - r.seq.cached() - 1;
+        if constexpr (bounded) {
+          const int room = max_positions() - r.seq.cached() - 1;
           budget = std::min(budget, room);  // the root always fits: a request finishes when full
         }
         r.ranked = budget > 0 && acceptance_;
@@ -242,28 +267,41 @@ class SpeculativeBatch {
 
       // forward: one call for every request's tree
       const auto t1 = clock::now();
-      decltype(auto) out = target_.forward(TreeBatchView{batch_slots_, batch_trees_});
-      const auto t2 = clock::now();
-      // verify: each request's verifier on its tree; then the target commits each accepted path
-      auto t3 = t2;
-      for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
-        Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
-        const auto begin = t3;
-        r.verifier.verify(batch_trees_[b], out.tree(static_cast<int>(b)), r.seq.verdict());
-        r.seq.check_verdict(batch_trees_[b]);
-        if (r.ranked) {
-          r.seq.record_verdict(*r.acceptance);
-          r.seq.record_verdict(*acceptance_);
+      auto t2 = t1, t3 = t1;
+      if constexpr (BackendBatchTarget<Target>) {
+        // Forward, verification and compaction of every tree run behind each other on the
+        // backend: their time is the target's (see DecodeStats).
+        try {
+          backend_step_.run(
+              target_, TreeBatchView{batch_slots_, batch_trees_},
+              [&](int b) -> verifier_type& { return in_batch(b).verifier; },
+              [&](int b) -> Verdict& { return in_batch(b).seq.verdict(); });
+          for (std::size_t b = 0; b < batch_slots_.size(); ++b) verified(in_batch(static_cast<int>(b)), batch_trees_[b], 0);
+        } catch (...) {
+          // The step's caches may be partly compacted: only a new prefill could go on, so its
+          // requests end here (as if removed).
+          for (int s : batch_slots_) release(static_cast<std::size_t>(s));
+          throw;
         }
-        t3 = clock::now();
-        r.verify_seconds = seconds(t3 - begin).count();
+        t2 = t3 = clock::now();
+      } else {
+        decltype(auto) out = target_.forward(TreeBatchView{batch_slots_, batch_trees_});
+        t2 = t3 = clock::now();
+        // verify: each request's verifier on its tree; then the target commits each accepted path
+        for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
+          Request& r = in_batch(static_cast<int>(b));
+          const auto begin = t3;
+          r.verifier.verify(batch_trees_[b], out.tree(static_cast<int>(b)), r.seq.verdict());
+          t3 = clock::now();
+          verified(r, batch_trees_[b], seconds(t3 - begin).count());
+        }
+        if constexpr (gathers_features) {
+          for (std::size_t b = 0; b < batch_slots_.size(); ++b)  // before commit: it ends the output's life
+            gather_features(in_batch(static_cast<int>(b)), out.tree(static_cast<int>(b)));
+        }
+        for (std::size_t b = 0; b < batch_slots_.size(); ++b)
+          target_.commit(batch_slots_[b], std::span<const node_t>(in_batch(static_cast<int>(b)).seq.verdict().path));
       }
-      if constexpr (gathers_features) {
-        for (std::size_t b = 0; b < batch_slots_.size(); ++b)  // before commit: it ends the output's life
-          gather_features(*requests_[static_cast<std::size_t>(batch_slots_[b])], out.tree(static_cast<int>(b)));
-      }
-      for (std::size_t b = 0; b < batch_slots_.size(); ++b)
-        target_.commit(batch_slots_[b], std::span<const node_t>(requests_[static_cast<std::size_t>(batch_slots_[b])]->seq.verdict().path));
       const auto t4 = clock::now();
       ++forwards_;
 
@@ -365,6 +403,24 @@ class SpeculativeBatch {
     }
   }
 
+  // The request of the step's tree b.
+  Request& in_batch(int b) { return *requests_[static_cast<std::size_t>(batch_slots_[static_cast<std::size_t>(b)])]; }
+
+  // verify, after the verifier: the path is checked and the calibrations learn from it.
+  void verified(Request& r, const TreeView& tree, double verify_seconds) {
+    r.seq.check_verdict(tree);
+    if (r.ranked) {
+      r.seq.record_verdict(*r.acceptance);
+      r.seq.record_verdict(*acceptance_);
+    }
+    r.verify_seconds = verify_seconds;
+  }
+
+  int max_positions() const {
+    if constexpr (BackendBatchTarget<Target>) return target_.kv_cache().layout.max_positions;
+    else return static_cast<int>(target_.max_positions());
+  }
+
   // The automatic budget's step: the ranked requests' nodes compete for one step's size
   // (BatchOptions::cost); each request keeps its nodes among the best.
   void share_nodes() {
@@ -427,6 +483,12 @@ class SpeculativeBatch {
       if (capacity > static_cast<int>(target_.slots()))
         throw error("SpeculativeBatch: capacity " + std::to_string(capacity) + " exceeds the target's " +
                     std::to_string(target_.slots()) + " slots");
+      if constexpr (BackendBatchTarget<Target>) {
+        if (capacity > backend_step_type::max_trees)
+          throw error("SpeculativeBatch: capacity " + std::to_string(capacity) + " is above the " +
+                      std::to_string(backend_step_type::max_trees) + " trees a backend step takes");
+        backend_step_.prepare(target_.backend(), static_cast<int>(target_.vocab_size()));
+      }
       requests_.resize(static_cast<std::size_t>(capacity));
       updates_.reserve(requests_.size());
       batch_slots_.reserve(requests_.size());
@@ -440,14 +502,19 @@ class SpeculativeBatch {
     if (prompt.empty()) throw error("SpeculativeBatch::add: the prompt is empty (it needs at least one token)");
     for (std::size_t i = 0; i < prompt.size(); ++i)
       detail::check_token(prompt[i], vocab, "SpeculativeBatch::add: prompt token " + std::to_string(i));
-    if constexpr (BoundedTarget<Target>) {
-      if (prompt.size() > static_cast<std::size_t>(target_.max_positions()))
+    if constexpr (bounded) {
+      if (prompt.size() > static_cast<std::size_t>(max_positions()))
         throw error("SpeculativeBatch::add: the prompt has " + std::to_string(prompt.size()) +
-                    " tokens, more than the target's " + std::to_string(target_.max_positions()) + " positions");
+                    " tokens, more than the target's " + std::to_string(max_positions()) + " positions");
     }
     if (options.max_new_tokens < 1)
       throw error("SpeculativeBatch::add: max_new_tokens must be >= 1, got " + std::to_string(options.max_new_tokens));
     if (options.budget < 0) throw error("SpeculativeBatch::add: budget must be >= 0, got " + std::to_string(options.budget));
+    if constexpr (BackendBatchTarget<Target>) {
+      if (options.budget > backend_step_type::max_budget)
+        throw error("SpeculativeBatch::add: budget " + std::to_string(options.budget) + " is above what a backend " +
+                    "step verifies and compacts (" + std::to_string(backend_step_type::max_budget) + " draft nodes)");
+    }
     for (std::size_t i = 0; i < options.eos.size(); ++i)
       detail::check_token(options.eos[i], vocab, "SpeculativeBatch::add: eos token " + std::to_string(i));
     if (!core::valid(options.sampling)) {
@@ -515,8 +582,8 @@ class SpeculativeBatch {
       }
     }
     if (r.produced == r.options.max_new_tokens) r.finished = true;
-    if constexpr (BoundedTarget<Target>) {
-      if (r.seq.cached() >= static_cast<int>(target_.max_positions())) r.finished = true;
+    if constexpr (bounded) {
+      if (r.seq.cached() >= max_positions()) r.finished = true;
     }
     return {r.id, committed.first(n), r.finished, &r.seq.stats()};
   }
@@ -568,6 +635,7 @@ class SpeculativeBatch {
   drafters_type prototype_;
   verifier_type verifier_;
   std::vector<std::optional<Request>> requests_;  // per slot
+  [[no_unique_address]] std::conditional_t<step_defined, backend_step_type, detail::NoBackendBatchStep> backend_step_;
   request_id next_id_ = 0;
   std::int64_t forwards_ = 0;
   DecodeStats retired_stats_;

@@ -200,6 +200,42 @@ constexpr bool check_batch_members() {
   }
 }
 
+/// The checks of a BackendBatchTarget (a batch target that declares backend_type).
+template <class T>
+constexpr bool check_backend_batch_target() {
+  using Backend = typename T::backend_type;
+  constexpr bool has_backend = requires(const T& t) { { t.backend() } -> std::convertible_to<Backend>; };
+  constexpr bool has_vocab = requires(const T& t) { { t.vocab_size() } -> std::convertible_to<int>; };
+  constexpr bool has_slots = requires(const T& t) { { t.slots() } -> std::convertible_to<int>; };
+  constexpr bool has_prefill = requires(T& t, int slot, std::span<const token_t> p) { t.prefill(slot, p); };
+  constexpr bool has_release = requires(T& t, int slot) { t.release(slot); };
+  constexpr bool has_forward = requires(T& t, const TreeBatchView& batch) {
+    { t.forward(batch) } -> std::convertible_to<LogitsRows>;
+  };
+  constexpr bool has_kv = requires(T& t) { { t.kv_cache() } -> std::convertible_to<core::KvCacheView>; };
+  static_assert(has_backend,
+                "In your backend batch target: `backend_type backend() const` is missing; it returns the tag "
+                "(e.g. specdec::backend::cuda{stream}) the batch runs its steps with.");
+  static_assert(has_vocab, "In your backend batch target: `int vocab_size() const` is missing.");
+  static_assert(has_slots,
+                "In your backend batch target: `int slots() const` is missing; it says how many sequences the "
+                "target holds at once (slot ids are 0 .. slots() - 1).");
+  static_assert(has_prefill,
+                "In your backend batch target: `void prefill(int slot, std::span<const specdec::token_t> tokens)` "
+                "is missing; it starts a new sequence in `slot` whose KV cache holds exactly `tokens`.");
+  static_assert(has_release,
+                "In your backend batch target: `void release(int slot)` is missing; it is told that the slot's "
+                "sequence has ended.");
+  static_assert(has_forward,
+                "In your backend batch target: `specdec::LogitsRows forward(const specdec::TreeBatchView&)` is "
+                "missing; it runs one tree per slot (arrays in backend memory) and returns their logits rows "
+                "there, tree after tree.");
+  static_assert(has_kv,
+                "In your backend batch target: `specdec::core::KvCacheView kv_cache()` is missing; the batch "
+                "compacts each slot's accepted path in it (slot s at sequence s).");
+  return has_backend && has_vocab && has_slots && has_prefill && has_release && has_forward && has_kv;
+}
+
 /// The checks of a BatchTarget (SpeculativeBatch's target). A single-sequence Target is told
 /// about PerSlotTarget in one sentence, not each batch member it lacks.
 template <class T>
@@ -211,6 +247,8 @@ constexpr bool check_batch_target() {
                   "per request), or give it slots(), prefill(slot, tokens), forward(const TreeBatchView&), "
                   "commit(slot, path) and release(slot).");
     return false;
+  } else if constexpr (requires { typename T::backend_type; }) {
+    return check_backend_batch_target<T>();
   } else {
     return check_batch_members<T>();
   }
@@ -363,6 +401,14 @@ constexpr bool check_verifier_for_target() {
   else return check_verifier<V, target_output_t<T>>();
 }
 
+/// The same for SpeculativeBatch's target: verify_on for a BackendBatchTarget, verify against the
+/// output of one tree otherwise.
+template <class V, class T>
+constexpr bool check_verifier_for_batch_target() {
+  if constexpr (requires { typename T::backend_type; }) return check_backend_verifier<V, typename T::backend_type>();
+  else return check_verifier<V, tree_output_t<T>>();
+}
+
 // ---- the whole composition -----------------------------------------------------------------
 
 /// Every check of SpeculativeDecoder<Target, Drafters..., Verifier>, each message at most once:
@@ -402,7 +448,7 @@ constexpr bool check_batch_decoder(type_list<Ds...>, V*) {
                     "SpeculativeBatch: a drafter reads the target's features (needs_target_features), and the "
                     "batch target is no specdec::FeatureBatchTarget: give it feature_dim(), prefill_features(slot) "
                     "and features(node) in out.tree(b), as Llama2cBatchTarget has.");
-      constexpr bool verifier_ok = check_verifier<V, tree_output_t<T>>();
+      constexpr bool verifier_ok = check_verifier_for_batch_target<V, T>();
       return drafters_ok && features_ok && verifier_ok;
     }
   }

@@ -13,7 +13,8 @@
 // sampling one.
 //
 // A target whose model runs on a device is a BackendTarget instead: its step's data stays in the
-// backend's memory and the verifier runs there too (verify_on), see backend_step.hpp.
+// backend's memory and the verifier runs there too (verify_on), see backend_step.hpp; a
+// BackendBatchTarget is its form for SpeculativeBatch (backend_batch_step.hpp).
 //
 // This is the one header a policy or target author needs (with DraftContext, DraftTree, TreeView
 // and Verdict); it stays small: the backend operations and the sampling code are not included.
@@ -221,6 +222,32 @@ concept BackendTarget = requires(T& t, const T& ct, std::span<const token_t> tok
   { ct.vocab_size() } -> std::convertible_to<int>;
   t.prefill(tokens);
   { t.forward(tree) } -> std::convertible_to<LogitsRows>;
+  { t.kv_cache() } -> std::convertible_to<core::KvCacheView>;
+};
+
+/// BackendTarget's form for a batch: a model on a backend holding several sequences (slots) that
+/// forwards one tree per slot in one call. What SpeculativeBatch steps on the backend: the batch
+/// copies all trees there in one transfer, verifies every tree there, compacts every slot's cache
+/// with one backend::compact_kv and copies back only the accepted paths (backend_batch_step.hpp).
+///  - backend_type, backend(), vocab_size(): as for BackendTarget; slots(): sequences held at once.
+///  - prefill(slot, tokens): starts a new sequence in `slot` whose cache holds exactly `tokens`
+///    (host memory); release(slot): the slot's sequence has ended.
+///  - forward(batch): trees[b] (a host TreeView whose arrays are in backend memory) runs on the
+///    cache of slot slots[b]: node i writes its K/V at that slot's position base_position + i.
+///    Returns the logits rows of all trees, ragged and in batch order: node i of trees[b] at row
+///    (the sizes of trees[0 .. b) summed) + i. A slot's results must not depend on the others.
+///  - kv_cache(): the K/V caches, slot s at sequence s of the layout (layout.max_positions
+///    bounds every slot).
+template <class T>
+concept BackendBatchTarget = requires(T& t, const T& ct, int slot, std::span<const token_t> tokens,
+                                      const TreeBatchView& batch) {
+  typename T::backend_type;
+  { ct.backend() } -> std::convertible_to<typename T::backend_type>;
+  { ct.vocab_size() } -> std::convertible_to<int>;
+  { ct.slots() } -> std::convertible_to<int>;
+  t.prefill(slot, tokens);
+  t.release(slot);
+  { t.forward(batch) } -> std::convertible_to<LogitsRows>;
   { t.kv_cache() } -> std::convertible_to<core::KvCacheView>;
 };
 

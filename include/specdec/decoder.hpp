@@ -61,8 +61,6 @@ struct forward_output<Target> {
   using type = target_output_t<Target>;
 };
 
-template <class T>
-inline constexpr bool complete = requires { sizeof(T); };
 }  // namespace detail
 
 struct DecoderOptions {

@@ -32,6 +32,10 @@
 
 namespace specdec::detail {
 
+/// Whether T is defined here: a facade's backend step is, once its header was included.
+template <class T>
+inline constexpr bool complete = requires { sizeof(T); };
+
 /// Throws specdec::error naming `what` when token `t` lies outside [0, vocab).
 inline void check_token(token_t t, int vocab, const std::string& what) {
   if (t < 0 || t >= vocab)

@@ -76,6 +76,13 @@ class RejectionSampling {
   }
   /// The random stream the verification draws from.
   core::RandomKey random_key() const { return {options_.seed, options_.sequence}; }
+  /// One verify_on call verifies both verifiers' trees (each with its own random key): a batch
+  /// on a backend verifies requests with equal sampling parameters together.
+  bool verifies_on_like(const RejectionSampling& other) const {
+    const SamplingParams& a = options_.sampling;
+    const SamplingParams& b = other.options_.sampling;
+    return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p;
+  }
 
   const SamplingOptions& options() const { return options_; }
 

@@ -40,4 +40,10 @@ CacheCheck check_cache_after_each_step_on_device(const DecodeCase& c, int steps)
   return check_cache_after_each_step(target, c, steps);
 }
 
+BatchRun run_batch_on_device(const BatchCase& c) {
+  Stream stream;
+  BackendHashBatchTarget<backend::cuda> target(c.vocab, c.max_positions, c.slots, c.seed, 4.0f, stream.tag());
+  return run_batch(target, c);
+}
+
 }  // namespace specdec::testing

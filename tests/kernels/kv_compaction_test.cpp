@@ -45,6 +45,29 @@ TEST_CASE("GPU KV compaction with padded strides (each copy width) and paths pas
   }
 }
 
+TEST_CASE("GPU KV compaction of some of the cache's sequences (KvCompactionBatch::sequence)", "[gpu][kv]") {
+  std::mt19937_64 rng(14);
+  const int max_nodes = 16;
+  testing::KvData d = testing::random_kv_batch(rng, 6, 2, 2, 64, 2, max_nodes, false);
+  d.sequence = {4, 1, 5};  // a batch of three of the six sequences, as a batch of slots is
+  d.base.resize(3);
+  d.length.resize(3);
+  d.path.resize(3 * max_nodes);
+  // Reference: each entry's path moved in its own sequence; the other sequences stay as they are.
+  testing::KvData expected = d;
+  for (int b = 0; b < 3; ++b)
+    for (auto* cache : {&expected.k_cache, &expected.v_cache})
+      core::compact_kv_rows(cache->data(), d.layout, d.sequence[b], d.base[b], d.path.data() + b * max_nodes, d.length[b]);
+  testing::KvData device = d;
+  REQUIRE(backend::compact_kv(backend::host{}, d.batch()) == backend::status::ok);
+  CHECK(d.k_cache == expected.k_cache);
+  CHECK(d.v_cache == expected.v_cache);
+  REQUIRE(testing::run_on_device(device.batch()) == backend::status::ok);
+  CHECK(device.k_cache == expected.k_cache);
+  CHECK(device.v_cache == expected.v_cache);
+  CHECK(device.status == d.status);
+}
+
 TEST_CASE("GPU KV compaction of overlapping moves (every path entry moves by one)", "[gpu][kv]") {
   testing::KvData d;
   d.max_nodes = 64;

@@ -281,6 +281,7 @@ struct KvData {
   std::vector<node_t> path;
   std::vector<int> length;
   std::vector<core::compaction_status> status;
+  std::vector<int> sequence;  ///< entry b's sequence of the cache; empty: entry b is sequence b
   bool with_v = true;
 
   int size() const { return static_cast<int>(base.size()); }
@@ -297,6 +298,7 @@ struct KvData {
     b.path = path.data();
     b.length = length.data();
     b.status = status.data();
+    b.sequence = sequence.empty() ? nullptr : sequence.data();
     return b;
   }
 };

@@ -212,7 +212,15 @@ struct KvCompactionBatch {
   const node_t* path = nullptr;      ///< per sequence at path + b * max_nodes
   const int* length = nullptr;       ///< per sequence (e.g. GreedyVerifyBatch::length)
   compaction_status* status = nullptr;
+  /// Optional: entry b's sequence of the layout (a batch of some of a target's slots); entry b
+  /// is sequence b when null.
+  const int* sequence = nullptr;
 };
+
+/// The layout sequence that entry `entry` of the batch compacts.
+SPECDEC_HD inline int layout_sequence(const KvCompactionBatch& b, int entry) {
+  return b.sequence ? b.sequence[entry] : entry;
+}
 
 SPECDEC_HD inline compaction_status validate_compaction_in_batch(const KvCompactionBatch& b, int seq) {
   const int length = b.length[seq];
@@ -227,8 +235,9 @@ SPECDEC_HD inline compaction_status compact_kv_in_batch(const KvCompactionBatch&
   b.status[seq] = s;
   if (s != compaction_status::ok) return s;
   const node_t* path = b.path + static_cast<long long>(seq) * b.max_nodes;
-  compact_kv_rows(b.k_cache, b.layout, seq, b.base[seq], path, b.length[seq]);
-  if (b.v_cache) compact_kv_rows(b.v_cache, b.layout, seq, b.base[seq], path, b.length[seq]);
+  const int sequence = layout_sequence(b, seq);
+  compact_kv_rows(b.k_cache, b.layout, sequence, b.base[seq], path, b.length[seq]);
+  if (b.v_cache) compact_kv_rows(b.v_cache, b.layout, sequence, b.base[seq], path, b.length[seq]);
   return s;
 }
 

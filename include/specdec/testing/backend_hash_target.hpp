@@ -2,6 +2,8 @@
 // in a backend's memory (host, or a CUDA device in a .cu translation unit), so a decoder drives it
 // through the backend step: copy the tree once, forward, verify and compact there, copy the path
 // back. A test model for that path, and the smallest example of a device-resident target.
+// BackendHashBatchTarget is the same model for several sequences at once (a BackendBatchTarget),
+// which SpeculativeBatch steps on the backend (backend_batch_step.hpp).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,8 @@
 #include <vector>
 
 #include <specdec/backend.hpp>
-#include <specdec/backend_step.hpp>  // the decoder's step for a BackendTarget
+#include <specdec/backend_batch_step.hpp>  // the batch's step for a BackendBatchTarget
+#include <specdec/backend_step.hpp>        // the decoder's step for a BackendTarget
 #include <specdec/concepts.hpp>
 #include <specdec/core/kv_compaction.hpp>
 #include <specdec/error.hpp>
@@ -46,6 +49,29 @@ __global__ void hash_logits_kernel(const Hash* node_hash, int vocab, float sharp
 }
 }  // namespace kernels
 #endif
+
+namespace hash_model {
+/// Hashes `tree` (arrays in `tag`'s memory) into `cache` rows base_position + i and writes its
+/// logits rows at `logits` (enqueued on CUDA).
+template <class Backend>
+backend::status forward_tree([[maybe_unused]] const Backend& tag, const TreeView& tree, std::uint64_t* cache,
+                             float* logits, int vocab, std::uint64_t seed, float sharpness) {
+  if constexpr (std::is_same_v<Backend, backend::host>) {
+    for (int i = 0; i < tree.size; ++i) hash_tree_node(tree, i, cache, seed);
+    for (int i = 0; i < tree.size; ++i)
+      for (int v = 0; v < vocab; ++v)
+        logits[static_cast<long long>(i) * vocab + v] = logit(cache[tree.base_position + i], v, sharpness);
+    return backend::status::ok;
+  } else {
+#if defined(__CUDACC__)
+    kernels::hash_tree_kernel<<<1, 1, 0, tag.stream>>>(tree, cache, seed);
+    const dim3 grid((vocab + 255) / 256 < 64 ? (vocab + 255) / 256 : 64, tree.size);
+    kernels::hash_logits_kernel<<<grid, 256, 0, tag.stream>>>(cache + tree.base_position, vocab, sharpness, logits);
+    return backend::detail::from(cudaGetLastError());
+#endif
+  }
+}
+}  // namespace hash_model
 
 /// The sequence's running hashes are its KV cache: one 8-byte row per position (1 layer, 1 head),
 /// row p = the hash of the first p + 1 tokens. The logits after a node equal HashTarget's (same
@@ -102,20 +128,7 @@ class BackendHashTarget {
     logits_.grow(sizeof(float) * static_cast<std::size_t>(tree.size) * vocab_);
     auto* cache = reinterpret_cast<std::uint64_t*>(cache_.data());
     auto* logits = reinterpret_cast<float*>(logits_.data());
-    if constexpr (std::is_same_v<Backend, backend::host>) {
-      for (int i = 0; i < tree.size; ++i) hash_model::hash_tree_node(tree, i, cache, seed_);
-      for (int i = 0; i < tree.size; ++i)
-        for (int v = 0; v < vocab_; ++v)
-          logits[static_cast<long long>(i) * vocab_ + v] = hash_model::logit(cache[tree.base_position + i], v, sharpness_);
-    } else {
-#if defined(__CUDACC__)
-      kernels::hash_tree_kernel<<<1, 1, 0, tag_.stream>>>(tree, cache, seed_);
-      const dim3 grid((vocab_ + 255) / 256 < 64 ? (vocab_ + 255) / 256 : 64, tree.size);
-      kernels::hash_logits_kernel<<<grid, 256, 0, tag_.stream>>>(cache + tree.base_position, vocab_, sharpness_,
-                                                                logits);
-      check(backend::detail::from(cudaGetLastError()), "forward");
-#endif
-    }
+    check(hash_model::forward_tree(tag_, tree, cache, logits, vocab_, seed_, sharpness_), "forward");
     return {logits, vocab_};
   }
 
@@ -146,5 +159,111 @@ class BackendHashTarget {
 };
 
 static_assert(BackendTarget<BackendHashTarget<>>);
+
+/// BackendHashTarget's model for `slots` sequences at once: slot s's running hashes are sequence s
+/// of the cache layout, and a batched forward writes tree after tree's logits rows. A slot's
+/// logits equal HashTarget's (same vocab, seed, sharpness), so HashTarget::generate is each
+/// request's reference output.
+template <class Backend = backend::host>
+class BackendHashBatchTarget {
+#if !defined(__CUDACC__)
+  static_assert(std::is_same_v<Backend, backend::host>,
+                "BackendHashBatchTarget<backend::cuda> runs kernels: use it in a .cu file compiled by nvcc.");
+#endif
+
+ public:
+  using backend_type = Backend;
+
+  BackendHashBatchTarget(int vocab_size, int max_positions, int slots, std::uint64_t seed = 1, float sharpness = 4.0f,
+                         Backend tag = {})
+      : tag_(tag),
+        vocab_(vocab_size),
+        slots_(slots),
+        seed_(seed),
+        sharpness_(sharpness),
+        layout_(core::kv_layout(1, max_positions, 1, 1, sizeof(std::uint64_t))),
+        cache_(tag, backend::memory::backend),
+        logits_(tag, backend::memory::backend) {
+    if (vocab_size < 2) throw error("BackendHashBatchTarget: vocab_size must be >= 2, got " + std::to_string(vocab_size));
+    if (max_positions < 1)
+      throw error("BackendHashBatchTarget: max_positions must be >= 1, got " + std::to_string(max_positions));
+    if (slots < 1) throw error("BackendHashBatchTarget: slots must be >= 1, got " + std::to_string(slots));
+    cache_.grow(sizeof(std::uint64_t) * static_cast<std::size_t>(max_positions) * static_cast<std::size_t>(slots));
+  }
+
+  Backend backend() const { return tag_; }
+  int vocab_size() const { return vocab_; }
+  int slots() const { return slots_; }
+  core::KvCacheView kv_cache() { return {layout_, cache_.data(), nullptr}; }
+
+  void prefill(int slot, std::span<const token_t> tokens) {
+    check_slot(slot, "prefill");
+    if (static_cast<int>(tokens.size()) > layout_.max_positions)
+      throw error("BackendHashBatchTarget::prefill: " + std::to_string(tokens.size()) + " tokens do not fit " +
+                  std::to_string(layout_.max_positions) + " positions");
+    for (token_t t : tokens)
+      if (t < 0 || t >= vocab_)
+        throw error("BackendHashBatchTarget: token " + std::to_string(t) + " outside the vocabulary [0, " +
+                    std::to_string(vocab_) + ")");
+    const std::vector<std::uint64_t> hashes = hash_model::running_hashes(tokens, seed_);
+    check(backend::copy(tag_, slot_cache(slot), hashes.data(), sizeof(std::uint64_t) * hashes.size()), "prefill");
+    check(backend::synchronize(tag_), "prefill");
+  }
+
+  /// Nothing to free: the slot's next prefill overwrites its rows.
+  void release(int slot) { check_slot(slot, "release"); }
+
+  /// Hashes tree b's nodes into slot slots[b]'s rows base_position + i and fills its logits rows
+  /// after those of the trees before it.
+  LogitsRows forward(const TreeBatchView& batch) {
+    std::size_t rows = 0;
+    for (std::size_t b = 0; b < batch.trees.size(); ++b) {
+      const TreeView& tree = batch.trees[b];
+      check_slot(batch.slots[b], "forward");
+      if (tree.base_position < 0 || tree.size < 1 || tree.base_position + tree.size > layout_.max_positions)
+        throw error("BackendHashBatchTarget::forward: a tree of " + std::to_string(tree.size) + " nodes at position " +
+                    std::to_string(tree.base_position) + " does not fit " + std::to_string(layout_.max_positions) +
+                    " positions");
+      rows += static_cast<std::size_t>(tree.size);
+    }
+    // Growing waits for the device (a test model may; a real one sizes its buffers up front).
+    logits_.grow(sizeof(float) * rows * static_cast<std::size_t>(vocab_));
+    auto* logits = reinterpret_cast<float*>(logits_.data());
+    long long row = 0;
+    for (std::size_t b = 0; b < batch.trees.size(); ++b) {
+      const TreeView& tree = batch.trees[b];
+      check(hash_model::forward_tree(tag_, tree, slot_cache(batch.slots[b]), logits + row * vocab_, vocab_, seed_,
+                                     sharpness_),
+            "forward");
+      row += tree.size;
+    }
+    return {logits, vocab_};
+  }
+
+ private:
+  std::uint64_t* slot_cache(int slot) const {
+    return reinterpret_cast<std::uint64_t*>(cache_.data() + slot * layout_.sequence_stride);
+  }
+  void check_slot(int slot, const char* what) const {
+    if (slot < 0 || slot >= slots_)
+      throw error(std::string("BackendHashBatchTarget::") + what + ": slot " + std::to_string(slot) + " outside [0, " +
+                  std::to_string(slots_) + ")");
+  }
+  void check(backend::status s, const char* what) const {
+    if (s != backend::status::ok)
+      throw error(std::string("BackendHashBatchTarget: ") + what + " failed: " + backend::describe(tag_, s));
+  }
+
+  Backend tag_;
+  int vocab_;
+  int slots_;
+  std::uint64_t seed_;
+  float sharpness_;
+  core::KvCacheLayout layout_;
+  backend::buffer<Backend> cache_;
+  backend::buffer<Backend> logits_;
+};
+
+static_assert(BackendBatchTarget<BackendHashBatchTarget<>>);
 
 }  // namespace specdec
