@@ -175,9 +175,9 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
       ->check(whole_number_at_least(0));
   cmd.add_option("--ngram", a.ngram, "Katz trigram model of the drafter ngram and of staged's second stage "
                                      "(specdec-ngram build)");
-  cmd.add_option("--ngram-nodes", a.ngram_options.max_nodes, "Nodes an n-gram draft has at most (default 16)")
+  cmd.add_option("--ngram-budget", a.ngram_options.budget, "Nodes an n-gram draft has at most (default 16)")
       ->check(whole_number_at_least(1));
-  cmd.add_option("--ngram-depth", a.ngram_options.max_depth, "Deepest n-gram draft node (default 5)")
+  cmd.add_option("--ngram-depth", a.ngram_options.depth, "Deepest n-gram draft node (default 5)")
       ->check(whole_number_at_least(1));
   cmd.add_option("--ngram-top-k", a.ngram_options.top_k, "Children per n-gram draft node (default 3)")
       ->check(whole_number_at_least(1));
@@ -187,7 +187,7 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
   cmd.add_option("--dresd-neighbours", a.dresd.neighbours, "Neighbours dresd retrieves per step (default 32)")
       ->check(whole_number_at_least(1));
   cmd.add_option("--dresd-drafts", a.dresd.drafts, "Drafts dresd keeps (default 3)")->check(whole_number_at_least(1));
-  cmd.add_option("--dresd-length", a.dresd.draft_length, "Tokens per dresd draft (default 20)")
+  cmd.add_option("--dresd-depth", a.dresd.depth, "Tokens per dresd draft (default 20)")
       ->check(whole_number_at_least(1));
   specdec::tools::add_dense_search_options(cmd, a.dresd_search, "--dresd-search", "dresd-");
   cmd.add_option("--eagle-head", a.eagle_head,

@@ -270,7 +270,7 @@ void run_compare(const CompareArgs& a) {
   run("dresd 3x20 (greedy)", [&] { return specdec::DresdDrafter(dense, specdec::DresdOptions::greedy(), search); });
   run("dresd 10x10 (sampling)", [&] { return specdec::DresdDrafter(dense, specdec::DresdOptions::sampling(), search); });
   run("dresd 10x6 (REST's)", [&] {
-    return specdec::DresdDrafter(dense, {.neighbours = 64, .drafts = 10, .draft_length = 6}, search);
+    return specdec::DresdDrafter(dense, {.neighbours = 64, .drafts = 10, .depth = 6}, search);
   });
 }
 
