@@ -253,6 +253,15 @@ void check_outputs(std::initializer_list<std::pair<const std::string&, const cha
     if (!path.empty()) specdec::tools::check_output_file<input_error>(path, option);
 }
 
+/// Refuses, before any work, the drafters' files given that are not readable regular files (the
+/// drafters open them only after the prompts or the corpus are loaded).
+void check_drafter_inputs(const ResourceArgs& r) {
+  for (const auto& [path, option] : {std::pair<const std::string&, const char*>{r.datastore, "--datastore"},
+                                     {r.ngram, "--ngram"},
+                                     {r.dense_datastore, "--dense-datastore"}})
+    if (!path.empty()) specdec::tools::check_input_file<input_error>(path, option);
+}
+
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -383,6 +392,7 @@ std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b)
 
 int run_model(ModelArgs& a) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
+  check_drafter_inputs(a.resources);
   if (!a.batch.empty()) return run_model_batch(a);
   const Combination& combination = find_combination(a.drafters);
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
@@ -632,6 +642,7 @@ specdec::AnyCostModel auto_cost(const DataArgs& a, const std::optional<CostTable
 
 int run_replay(DataArgs& a, const ReplayArgs& r) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
+  check_drafter_inputs(a.drafters);
   if (!r.batch.empty()) return run_replay_batch(a, r);
   const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
@@ -666,6 +677,7 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
 
 void run_compare(DataArgs& a, const std::vector<std::string>& names) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
+  check_drafter_inputs(a.drafters);
   std::vector<const Combination*> chosen;
   for (const auto& name : names) {
     chosen.push_back(&find_combination(std::span(&name, 1)));
