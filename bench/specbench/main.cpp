@@ -253,13 +253,15 @@ void check_outputs(std::initializer_list<std::pair<const std::string&, const cha
     if (!path.empty()) specdec::tools::check_output_file<input_error>(path, option);
 }
 
-/// Refuses, before any work, the drafters' files given that are not readable regular files (the
-/// drafters open them only after the prompts or the corpus are loaded).
-void check_drafter_inputs(const ResourceArgs& r) {
-  for (const auto& [path, option] : {std::pair<const std::string&, const char*>{r.datastore, "--datastore"},
-                                     {r.ngram, "--ngram"},
-                                     {r.dense_datastore, "--dense-datastore"}})
+/// Refuses, before any work, the input files given (path, option) that are not readable regular
+/// files: those read only after the corpus or the prompts are loaded.
+void check_inputs(std::initializer_list<std::pair<const std::string&, const char*>> inputs) {
+  for (const auto& [path, option] : inputs)
     if (!path.empty()) specdec::tools::check_input_file<input_error>(path, option);
+}
+
+void check_drafter_inputs(const ResourceArgs& r) {
+  check_inputs({{r.datastore, "--datastore"}, {r.ngram, "--ngram"}, {r.dense_datastore, "--dense-datastore"}});
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -651,6 +653,7 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
     throw input_error("--budget auto needs a cost model: --cost TABLE, or --timed-model M (calibrated at start-up)");
   if (table && !r.timed_model.empty() && !a.budget.automatic)
     throw input_error("--cost and --timed-model: the time is measured; a cost table only sizes --budget auto");
+  check_inputs({{r.timed_model, "--timed-model"}});
   Corpus corpus = load_corpus(a);
   std::unique_ptr<StepCoster> coster;
   std::string source;
