@@ -137,7 +137,7 @@ void casd_rescan(benchmark::State& state, bool prompt_only) {
                                                              matches.data());
         for (int i = 0; i < found; ++i) {
           const auto [p, m] = matches[static_cast<std::size_t>(i)];
-          const int end = specdec::core::continuation_end(p, o.continuation, n, limit);
+          const int end = specdec::core::continuation_end(p, o.depth, n, limit);
           specdec::node_t node = 0;
           for (int j = p + 1; j < end; ++j) {
             const token_t t = tokens[static_cast<std::size_t>(j)];
@@ -160,11 +160,11 @@ void pld_rescan(benchmark::State& state) {
         const int n = static_cast<int>(tokens.size());
         for (int g = o.max_ngram; g >= o.min_ngram; --g) {
           const token_t* query = tokens.data() + n - g;
-          const int last_start = std::min(n - g - o.draft_length, n - 2 * g - 1);  // both conditions
+          const int last_start = std::min(n - g - o.depth, n - 2 * g - 1);  // both conditions
           for (int start = 0; start <= last_start; ++start) {
             if (!std::equal(query, query + g, tokens.data() + start)) continue;
             specdec::node_t node = 0;
-            for (int j = 1; j <= o.draft_length; ++j)
+            for (int j = 1; j <= o.depth; ++j)
               node = tree.add(node, tokens[static_cast<std::size_t>(start + g - 1 + j)],
                               static_cast<float>(g + 1) / static_cast<float>(g + j + 1));
             return;

@@ -350,12 +350,12 @@ void bench_suffix_match(const Device& dev) {
       s.max_context = n;
       s.max_match = 10;
       s.k = 2;
-      s.continuation = 10;
+      s.depth = 10;
       s.offsets = upload(off);
       s.context = context;
       s.matches = device_alloc<core::SuffixMatch>(batch * s.k);
       s.match_count = device_alloc<int>(batch);
-      s.drafts = device_alloc<token_t>(batch * s.k * s.continuation);
+      s.drafts = device_alloc<token_t>(batch * s.k * s.depth);
       s.draft_length = device_alloc<int>(batch * s.k);
       backend::cuda tag;
       tag.workspace_bytes = backend::workspace_bytes(tag, s);
@@ -366,7 +366,7 @@ void bench_suffix_match(const Device& dev) {
         const std::vector<token_t> host_context = download(context, static_cast<std::size_t>(tokens));
         std::vector<core::SuffixMatch> matches(s.k);
         std::vector<int> count(1), draft_length(s.k);
-        std::vector<token_t> drafts(static_cast<std::size_t>(s.k) * s.continuation);
+        std::vector<token_t> drafts(static_cast<std::size_t>(s.k) * s.depth);
         core::SuffixMatchBatch h = s;
         h.offsets = off.data();
         h.context = host_context.data();

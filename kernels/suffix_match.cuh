@@ -109,8 +109,8 @@ __global__ void __launch_bounds__(detail::select_threads)
     const long long slot = static_cast<long long>(seq) * b.k + j;
     const bool used = j < suffix_max_k && s_top.key[j] != 0u;
     const int p = used ? core::match_of(s_top.key[j]).position : 0;
-    const int length = used ? core::continuation_end(p, b.continuation, n, search) - (p + 1) : 0;
-    for (int t = threadIdx.x; t < length; t += detail::select_threads) b.drafts[slot * b.continuation + t] = c[p + 1 + t];
+    const int length = used ? core::continuation_end(p, b.depth, n, search) - (p + 1) : 0;
+    for (int t = threadIdx.x; t < length; t += detail::select_threads) b.drafts[slot * b.depth + t] = c[p + 1 + t];
     if (threadIdx.x == 0) b.draft_length[slot] = length > 0 ? length : 0;
   }
 }

@@ -51,8 +51,8 @@ TEST_CASE("extreme options: budget INT_MAX with every drafter stays lossless and
   check_lossless_at_budget_max(ContextTreeDrafter{});
   check_lossless_at_budget_max(HistoryTreeDrafter{});
   check_lossless_at_budget_max(FixedTreeDrafter({0, 1, 0}, {1, 2, 3}));
-  check_lossless_at_budget_max(CasdDrafter(CasdOptions{.k = kMax, .max_match = 1024, .continuation = kMax}),
-                               PldDrafter(PldOptions{.max_ngram = 1024, .draft_length = kMax}));
+  check_lossless_at_budget_max(CasdDrafter(CasdOptions{.k = kMax, .max_match = 1024, .depth = kMax}),
+                               PldDrafter(PldOptions{.max_ngram = 1024, .depth = kMax}));
   check_lossless_at_budget_max(ContextTreeDrafter(ContextTreeOptions{
       .root_breadth = kMax, .history_breadth = kMax, .node_breadth = kMax, .node_contexts = kMax}));
   check_lossless_at_budget_max(HistoryTreeDrafter(ContextTreeOptions{.history_tokens = kMax}));

@@ -175,9 +175,9 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
       ->check(whole_number_at_least(0));
   cmd.add_option("--ngram", a.ngram, "Katz trigram model of the drafter ngram and of staged's second stage "
                                      "(specdec-ngram build)");
-  cmd.add_option("--ngram-nodes", a.ngram_options.max_nodes, "Nodes an n-gram draft has at most (default 16)")
+  cmd.add_option("--ngram-budget", a.ngram_options.budget, "Nodes an n-gram draft has at most (default 16)")
       ->check(whole_number_at_least(1));
-  cmd.add_option("--ngram-depth", a.ngram_options.max_depth, "Deepest n-gram draft node (default 5)")
+  cmd.add_option("--ngram-depth", a.ngram_options.depth, "Deepest n-gram draft node (default 5)")
       ->check(whole_number_at_least(1));
   cmd.add_option("--ngram-top-k", a.ngram_options.top_k, "Children per n-gram draft node (default 3)")
       ->check(whole_number_at_least(1));
@@ -187,7 +187,7 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
   cmd.add_option("--dresd-neighbours", a.dresd.neighbours, "Neighbours dresd retrieves per step (default 32)")
       ->check(whole_number_at_least(1));
   cmd.add_option("--dresd-drafts", a.dresd.drafts, "Drafts dresd keeps (default 3)")->check(whole_number_at_least(1));
-  cmd.add_option("--dresd-length", a.dresd.draft_length, "Tokens per dresd draft (default 20)")
+  cmd.add_option("--dresd-depth", a.dresd.depth, "Tokens per dresd draft (default 20)")
       ->check(whole_number_at_least(1));
   specdec::tools::add_dense_search_options(cmd, a.dresd_search, "--dresd-search", "dresd-");
   cmd.add_option("--eagle-head", a.eagle_head,
@@ -251,6 +251,17 @@ void report_token_counts(const Corpus& corpus) {
 void check_outputs(std::initializer_list<std::pair<const std::string&, const char*>> outputs) {
   for (const auto& [path, option] : outputs)
     if (!path.empty()) specdec::tools::check_output_file<input_error>(path, option);
+}
+
+/// Refuses, before any work, the input files given (path, option) that are not readable regular
+/// files: those read only after the corpus or the prompts are loaded.
+void check_inputs(std::initializer_list<std::pair<const std::string&, const char*>> inputs) {
+  for (const auto& [path, option] : inputs)
+    if (!path.empty()) specdec::tools::check_input_file<input_error>(path, option);
+}
+
+void check_drafter_inputs(const ResourceArgs& r) {
+  check_inputs({{r.datastore, "--datastore"}, {r.ngram, "--ngram"}, {r.dense_datastore, "--dense-datastore"}});
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -383,6 +394,7 @@ std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b)
 
 int run_model(ModelArgs& a) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
+  check_drafter_inputs(a.resources);
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
   if (table && !a.budget.automatic)
     throw input_error("--cost: `specbench model` times its own decoding; a cost table only sizes --budget auto");
@@ -607,6 +619,7 @@ int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
   const BatchRunners& runners = combination.batch;
   if (a.budget.automatic && r.timed_model.empty())
     throw input_error("--batch --budget auto needs a model to time: --timed-model M (calibrated at start-up)");
+  check_inputs({{r.timed_model, "--timed-model"}});
   Corpus corpus = load_corpus(a);
   std::string timed_source;
   std::shared_ptr<const specdec::Llama2cModel> timed;
@@ -651,6 +664,7 @@ specdec::AnyCostModel auto_cost(const DataArgs& a, const std::optional<CostTable
 
 int run_replay(DataArgs& a, const ReplayArgs& r) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
+  check_drafter_inputs(a.drafters);
   if (!r.batch.empty()) return run_replay_batch(a, r);
   const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
@@ -659,6 +673,7 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
     throw input_error("--budget auto needs a cost model: --cost TABLE, or --timed-model M (calibrated at start-up)");
   if (table && !r.timed_model.empty() && !a.budget.automatic)
     throw input_error("--cost and --timed-model: the time is measured; a cost table only sizes --budget auto");
+  check_inputs({{r.timed_model, "--timed-model"}});
   Corpus corpus = load_corpus(a);
   std::unique_ptr<StepCoster> coster;
   std::string source;
@@ -685,6 +700,7 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
 
 void run_compare(DataArgs& a, const std::vector<std::string>& names) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
+  check_drafter_inputs(a.drafters);
   std::vector<const Combination*> chosen;
   for (const auto& name : names) {
     chosen.push_back(&find_combination(std::span(&name, 1)));

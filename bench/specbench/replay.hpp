@@ -54,13 +54,13 @@ class DrafterResources {
   std::filesystem::path datastore;        ///< rest: --datastore
   specdec::RestOptions rest;              ///< rest: --rest-occurrences
   std::filesystem::path dense_datastore;  ///< dresd: --dense-datastore
-  specdec::DresdOptions dresd;            ///< dresd: --dresd-drafts, --dresd-length, --dresd-neighbours
+  specdec::DresdOptions dresd;            ///< dresd: --dresd-drafts, --dresd-depth, --dresd-neighbours
   specdec::tools::DenseSearchChoice dresd_search;  ///< dresd: --dresd-search and its FAISS parameters
   std::filesystem::path eagle_head;       ///< eagle: --eagle-head
   std::filesystem::path draft_model;      ///< staged, draft_model: --draft-model
   specdec::StagedOptions staged;          ///< staged, draft_model: --staged-depth, -top-k, -budget, -inner-budget
   std::filesystem::path ngram;            ///< ngram, staged: --ngram
-  specdec::NgramOptions ngram_options;    ///< ngram and staged's second stage: --ngram-nodes, -depth, -top-k
+  specdec::NgramOptions ngram_options;    ///< ngram and staged's second stage: --ngram-budget, -depth, -top-k
 
   std::shared_ptr<const specdec::TokenDatastore> token_datastore(const TargetInfo& target) const;
   std::shared_ptr<const specdec::DenseDatastore> dense(const TargetInfo& target) const;

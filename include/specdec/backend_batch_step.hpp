@@ -26,7 +26,7 @@
 #include <specdec/backend_step.hpp>  // Packing
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
-#include <specdec/tree_view.hpp>
+#include <specdec/core/tree_view.hpp>
 #include <specdec/verdict.hpp>
 
 namespace specdec::detail {

@@ -21,7 +21,7 @@
 #include <specdec/backend.hpp>
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
-#include <specdec/tree_view.hpp>
+#include <specdec/core/tree_view.hpp>
 #include <specdec/verdict.hpp>
 
 namespace specdec::detail {

@@ -29,8 +29,8 @@
 
 #include <specdec/config.hpp>
 #include <specdec/core/kv_compaction.hpp>
+#include <specdec/core/tree_view.hpp>
 #include <specdec/draft_tree.hpp>
-#include <specdec/tree_view.hpp>
 #include <specdec/verdict.hpp>
 
 namespace specdec {

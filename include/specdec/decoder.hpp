@@ -93,8 +93,7 @@ class SpeculativeDecoder {
   static_assert(sizeof...(Policies) >= 1,
                 "SpeculativeDecoder<Target, Drafter..., Verifier>: the last template argument must be "
                 "a verifier (e.g. specdec::ExactVerifier), and none was given.");
-  using split = typename std::conditional_t<(sizeof...(Policies) >= 1), std::type_identity<detail::split_last<Policies...>>,
-                                            std::type_identity<detail::split_last<detail::no_verifier>>>::type;
+  using split = detail::split_last<Policies...>;
   using drafter_list = typename split::init;
   using sequence_type = detail::SequenceStep<drafter_list>;
 

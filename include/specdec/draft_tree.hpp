@@ -11,8 +11,8 @@
 #include <specdec/acceptance_model.hpp>
 #include <specdec/config.hpp>
 #include <specdec/core/tree.hpp>
+#include <specdec/core/tree_view.hpp>
 #include <specdec/error.hpp>
-#include <specdec/tree_view.hpp>
 
 namespace specdec {
 

@@ -15,11 +15,20 @@ struct type_list {
 };
 
 /// split_last<Ts...>: `init` is a type_list of all but the last type, `last` is the last type.
+/// A decoder's `Drafter..., Verifier` pack is split with it.
 template <class... Ts>
 struct split_last;
 
 /// Stands in for the verifier when a decoder is given no policy (its own message says so).
 struct no_verifier {};
+
+/// An empty pack: no drafter, and no_verifier, so that a decoder given no policy gets only its own
+/// static_assert sentence, not a knock-on error from the split.
+template <>
+struct split_last<> {
+  using init = type_list<>;
+  using last = no_verifier;
+};
 
 template <class Last>
 struct split_last<Last> {

@@ -6,7 +6,7 @@
 // an occurrence is an end position p <= S - 2 (S = the context length, or the prompt length for
 // casd_prompt) whose last m(p) >= min_match tokens equal the context's last tokens (m capped at
 // max_match); the k occurrences with the longest match are kept, ties going to the most recent;
-// each drafts its continuation c[p+1 ..] of up to `continuation` tokens, cut at S.
+// each drafts its continuation c[p+1 ..] of up to `depth` tokens, cut at S.
 //
 // Why this choice among occurrences: a longer match is more specific evidence that the context
 // is repeating that passage, so its continuation is the likeliest to be accepted; among equally
@@ -19,7 +19,7 @@
 // matches score higher, scores fall with depth, so a node budget keeps the likeliest nodes.
 //
 // Cost per step: indexing the new tokens and one query of a ContextIndex, O(max_match) each, plus
-// O(k · max_match) to rank occurrences and O(k · continuation) to draft: independent of the
+// O(k · max_match) to rank occurrences and O(k · depth) to draft: independent of the
 // context's length (casd_prompt indexes the prompt once per sequence, at the first step).
 #pragma once
 
@@ -46,7 +46,7 @@ struct CasdOptions {
   int k = 2;              ///< occurrences drafted from (top-k by match length, then recency)
   int max_match = 10;     ///< match lengths are capped here
   int min_match = 1;      ///< shorter matches are ignored
-  int continuation = 10;  ///< tokens drafted after each occurrence
+  int depth = 10;         ///< tokens drafted after each occurrence (the chain's depth)
 };
 
 template <casd_scope Scope>
@@ -54,7 +54,7 @@ class BasicCasdDrafter {
  public:
   static constexpr const char* name = Scope == casd_scope::context ? "casd" : "casd_prompt";
 
-  /// Throws specdec::error unless k >= 1, 1 <= min_match <= max_match and continuation >= 1.
+  /// Throws specdec::error unless k >= 1, 1 <= min_match <= max_match and depth >= 1.
   explicit BasicCasdDrafter(CasdOptions options = {})
       : options_(validated(options)),
         index_(options.max_match),
@@ -74,7 +74,7 @@ class BasicCasdDrafter {
     const int n = static_cast<int>(tokens.size());
     const int limit = search_limit(n, ctx.prompt_length);
     for (const core::SuffixMatch& match : find_matches(tokens, ctx.prompt_length)) {
-      const int length = std::min(options_.continuation, ctx.max_depth);
+      const int length = std::min(options_.depth, ctx.max_depth);
       const int end = core::continuation_end(match.position, length, n, limit);
       node_t node = 0;
       for (int i = match.position + 1; i < end; ++i) {
@@ -130,7 +130,7 @@ class BasicCasdDrafter {
     if (o.min_match < 1 || o.min_match > o.max_match)
       throw error(who + "min_match must be in [1, max_match = " + std::to_string(o.max_match) + "], got " +
                   std::to_string(o.min_match));
-    check_option(name, "continuation", o.continuation);
+    check_option(name, "depth", o.depth);
     return o;
   }
 

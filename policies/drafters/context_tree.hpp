@@ -46,7 +46,7 @@ struct TreeHistory {
 struct ContextTreeOptions {
   /// Most draft nodes per step. By default only the decoder's budget (DraftContext::budget,
   /// DecoderOptions::budget = 64 unless set) caps the tree, so one setting sizes it.
-  int max_nodes = std::numeric_limits<int>::max();
+  int budget = std::numeric_limits<int>::max();
   /// At the root: candidates taken from each back-off context (its most frequent continuations).
   int root_breadth = 128;
   /// HistoryTreeDrafter, at the root: candidates taken from each back-off context of the history.
@@ -88,7 +88,7 @@ class ContextTreeDrafter {
   void propose(const DraftContext& ctx, DraftTree& tree) {
     if (!in_sync(ctx.tokens)) resync(ctx);
     rematch_if_history_changed();
-    const int budget = std::min(options_.max_nodes, ctx.budget);
+    const int budget = std::min(options_.budget, ctx.budget);
     if (budget <= 0 || ctx.max_depth <= 0) return;
     ++step_;
     nodes_.assign(1, Node{index_.suffix_match(), history_match_, 0, 0, 1.0f});
@@ -119,7 +119,7 @@ class ContextTreeDrafter {
 
   /// `history`: also draft from the outputs of earlier sequences (HistoryTreeDrafter).
   ContextTreeDrafter(ContextTreeOptions options, bool history) : options_(options), with_history_(history) {
-    check_option("ContextTreeDrafter", "max_nodes", options.max_nodes);
+    check_option("ContextTreeDrafter", "budget", options.budget);
     check_option("ContextTreeDrafter", "root_breadth", options.root_breadth);
     check_option("ContextTreeDrafter", "history_breadth", options.history_breadth);
     check_option("ContextTreeDrafter", "node_breadth", options.node_breadth);

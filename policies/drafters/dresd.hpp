@@ -7,7 +7,7 @@
 // retrieved (inner product = cosine). A neighbour's value is the text after its token; only values
 // whose first token equals the root are kept (the target has already chosen that token, so a
 // value starting otherwise is wrong from its first token), and the first `drafts` of them, best
-// first, give their next `draft_length` tokens as drafts. The drafts are merged into one tree.
+// first, give their next `depth` tokens as drafts. The drafts are merged into one tree.
 //
 // Scores: a node's score is the share of the kept drafts that pass through it, a probability-like
 // score that never grows along a path, as REST's (count / occurrences read): nodes that several
@@ -15,7 +15,7 @@
 // earlier (nearer) neighbour's nodes.
 //
 // Cost per step: one projection (feature_dim · key_dim), one search (the backend's; exact:
-// keys · key_dim), then O(drafts · draft_length).
+// keys · key_dim), then O(drafts · depth).
 #pragma once
 
 #include <algorithm>
@@ -39,10 +39,10 @@ namespace specdec {
 struct DresdOptions {
   int neighbours = 32;     ///< keys retrieved per step (before the first-token filter)
   int drafts = 3;          ///< drafts kept after the filter, nearest first
-  int draft_length = 20;   ///< tokens per draft below the root
+  int depth = 20;          ///< tokens per draft below the root
 
   static DresdOptions greedy() { return {}; }
-  static DresdOptions sampling() { return {.neighbours = 64, .drafts = 10, .draft_length = 10}; }
+  static DresdOptions sampling() { return {.neighbours = 64, .drafts = 10, .depth = 10}; }
 };
 
 class DresdDrafter {
@@ -82,7 +82,7 @@ class DresdDrafter {
       throw error("dresd: the datastore's vocabulary (" + std::to_string(datastore_->vocab_size()) +
                   " tokens) is larger than the target's (" + std::to_string(ctx.vocab_size) + ")");
     retrieval_ = {};
-    const int depth = std::min(options_.draft_length, ctx.max_depth);
+    const int depth = std::min(options_.depth, ctx.max_depth);
     if (!has_query_ || depth <= 0 || ctx.budget <= 0) return;
     datastore_->projection().project(query_, key_, scratch_);
     search_->search(key_, options_.neighbours, neighbours_);
@@ -107,7 +107,7 @@ class DresdDrafter {
   static DresdOptions validated(const DresdOptions& o) {
     check_option(name, "neighbours", o.neighbours);
     check_option(name, "drafts", o.drafts);
-    check_option(name, "draft_length", o.draft_length);
+    check_option(name, "depth", o.depth);
     return o;
   }
 

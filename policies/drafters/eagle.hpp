@@ -5,9 +5,9 @@
 // of the root; then, for each further level, the top_k frontier nodes are fed to the head (each
 // with the feature the head predicted for its parent) and each proposes its top_k children;
 // the top_k of those, by cumulative log-probability, are the next frontier. Every scored candidate
-// is kept, and the best total_tokens of them overall form the draft, a connected tree (a child's
+// is kept, and the best `budget` of them overall form the draft, a connected tree (a child's
 // cumulative log-probability never exceeds its parent's; ties go to the earlier candidate, and a
-// parent is always earlier). Levels = depth + 1, cut to the decoder's max_depth; total_tokens is
+// parent is always earlier). Levels: `depth`, cut to the decoder's max_depth; `budget` is
 // cut to the decoder's budget.
 //
 // Scores: a node's score is exp(cumulative log-probability), the head's probability of its
@@ -51,11 +51,12 @@
 
 namespace specdec {
 
-/// EAGLE-2's parameters; the defaults are its public code's.
+/// EAGLE-2's parameters; the defaults are its public code's (60 nodes, depth 5, top-k 10, where its
+/// depth counts the expansions after the root's, so its trees are 5 + 1 = 6 levels deep).
 struct EagleOptions {
-  int total_tokens = 60;  ///< nodes kept after the global rerank (cut to the decoder's budget)
-  int depth = 5;          ///< expansions after the root's: depth + 1 levels (cut to max_depth)
-  int top_k = 10;         ///< children per expanded node, and the frontier's width
+  int budget = 60;  ///< nodes kept after the global rerank (cut to the decoder's budget)
+  int depth = 6;    ///< deepest node below the root (cut to the decoder's max_depth)
+  int top_k = 10;   ///< children per expanded node, and the frontier's width
 };
 
 class EagleDrafter {
@@ -112,8 +113,8 @@ class EagleDrafter {
     if (ctx.vocab_size != head_->config().vocab_size)
       throw error("eagle: the target's vocabulary has " + std::to_string(ctx.vocab_size) + " tokens, the head's " +
                   std::to_string(head_->config().vocab_size));
-    const int levels = std::min(options_.depth + 1, ctx.max_depth);
-    const int keep = std::min(options_.total_tokens, ctx.budget);
+    const int levels = std::min(options_.depth, ctx.max_depth);
+    const int keep = std::min(options_.budget, ctx.budget);
     if (levels < 1 || keep < 1) return;
     candidates_.clear();
     drafted_features_.clear();
@@ -147,8 +148,8 @@ class EagleDrafter {
   };
 
   static EagleOptions validated(const EagleOptions& o) {
-    check_option(name, "total_tokens", o.total_tokens);
-    check_option(name, "depth", o.depth, 0);
+    check_option(name, "budget", o.budget);
+    check_option(name, "depth", o.depth);
     check_option(name, "top_k", o.top_k);
     return o;
   }

@@ -4,8 +4,8 @@
 //
 // Tree: grown best first by cumulative probability. The root's candidates are the model's top_k
 // next tokens after the context's last two tokens (the root included); the likeliest candidate
-// anywhere becomes the next node, and unless it is max_depth deep its own top_k next tokens (given
-// its parent's token and its own) join the candidates, until max_nodes nodes are drafted or no
+// anywhere becomes the next node, and unless it is `depth` deep its own top_k next tokens (given
+// its parent's token and its own) join the candidates, until `budget` nodes are drafted or no
 // candidate is left. A child's probability is its parent's times the model's conditional one, so
 // it never exceeds its parent's: the tree is connected, and it holds the likeliest paths the
 // top_k rule reaches. Ties go to the earlier candidate (a node's children in the model's order,
@@ -19,9 +19,9 @@
 // rejection-sampling verifier treats every draft token as a one-hot proposal: the output is
 // distributed as the target's whatever the model predicts.
 //
-// Cost per step: one NgramModel::top_k query per drafted node below max_depth (plus the root's),
+// Cost per step: one NgramModel::top_k query per drafted node shallower than `depth` (plus the root's),
 // each a merge of at most three sorted lists (no scan of the vocabulary), and a heap of at most
-// top_k · max_nodes candidates.
+// top_k · budget candidates.
 #pragma once
 
 #include <algorithm>
@@ -46,8 +46,8 @@ namespace specdec {
 /// node cover most of the mass a trigram context spreads; and 16 nodes keep the draft cheap to
 /// verify and leave most of the decoder's budget (64) to the drafters merged with it.
 struct NgramOptions {
-  int max_nodes = 16;  ///< nodes drafted at most (also cut to the decoder's budget)
-  int max_depth = 5;   ///< deepest node below the root (also cut to the decoder's max_depth)
+  int budget = 16;  ///< nodes drafted at most (also cut to the decoder's budget)
+  int depth = 5;    ///< deepest node below the root (also cut to the decoder's max_depth)
   int top_k = 3;       ///< children considered per expanded node
 };
 
@@ -74,8 +74,8 @@ class NgramDrafter {
     if (ctx.vocab_size != model_->vocab_size())
       throw error("ngram: the model " + model_->path().string() + " has a vocabulary of " +
                   std::to_string(model_->vocab_size()) + " tokens, the target's has " + std::to_string(ctx.vocab_size));
-    const int keep = std::min(options_.max_nodes, ctx.budget);
-    const int max_depth = std::min(options_.max_depth, ctx.max_depth);
+    const int keep = std::min(options_.budget, ctx.budget);
+    const int max_depth = std::min(options_.depth, ctx.max_depth);
     if (keep <= 0 || max_depth <= 0 || ctx.tokens.empty()) return;
     heap_.clear();
     depth_.assign(1, 0);
@@ -110,8 +110,8 @@ class NgramDrafter {
   }
 
   static NgramOptions validated(const NgramOptions& o) {
-    check_option(name, "max_nodes", o.max_nodes);
-    check_option(name, "max_depth", o.max_depth);
+    check_option(name, "budget", o.budget);
+    check_option(name, "depth", o.depth);
     check_option(name, "top_k", o.top_k);
     return o;
   }

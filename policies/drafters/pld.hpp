@@ -3,7 +3,7 @@
 //
 // Rule (Spec-Bench's find_candidate_pred_tokens): for n = max_ngram down to min_ngram, take the
 // context's last n tokens and look for their EARLIEST earlier occurrence, ending at p, whose whole
-// continuation c[p+1 .. p+draft_length] lies inside the context and that does not overlap the
+// continuation c[p+1 .. p+depth] lies inside the context and that does not overlap the
 // query n-gram (p <= N - n - 2 for a context of N tokens); the first n that has one drafts that
 // continuation as a chain. Nothing found: no draft (Spec-Bench drafts a dummy token then; an empty
 // draft commits the same tokens with one fewer wasted node).
@@ -32,14 +32,14 @@ namespace specdec {
 struct PldOptions {
   int max_ngram = 3;      ///< longest n-gram looked up
   int min_ngram = 1;      ///< shortest n-gram looked up
-  int draft_length = 10;  ///< tokens drafted (a match needs this many after it)
+  int depth = 10;         ///< tokens drafted, a chain (a match needs this many after it)
 };
 
 class PldDrafter {
  public:
   static constexpr const char* name = "pld";
 
-  /// Throws specdec::error unless 1 <= min_ngram <= max_ngram and draft_length >= 1.
+  /// Throws specdec::error unless 1 <= min_ngram <= max_ngram and depth >= 1.
   explicit PldDrafter(PldOptions options = {})
       : options_(validated(options)), index_(options.max_ngram), levels_(static_cast<std::size_t>(options.max_ngram)) {}
 
@@ -55,7 +55,7 @@ class PldDrafter {
   void propose(const DraftContext& ctx, DraftTree& tree) {
     const core::SuffixMatch match = find_match(ctx.tokens);
     if (match.position < 0) return;
-    const int length = std::min(options_.draft_length, ctx.max_depth);
+    const int length = std::min(options_.depth, ctx.max_depth);
     node_t node = 0;
     for (int j = 1; j <= length; ++j)
       node = tree.add(node, ctx.tokens[static_cast<std::size_t>(match.position + j)], core::copy_score(match.length, j));
@@ -69,7 +69,7 @@ class PldDrafter {
     const int longest = index_.match_suffix(tokens, levels_);  // occurrences ending at <= n - 2
     for (int g = std::min(longest, options_.max_ngram); g >= options_.min_ngram; --g) {
       const int earliest = levels_[static_cast<std::size_t>(g - 1)].earliest;
-      if (options_.draft_length <= n - 1 - earliest && earliest <= n - g - 2) return {earliest, g};
+      if (options_.depth <= n - 1 - earliest && earliest <= n - g - 2) return {earliest, g};
     }
     return {};
   }
@@ -83,7 +83,7 @@ class PldDrafter {
     if (o.min_ngram < 1 || o.min_ngram > o.max_ngram)
       throw error("pld: min_ngram must be in [1, max_ngram = " + std::to_string(o.max_ngram) + "], got " +
                   std::to_string(o.min_ngram));
-    check_option(name, "draft_length", o.draft_length);
+    check_option(name, "depth", o.depth);
     return o;
   }
 

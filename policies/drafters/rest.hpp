@@ -2,8 +2,8 @@
 //
 // Rule: the query is the context's last m tokens, the root (the token just committed) included,
 // for the longest m in [min_suffix, max_suffix] that occurs in the datastore; no such m gives an
-// empty draft. Each occurrence's continuation (up to `continuation` tokens, cut at the end of its
-// document) is read, every prefix of every continuation is counted, and the `max_nodes` most
+// empty draft. Each occurrence's continuation (up to `depth` tokens, cut at the end of its
+// document) is read, every prefix of every continuation is counted, and the `budget` most
 // frequent prefixes form the draft tree.
 //
 // Which occurrences, when more than max_occurrences match: evenly spaced positions of the
@@ -20,7 +20,7 @@
 //
 // Cost per step: at most 1 + log2(max_suffix - min_suffix + 1) suffix-array searches (the
 // longest matching m is found by bisection: if the last m + 1 tokens occur, so do the last m),
-// each O(m log N), then O(max_occurrences · continuation) to read and count continuations, which
+// each O(m log N), then O(max_occurrences · depth) to read and count continuations, which
 // are random reads into the text. docs/performance.md has the measurements.
 #pragma once
 
@@ -44,8 +44,8 @@ struct RestOptions {
   int max_suffix = 16;          ///< longest query (tokens, the root included)
   int min_suffix = 2;           ///< shortest query
   int max_occurrences = 5000;   ///< occurrences read at most (evenly spaced when more match)
-  int continuation = 10;        ///< tokens read after each occurrence
-  int max_nodes = 64;           ///< draft nodes kept (the most frequent prefixes)
+  int depth = 10;               ///< tokens read after each occurrence (the trie's depth)
+  int budget = 64;              ///< draft nodes kept (the most frequent prefixes)
 };
 
 class RestDrafter {
@@ -77,8 +77,8 @@ class RestDrafter {
       throw error("rest: the datastore's vocabulary (" + std::to_string(datastore_->vocab_size()) +
                   " tokens) is larger than the target's (" + std::to_string(ctx.vocab_size) + ")");
     match_ = {};
-    const int keep = std::min(options_.max_nodes, ctx.budget);
-    const int depth = std::min(options_.continuation, ctx.max_depth);
+    const int keep = std::min(options_.budget, ctx.budget);
+    const int depth = std::min(options_.depth, ctx.max_depth);
     if (keep <= 0 || depth <= 0) return;
     match_ = find_longest(ctx.tokens);
     if (match_.length == 0) return;
@@ -121,8 +121,8 @@ class RestDrafter {
   static RestOptions validated(const RestOptions& o) {
     check_option(name, "min_suffix", o.min_suffix);
     check_option(name, "max_occurrences", o.max_occurrences);
-    check_option(name, "continuation", o.continuation);
-    check_option(name, "max_nodes", o.max_nodes);
+    check_option(name, "depth", o.depth);
+    check_option(name, "budget", o.budget);
     if (o.max_suffix < o.min_suffix)
       throw error("rest: max_suffix must be >= min_suffix = " + std::to_string(o.min_suffix) + ", got " +
                   std::to_string(o.max_suffix));

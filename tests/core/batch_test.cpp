@@ -128,7 +128,7 @@ TEST_CASE("suffix_match_in_batch is find_suffix_matches plus the continuations",
   testing::SuffixData d;
   d.max_context = 300;
   d.k = 3;
-  d.continuation = 5;
+  d.depth = 5;
   for (int s = 0; s < 30; ++s) d.add(testing::repetitive_context(rng, testing::uniform(rng, 0, 300), 4));
   d.add(std::vector<token_t>(301, 1));  // longer than max_context: flagged
   for (int s = 0; s < d.size(); ++s) d.search_limit.push_back(testing::uniform(rng, 0, 320));

@@ -137,7 +137,7 @@ backend::status run_on_device(const core::SuffixMatchBatch& host) {
   d.search_limit = m.copy(host.search_limit, host.batch, false);
   d.matches = m.copy(host.matches, slots, true);
   d.match_count = m.copy(host.match_count, host.batch, true);
-  d.drafts = m.copy(host.drafts, slots * (host.continuation > 0 ? host.continuation : 0), true);
+  d.drafts = m.copy(host.drafts, slots * (host.depth > 0 ? host.depth : 0), true);
   d.draft_length = m.copy(host.draft_length, slots, true);
   return finish(m, backend::suffix_match(tag_with_workspace(m, d), d));
 }

@@ -215,7 +215,7 @@ inline GreedyData random_greedy_batch(std::mt19937_64& rng, int batch, int max_s
 // ---- suffix matching ----------------------------------------------------------------------------
 
 struct SuffixData {
-  int max_context = 0, max_match = 10, min_match = 1, k = 2, continuation = 10;
+  int max_context = 0, max_match = 10, min_match = 1, k = 2, depth = 10;
   std::vector<int> offsets{0};
   std::vector<token_t> context;
   std::vector<int> search_limit;  ///< empty: S = n
@@ -235,7 +235,7 @@ struct SuffixData {
     const std::size_t slots = static_cast<std::size_t>(size()) * (k > 0 ? k : 0);
     matches.assign(slots, core::SuffixMatch{-7, -7});
     match_count.assign(size(), -7);
-    drafts.assign(slots * (continuation > 0 ? continuation : 0), -7);
+    drafts.assign(slots * (depth > 0 ? depth : 0), -7);
     draft_length.assign(slots, -7);
     core::SuffixMatchBatch b;
     b.batch = size();
@@ -243,7 +243,7 @@ struct SuffixData {
     b.max_match = max_match;
     b.min_match = min_match;
     b.k = k;
-    b.continuation = continuation;
+    b.depth = depth;
     b.offsets = offsets.data();
     b.context = context.data();
     b.search_limit = search_limit.empty() ? nullptr : search_limit.data();

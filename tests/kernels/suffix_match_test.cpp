@@ -37,7 +37,7 @@ TEST_CASE("GPU suffix matching equals the CASD reference on random contexts and 
     d.max_match = trial % 10 == 9 ? testing::uniform(rng, -1, 0) : testing::uniform(rng, 1, 16);  // <= 0: none
     d.min_match = testing::uniform(rng, 0, 4);
     d.k = testing::uniform(rng, 0, 8);
-    d.continuation = testing::uniform(rng, 0, 12);
+    d.depth = testing::uniform(rng, 0, 12);
     d.max_context = testing::uniform(rng, 1, 20000);
     const int batch = testing::uniform(rng, 1, 9);
     const int alphabet = testing::uniform(rng, 2, 40);
@@ -73,7 +73,7 @@ TEST_CASE("GPU suffix matching: ties go to the most recent occurrence", "[gpu][s
   d.max_context = 64;
   d.max_match = 4;
   d.k = 3;
-  d.continuation = 2;
+  d.depth = 2;
   d.add({5, 1, 2, 7, 1, 2, 8, 1, 2, 9, 1, 2});  // "1 2" at ends 2, 5, 8 (and the query at 11)
   REQUIRE(testing::run_on_device(d.batch()) == backend::status::ok);
   REQUIRE(d.match_count[0] == 3);

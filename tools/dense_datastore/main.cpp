@@ -225,9 +225,17 @@ struct CompareArgs {
 /// plain decoding: mean acceptance rate (accepted / drafted, per prompt, then averaged, as the
 /// DReSD paper's MAR), τ (tokens per target call, bonus token included) and drafting µs per step.
 /// The prompts are the first prompt_tokens tokens of each document of a token file (e.g. a
-/// corpus sampled with another seed than the datastore's).
+/// corpus sampled with another seed than the datastore's). The inputs are checked and the
+/// datastores opened before the plain decoding that the comparison starts with.
 void run_compare(const CompareArgs& a) {
+  specdec::tools::check_input_file(a.dense, "--dense");
+  specdec::tools::check_input_file(a.rest, "--rest");
+  specdec::tools::check_input_file(a.model, "--model");
+  specdec::tools::check_input_file(a.prompts, "--prompts");
   auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(a.model));
+  const auto rest = std::make_shared<const specdec::TokenDatastore>(a.rest);
+  const auto dense = std::make_shared<const specdec::DenseDatastore>(a.dense);
+  const auto search = specdec::tools::make_dense_search(dense, a.backend);
   specdec::TokenDocuments docs;
   specdec::read_token_file(a.prompts, docs);
   std::vector<std::vector<specdec::token_t>> prompts;
@@ -259,9 +267,6 @@ void run_compare(const CompareArgs& a) {
                              name, prompts.size(), 100.0 * mar / prompts.size(), tokens - steps, drafted,
                              static_cast<double>(tokens) / steps, 1e6 * seconds / steps, wrong);
   };
-  const auto rest = std::make_shared<const specdec::TokenDatastore>(a.rest);
-  const auto dense = std::make_shared<const specdec::DenseDatastore>(a.dense);
-  const auto search = specdec::tools::make_dense_search(dense, a.backend);
   std::cout << fmt::format("{} prompts of {} tokens, {} new tokens each, budget {}; REST {} ({} tokens), DReSD {} "
                            "(l = {}, {} search)\n",
                            prompts.size(), a.prompt_tokens, a.new_tokens, a.budget, a.rest, rest->tokens(), a.dense,
@@ -270,7 +275,7 @@ void run_compare(const CompareArgs& a) {
   run("dresd 3x20 (greedy)", [&] { return specdec::DresdDrafter(dense, specdec::DresdOptions::greedy(), search); });
   run("dresd 10x10 (sampling)", [&] { return specdec::DresdDrafter(dense, specdec::DresdOptions::sampling(), search); });
   run("dresd 10x6 (REST's)", [&] {
-    return specdec::DresdDrafter(dense, {.neighbours = 64, .drafts = 10, .draft_length = 6}, search);
+    return specdec::DresdDrafter(dense, {.neighbours = 64, .drafts = 10, .depth = 6}, search);
   });
 }
 

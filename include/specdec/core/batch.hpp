@@ -154,13 +154,13 @@ struct SuffixMatchBatch {
   int max_match = 10;   ///< L (at most 16 on the GPU)
   int min_match = 1;
   int k = 2;            ///< occurrences per sequence (at most 8 on the GPU)
-  int continuation = 10;  ///< D: tokens drafted per occurrence
+  int depth = 10;       ///< D: tokens drafted per occurrence (CasdOptions::depth)
   const int* offsets = nullptr;       ///< batch + 1 entries
   const token_t* context = nullptr;
   const int* search_limit = nullptr;  ///< per sequence S; nullptr: S = context length (CASD)
   SuffixMatch* matches = nullptr;     ///< batch * k, best first
   int* match_count = nullptr;         ///< per sequence, <= k; -1 when longer than max_context
-  token_t* drafts = nullptr;          ///< batch * k * continuation: draft j of b at (b * k + j) * continuation
+  token_t* drafts = nullptr;          ///< batch * k * depth: draft j of b at (b * k + j) * depth
   int* draft_length = nullptr;        ///< batch * k; 0 for slots past match_count
 };
 
@@ -175,8 +175,8 @@ SPECDEC_HD inline void gather_continuation(const SuffixMatchBatch& b, int seq, i
   if (j < b.match_count[seq]) {
     const token_t* c = b.context + b.offsets[seq];
     const int p = b.matches[slot].position;
-    const int end = continuation_end(p, b.continuation, n, search_limit_of(b, seq, n));
-    for (int t = p + 1; t < end; ++t) b.drafts[slot * b.continuation + length++] = c[t];
+    const int end = continuation_end(p, b.depth, n, search_limit_of(b, seq, n));
+    for (int t = p + 1; t < end; ++t) b.drafts[slot * b.depth + length++] = c[t];
   }
   b.draft_length[slot] = length;
 }

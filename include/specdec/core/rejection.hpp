@@ -11,7 +11,7 @@
 #include <specdec/core/philox.hpp>
 #include <specdec/core/portable_math.hpp>
 #include <specdec/core/sampling.hpp>
-#include <specdec/tree_view.hpp>
+#include <specdec/core/tree_view.hpp>
 
 namespace specdec::core {
 

@@ -15,7 +15,7 @@
 #include <specdec/core/philox.hpp>
 #include <specdec/core/rejection.hpp>
 #include <specdec/core/sampling.hpp>
-#include <specdec/tree_view.hpp>
+#include <specdec/core/tree_view.hpp>
 
 namespace specdec::core {
 

@@ -138,18 +138,11 @@ inline void build_datastore(const TokenDocuments& docs, const std::filesystem::p
   sum.add(sa.data(), sa.size() * 4);
   h.payload_checksum = sum.value();
   h.header_checksum = header_checksum(h);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    detail::File f = detail::open_file(tmp, "wb", "datastore");
-    const bool ok = std::fwrite(&h, sizeof h, 1, f.get()) == 1 &&
-                    std::fwrite(docs.text.data(), 4, docs.text.size(), f.get()) == docs.text.size() &&
-                    std::fwrite(sa.data(), 4, sa.size(), f.get()) == sa.size() && std::fflush(f.get()) == 0;
-    if (!ok) throw error("datastore " + tmp.string() + " could not be written");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw error("datastore " + path.string() + " could not be written (" + ec.message() + ")");
+  detail::write_then_rename(path, "datastore", [&](std::FILE* f) {
+    return std::fwrite(&h, sizeof h, 1, f) == 1 &&
+           std::fwrite(docs.text.data(), 4, docs.text.size(), f) == docs.text.size() &&
+           std::fwrite(sa.data(), 4, sa.size(), f) == sa.size();
+  });
   say("done");
 }
 

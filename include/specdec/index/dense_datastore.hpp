@@ -34,7 +34,7 @@
 //
 // Why the text rather than a fixed N tokens per key: the values of consecutive keys overlap, so
 // 8 bytes per key hold every continuation to the end of its document (N fixed per key would cost
-// 4 N bytes), and the draft length stays a drafter option.
+// 4 N bytes), and the draft's depth stays a drafter option.
 //
 // Opening checks the header (magic, version, header checksum, the counts against each other and
 // their overflow-safe sum against the file's size: file_format.hpp); the payload is checked on

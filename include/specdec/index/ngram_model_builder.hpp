@@ -286,17 +286,11 @@ inline void build_ngram_model(const TokenDocuments& docs, const std::filesystem:
   for (const Part& p : parts) sum.add(p.data, p.bytes);
   h.payload_checksum = sum.value();
   h.header_checksum = header_checksum(h);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    detail::File f = detail::open_file(tmp, "wb", "n-gram model");
-    bool ok = std::fwrite(&h, sizeof h, 1, f.get()) == 1;
-    for (const Part& p : parts) ok = ok && std::fwrite(p.data, 1, p.bytes, f.get()) == p.bytes;
-    if (!ok || std::fflush(f.get()) != 0) throw error("n-gram model " + tmp.string() + " could not be written");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw error("n-gram model " + path.string() + " could not be written (" + ec.message() + ")");
+  detail::write_then_rename(path, "n-gram model", [&](std::FILE* f) {
+    bool ok = std::fwrite(&h, sizeof h, 1, f) == 1;
+    for (const Part& p : parts) ok = ok && std::fwrite(p.data, 1, p.bytes, f) == p.bytes;
+    return ok;
+  });
   say("done");
 }
 

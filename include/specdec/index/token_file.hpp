@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <specdec/error.hpp>
@@ -74,6 +75,22 @@ inline File open_file(const std::filesystem::path& path, const char* mode, const
   File f(std::fopen(path.c_str(), mode));
   if (!f) throw error(std::string(what) + " " + path.string() + " cannot be opened");
   return f;
+}
+
+/// Writes the `what` file `path` with `write(std::FILE*)` (true when every write succeeded) to
+/// `path`.tmp, then renames that over `path`, so that no reader ever opens a half-written file.
+template <class Write>
+void write_then_rename(const std::filesystem::path& path, const char* what, Write write) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    File f = open_file(tmp, "wb", what);
+    if (!write(f.get()) || std::fflush(f.get()) != 0)
+      throw error(std::string(what) + " " + tmp.string() + " could not be written");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw error(std::string(what) + " " + path.string() + " could not be written (" + ec.message() + ")");
 }
 }  // namespace detail
 

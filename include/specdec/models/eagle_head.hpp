@@ -226,17 +226,9 @@ class EagleHead {
 
  private:
   static void check_header(const Llama2cConfig& c, const std::string& name) {
-    // Generous bounds: they only keep a garbage header from asking for absurd allocations.
-    auto in_range = [](int v, int hi) { return v >= 1 && v <= hi; };
-    std::string why;
-    if (!in_range(c.dim, 1 << 16)) why = "dim " + std::to_string(c.dim) + " is not in [1, 65536]";
-    else if (!in_range(c.hidden_dim, 1 << 18)) why = "hidden_dim " + std::to_string(c.hidden_dim) + " is not in [1, 262144]";
-    else if (!in_range(c.n_heads, c.dim) || c.dim % c.n_heads != 0)
-      why = "n_heads " + std::to_string(c.n_heads) + " does not divide dim " + std::to_string(c.dim);
-    else if (c.head_size() % 2 != 0) why = "head size " + std::to_string(c.head_size()) + " is odd (RoPE rotates pairs)";
-    else if (!in_range(c.n_kv_heads, c.n_heads) || c.n_heads % c.n_kv_heads != 0)
-      why = "n_kv_heads " + std::to_string(c.n_kv_heads) + " does not divide n_heads " + std::to_string(c.n_heads);
-    else if (!in_range(c.vocab_size, 1 << 24)) why = "vocab_size " + std::to_string(c.vocab_size) + " is not in [1, 16777216]";
+    std::string why = c.layer_problem();
+    if (why.empty() && (c.vocab_size < 1 || c.vocab_size > (1 << 24)))
+      why = "vocab_size " + std::to_string(c.vocab_size) + " is not in [1, 16777216]";
     if (!why.empty()) throw error(name + ": bad header: " + why);
   }
 

@@ -83,6 +83,21 @@ struct Llama2cConfig {
   int kv_dim() const { return head_size() * n_kv_heads; }
   /// Query heads per key/value head.
   int kv_group() const { return n_heads / n_kv_heads; }
+
+  /// Why dim, hidden_dim, n_heads and n_kv_heads cannot shape a Llama layer ("" when they can):
+  /// the checks a checkpoint's header and an EAGLE head's share. Generous bounds: they only keep a
+  /// garbage header from asking for absurd allocations.
+  std::string layer_problem() const {
+    auto in_range = [](int v, int hi) { return v >= 1 && v <= hi; };
+    if (!in_range(dim, 1 << 16)) return "dim " + std::to_string(dim) + " is not in [1, 65536]";
+    if (!in_range(hidden_dim, 1 << 18)) return "hidden_dim " + std::to_string(hidden_dim) + " is not in [1, 262144]";
+    if (!in_range(n_heads, dim) || dim % n_heads != 0)
+      return "n_heads " + std::to_string(n_heads) + " does not divide dim " + std::to_string(dim);
+    if (head_size() % 2 != 0) return "head size " + std::to_string(head_size()) + " is odd (RoPE rotates pairs)";
+    if (!in_range(n_kv_heads, n_heads) || n_heads % n_kv_heads != 0)
+      return "n_kv_heads " + std::to_string(n_kv_heads) + " does not divide n_heads " + std::to_string(n_heads);
+    return "";
+  }
 };
 
 /// The weights, laid out for the forward pass. Every projection y = W x with W stored
@@ -227,19 +242,13 @@ class Llama2cModel {
   }
 
   static void check_header(const Llama2cConfig& c, const std::string& name, std::int32_t raw_vocab) {
-    // Generous bounds: they only keep a garbage header from asking for absurd allocations.
-    auto in_range = [](int v, int hi) { return v >= 1 && v <= hi; };
-    std::string why;
-    if (!in_range(c.dim, 1 << 16)) why = "dim " + std::to_string(c.dim) + " is not in [1, 65536]";
-    else if (!in_range(c.hidden_dim, 1 << 18)) why = "hidden_dim " + std::to_string(c.hidden_dim) + " is not in [1, 262144]";
-    else if (!in_range(c.n_layers, 1024)) why = "n_layers " + std::to_string(c.n_layers) + " is not in [1, 1024]";
-    else if (!in_range(c.n_heads, c.dim)) why = "n_heads " + std::to_string(c.n_heads) + " is not in [1, dim]";
-    else if (c.dim % c.n_heads != 0) why = "dim " + std::to_string(c.dim) + " is not a multiple of n_heads " + std::to_string(c.n_heads);
-    else if (c.head_size() % 2 != 0) why = "head size " + std::to_string(c.head_size()) + " is odd (RoPE rotates pairs)";
-    else if (!in_range(c.n_kv_heads, c.n_heads) || c.n_heads % c.n_kv_heads != 0)
-      why = "n_kv_heads " + std::to_string(c.n_kv_heads) + " does not divide n_heads " + std::to_string(c.n_heads);
-    else if (!in_range(c.vocab_size, 1 << 24)) why = "vocab_size " + std::to_string(raw_vocab) + " is out of range";
-    else if (!in_range(c.seq_len, 1 << 20)) why = "seq_len " + std::to_string(c.seq_len) + " is not in [1, 1048576]";
+    std::string why = c.layer_problem();
+    if (why.empty() && (c.n_layers < 1 || c.n_layers > 1024))
+      why = "n_layers " + std::to_string(c.n_layers) + " is not in [1, 1024]";
+    if (why.empty() && (c.vocab_size < 1 || c.vocab_size > (1 << 24)))
+      why = "vocab_size " + std::to_string(raw_vocab) + " is out of range";
+    if (why.empty() && (c.seq_len < 1 || c.seq_len > (1 << 20)))
+      why = "seq_len " + std::to_string(c.seq_len) + " is not in [1, 1048576]";
     if (!why.empty()) throw error(name + ": not a llama2.c checkpoint: header says " + why);
   }
 

@@ -31,8 +31,8 @@
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
 #include <specdec/models/llama2c_model.hpp>
+#include <specdec/core/tree_view.hpp>
 #include <specdec/targets/llama2c_forward.hpp>
-#include <specdec/tree_view.hpp>
 
 namespace specdec {
 

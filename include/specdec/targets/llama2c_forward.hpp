@@ -19,7 +19,7 @@
 #include <specdec/error.hpp>
 #include <specdec/models/llama2c_model.hpp>
 #include <specdec/models/llama_layer.hpp>
-#include <specdec/tree_view.hpp>
+#include <specdec/core/tree_view.hpp>
 
 namespace specdec {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include <specdec/concepts.hpp>
+#include <specdec/core/tree_view.hpp>
 #include <specdec/error.hpp>
-#include <specdec/tree_view.hpp>
 
 namespace specdec {
 

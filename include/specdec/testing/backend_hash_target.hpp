@@ -19,7 +19,7 @@
 #include <specdec/core/kv_compaction.hpp>
 #include <specdec/error.hpp>
 #include <specdec/testing/hash_target.hpp>
-#include <specdec/tree_view.hpp>
+#include <specdec/core/tree_view.hpp>
 
 namespace specdec {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <specdec/core/tree.hpp>
-#include <specdec/tree_view.hpp>
+#include <specdec/core/tree_view.hpp>
 
 namespace specdec::testing {
 

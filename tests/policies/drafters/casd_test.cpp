@@ -79,7 +79,7 @@ std::map<Tokens, float> expected_paths(const Tokens& c, int limit, const CasdOpt
   const int found = core::find_suffix_matches(c.data(), n, limit, o.max_match, o.min_match, o.k, out.data());
   for (int i = 0; i < found; ++i) {
     const auto [p, m] = out[static_cast<std::size_t>(i)];
-    const int end = std::min(core::continuation_end(p, o.continuation, n, limit), p + 1 + max_depth);
+    const int end = std::min(core::continuation_end(p, o.depth, n, limit), p + 1 + max_depth);
     Tokens prefix;
     for (int j = p + 1; j < end; ++j) {
       prefix.push_back(c[static_cast<std::size_t>(j)]);
@@ -100,7 +100,7 @@ void check_random_contexts(std::uint64_t seed) {
     o.max_match = 1 + static_cast<int>(rng() % 12);
     o.min_match = 1 + static_cast<int>(rng() % static_cast<unsigned>(o.max_match));
     if (rng() % 2) o.min_match = 1;
-    o.continuation = 1 + static_cast<int>(rng() % 12);
+    o.depth = 1 + static_cast<int>(rng() % 12);
     const int vocab = 2 + static_cast<int>(rng() % 5);
     const int prompt_length = 1 + static_cast<int>(rng() % 120);
     const Tokens all = random_tokens(rng, prompt_length + 200, vocab);
@@ -285,7 +285,7 @@ TEST_CASE("casd combines with other drafters and stays lossless", "[casd][lossle
 
     SpeculativeDecoder<HashTarget, CasdPromptDrafter, FixedTreeDrafter, CasdDrafter, ExactVerifier> three(
         target, DecoderOptions{.budget = 8}, CasdPromptDrafter{},
-        FixedTreeDrafter({0, 0, 1}, {0, 1, 2}), CasdDrafter(CasdOptions{.k = 3, .continuation = 6}), ExactVerifier{});
+        FixedTreeDrafter({0, 0, 1}, {0, 1, 2}), CasdDrafter(CasdOptions{.k = 3, .depth = 6}), ExactVerifier{});
     three.prefill(prompt);
     CHECK(three.generate(300) == Tokens(greedy.begin(), greedy.begin() + 300));
     // The same decoder, a second sequence: begin() starts the index over.
@@ -311,7 +311,7 @@ TEST_CASE("casd: options are validated", "[casd][errors]") {
   CHECK_THROWS_WITH(CasdDrafter(CasdOptions{.max_match = 4, .min_match = 5}),
                     Catch::Contains("min_match must be in [1, max_match = 4], got 5"));
   CHECK_THROWS_WITH(CasdPromptDrafter(CasdOptions{.min_match = 0}), Catch::Contains("casd_prompt: min_match"));
-  CHECK_THROWS_WITH(CasdDrafter(CasdOptions{.continuation = 0}), Catch::Contains("continuation must be >= 1, got 0"));
+  CHECK_THROWS_WITH(CasdDrafter(CasdOptions{.depth = 0}), Catch::Contains("depth must be >= 1, got 0"));
   STATIC_REQUIRE(std::string_view(CasdDrafter::name) == "casd");
   STATIC_REQUIRE(std::string_view(CasdPromptDrafter::name) == "casd_prompt");
   STATIC_REQUIRE(std::default_initializable<CasdDrafter>);
@@ -321,8 +321,8 @@ TEST_CASE("casd: options are validated", "[casd][errors]") {
 TEST_CASE("casd: a budget of INT_MAX drafts as a large one does (position + 1 + max_depth overflowed)", "[casd][overflow]") {
   // Issue 20: --budget 2147483647 made the continuation's end negative, so CASD proposed nothing.
   const Tokens c{1, 2, 3, 9, 2, 3, 7, 1, 2, 3};
-  for (int continuation : {10, std::numeric_limits<int>::max()}) {
-    CasdDrafter huge(CasdOptions{.continuation = continuation}), large(CasdOptions{.continuation = continuation});
+  for (int depth : {10, std::numeric_limits<int>::max()}) {
+    CasdDrafter huge(CasdOptions{.depth = depth}), large(CasdOptions{.depth = depth});
     DraftTree a, b;
     a.reset(3);
     b.reset(3);

@@ -175,8 +175,8 @@ TEST_CASE("tree drafter: node budget, depth limit and scores", "[tree]") {
     for (int budget : {1, 5, 30}) CHECK(draft(drafter, tokens, budget).size() - 1 <= budget);
     CHECK(draft(drafter, tokens, 64).size() - 1 == 64);
   }
-  SECTION("at most max_nodes") {
-    ContextTreeDrafter drafter(ContextTreeOptions{.max_nodes = 10});
+  SECTION("at most budget nodes") {
+    ContextTreeDrafter drafter(ContextTreeOptions{.budget = 10});
     CHECK(draft(drafter, tokens, 64).size() - 1 == 10);
   }
   SECTION("no deeper than max_depth") {
@@ -326,7 +326,7 @@ TEST_CASE("tree drafter: history that does not fit is forgotten", "[tree][histor
 
 TEST_CASE("tree drafter: options are validated", "[tree][errors]") {
   auto make = [](ContextTreeOptions o) { return ContextTreeDrafter(o); };
-  CHECK_THROWS_WITH(make({.max_nodes = 0}), Contains("max_nodes must be >= 1, got 0"));
+  CHECK_THROWS_WITH(make({.budget = 0}), Contains("budget must be >= 1, got 0"));
   CHECK_THROWS_WITH(make({.root_breadth = -1}), Contains("root_breadth must be >= 1, got -1"));
   CHECK_THROWS_WITH(make({.history_breadth = 0}), Contains("history_breadth must be >= 1, got 0"));
   CHECK_THROWS_WITH(make({.node_breadth = 0}), Contains("node_breadth must be >= 1, got 0"));
@@ -334,7 +334,7 @@ TEST_CASE("tree drafter: options are validated", "[tree][errors]") {
   CHECK_THROWS_WITH(make({.min_probability = 1.0f}), Contains("min_probability must be in [0, 1), got 1"));
   CHECK_THROWS_WITH(make({.min_probability = -0.5f}), Contains("min_probability must be in [0, 1), got -0.5"));
   CHECK_THROWS_WITH(make({.history_tokens = 0}), Contains("history_tokens must be >= 1, got 0"));
-  CHECK_THROWS_AS(HistoryTreeDrafter(ContextTreeOptions{.max_nodes = 0}), error);
+  CHECK_THROWS_AS(HistoryTreeDrafter(ContextTreeOptions{.budget = 0}), error);
   CHECK_NOTHROW(make({}));
   ContextTreeDrafter drafter;
   CHECK_THROWS_WITH(drafter.begin(std::vector<token_t>{1, -3}), Contains("token -3 is negative"));

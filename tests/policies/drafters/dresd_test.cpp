@@ -76,7 +76,7 @@ TEST_CASE("dresd: nearest keys whose value starts with the root, merged with sha
   const HandMade h;
   build_dense_datastore(h.docs, h.features, kDim, dir.path / "ds.bin", {.key_dim = kDim});
   const auto ds = std::make_shared<const DenseDatastore>(dir.path / "ds.bin");
-  DresdDrafter d(ds, {.neighbours = 4, .drafts = 3, .draft_length = 3});
+  DresdDrafter d(ds, {.neighbours = 4, .drafts = 3, .depth = 3});
   const TargetFeatures query{.first_position = 0, .rows = 1, .dim = kDim, .data = h.center.data()};
 
   SECTION("root 2: three values start with it, the fourth is filtered out") {

@@ -136,7 +136,7 @@ int check_rollback(const std::shared_ptr<const EagleHead>& head, const std::shar
   for (int s = 0; s < steps; ++s) {
     const auto committed = decoder.step();
     const int accepted = static_cast<int>(committed.size()) - 1;
-    partial += accepted > 0 && accepted < options.depth + 1;
+    partial += accepted > 0 && accepted < options.depth;
     const std::span<const token_t> context = decoder.context();
     const int room = model->config().seq_len - static_cast<int>(context.size());
     if (room < 8) break;
@@ -153,7 +153,7 @@ int check_rollback(const std::shared_ptr<const EagleHead>& head, const std::shar
 
 TEST_CASE("eagle: a mirror head on a one-layer model drafts the target's greedy path, every level accepted",
           "[eagle]") {
-  // top_k 1: the draft is the head's greedy chain of depth + 1 tokens. The mirror head predicts
+  // top_k 1: the draft is the head's greedy chain of `depth` tokens. The mirror head predicts
   // the target's logits bit for bit (its KV cache holding exactly the committed tokens), so the
   // whole chain and the bonus token are committed every step.
   const Tiny tiny;
@@ -162,9 +162,9 @@ TEST_CASE("eagle: a mirror head on a one-layer model drafts the target's greedy 
   const Tokens& prompt = tiny_prompts[0];
   const Tokens expected = target.generate(prompt, 70);
   SpeculativeDecoder<Llama2cTarget, EagleDrafter, ExactVerifier> decoder(
-      target, DecoderOptions{.budget = 60}, EagleDrafter(head, tiny.model, EagleOptions{6, 5, 1}), ExactVerifier{});
+      target, DecoderOptions{.budget = 60}, EagleDrafter(head, tiny.model, EagleOptions{6, 6, 1}), ExactVerifier{});
   decoder.prefill(prompt);
-  for (int s = 0; s < 10; ++s) CHECK(decoder.step().size() == 7);  // depth 5: 6 levels + the bonus token
+  for (int s = 0; s < 10; ++s) CHECK(decoder.step().size() == 7);  // depth 6: 6 levels + the bonus token
   CHECK(Tokens(decoder.context().begin() + static_cast<std::ptrdiff_t>(prompt.size()), decoder.context().end()) == expected);
 }
 
@@ -233,7 +233,7 @@ TEST_CASE("eagle: after partial acceptance the head drafts what a fresh head fed
   if (!s) return;
   const TempDir dir;
   const auto random_head = load_head(dir, testing::random_eagle_head());
-  check_rollback(random_head, s->model, s->prompts[1], 8, EagleOptions{30, 3, 6}, CasdDrafter{});
+  check_rollback(random_head, s->model, s->prompts[1], 8, EagleOptions{30, 4, 6}, CasdDrafter{});
 }
 
 TEST_CASE("eagle: the committed stories260K head on held-out prompts (greedy, 60 nodes)", "[eagle][trained]") {
@@ -325,8 +325,8 @@ TEST_CASE("eagle: head file errors are one clear sentence", "[eagle][errors]") {
   if (const Stories* s = Stories::get())
     CHECK_THROWS_WITH(EagleDrafter(load_head(dir, good), s->model), Catch::Contains("dim is 16 but the target's is 64"));
 
-  CHECK_THROWS_WITH(EagleDrafter(load_head(dir, good), tiny.model, {0, 5, 10}), "eagle: total_tokens must be >= 1, got 0");
-  CHECK_THROWS_WITH(EagleDrafter(load_head(dir, good), tiny.model, {60, -1, 10}), "eagle: depth must be >= 0, got -1");
+  CHECK_THROWS_WITH(EagleDrafter(load_head(dir, good), tiny.model, {0, 6, 10}), "eagle: budget must be >= 1, got 0");
+  CHECK_THROWS_WITH(EagleDrafter(load_head(dir, good), tiny.model, {60, 0, 10}), "eagle: depth must be >= 1, got 0");
   CHECK_THROWS_WITH(EagleDrafter(load_head(dir, good), tiny.model, {60, 5, 0}), "eagle: top_k must be >= 1, got 0");
   CHECK_THROWS_WITH(EagleDrafter(std::shared_ptr<const EagleHead>{}, tiny.model), "eagle: no head (null pointer)");
 }
@@ -400,7 +400,7 @@ TEST_CASE("eagle under rejection sampling: the first token follows the target's 
   const Tiny one;
   const auto head = one.mirror(0.05f);
   const auto [chi, accepted] = first_token_test<EagleDrafter>(one.model, tiny_prompts[0], 6000, [&] {
-    return EagleDrafter(head, one.model, EagleOptions{24, 3, 4});
+    return EagleDrafter(head, one.model, EagleOptions{24, 4, 4});
   });
   std::cout << "chi-square [eagle, one-hot drafts, T=1] first token: X2 = " << chi.statistic << ", df = "
             << chi.degrees_of_freedom << ", p = " << chi.p_value << "; accepted draft tokens per step: " << accepted << "\n";
@@ -412,7 +412,7 @@ TEST_CASE("the chi-square test catches a draft declared as sampled from q that w
   const Tiny one;
   const auto head = one.mirror();
   const auto [chi, accepted] = first_token_test<ClaimsSampledEagle>(one.model, tiny_prompts[0], 1000, [&] {
-    return ClaimsSampledEagle(EagleDrafter(head, one.model, EagleOptions{24, 3, 4}), one.model);
+    return ClaimsSampledEagle(EagleDrafter(head, one.model, EagleOptions{24, 4, 4}), one.model);
   });
   std::cout << "chi-square [PLANTED: argmax declared as a draw from q] first token: X2 = " << chi.statistic
             << ", p = " << chi.p_value << "; accepted draft tokens per step: " << accepted << "\n";

@@ -103,12 +103,12 @@ TEST_CASE("ngram: the tree holds the likeliest nodes of the top_k expansion, bes
       for (std::uint64_t i = 0, n = 1 + rng() % 5; i < n; ++i) context.push_back(static_cast<token_t>(rng() % 30));
       const int budget = q % 3 == 0 ? 5 : 64, max_depth = q % 4 == 0 ? 2 : 64;
       const DraftTree tree = draft(drafter, context, 30, budget, max_depth);
-      const int keep = std::min(options.max_nodes, budget), depth = std::min(options.max_depth, max_depth);
+      const int keep = std::min(options.budget, budget), depth = std::min(options.depth, max_depth);
       std::vector<double> all;
       expansion_scores(*m.model, context, options.top_k, depth, 1.0, all);
       std::sort(all.rbegin(), all.rend());
       all.resize(std::min<std::size_t>(all.size(), static_cast<std::size_t>(keep)));
-      INFO("options " << options.max_nodes << "/" << options.max_depth << "/" << options.top_k << " query " << q);
+      INFO("options " << options.budget << "/" << options.depth << "/" << options.top_k << " query " << q);
       REQUIRE(tree.size() - 1 == static_cast<int>(all.size()));  // the budget, or every node reachable
       std::vector<double> got;
       for (int i = 1; i < tree.size(); ++i) {
@@ -157,8 +157,8 @@ TEST_CASE("ngram: budget 0, depth 0 and a one-token context", "[ngram]") {
 TEST_CASE("ngram: bad options, a null model and another vocabulary are refused", "[ngram][errors]") {
   const Model m(random_documents(5, 4, 50, 40), 40);
   CHECK_THROWS_WITH(NgramDrafter(std::shared_ptr<const NgramModel>{}), "ngram: no model (null pointer)");
-  CHECK_THROWS_WITH(NgramDrafter(m.model, {.max_nodes = 0}), "ngram: max_nodes must be >= 1, got 0");
-  CHECK_THROWS_WITH(NgramDrafter(m.model, {.max_depth = -2}), "ngram: max_depth must be >= 1, got -2");
+  CHECK_THROWS_WITH(NgramDrafter(m.model, {.budget = 0}), "ngram: budget must be >= 1, got 0");
+  CHECK_THROWS_WITH(NgramDrafter(m.model, {.depth = -2}), "ngram: depth must be >= 1, got -2");
   CHECK_THROWS_WITH(NgramDrafter(m.model, {.top_k = 0}), "ngram: top_k must be >= 1, got 0");
   CHECK_THROWS_WITH(NgramDrafter(m.dir.path / "missing.ngram"), Catch::Matchers::Contains("missing.ngram cannot be opened"));
   NgramDrafter drafter(m.dir.path / "m.ngram");  // from the file
@@ -202,7 +202,7 @@ TEST_CASE("ngram: output identical to greedy on a tiny model, alone and merged w
   const TinySetup tiny(2, 5);
   const DecodeStats alone = require_greedy(tiny.model, tiny_prompts, 100, {}, NgramDrafter(tiny.ngram));
   const DecodeStats merged = require_greedy(tiny.model, tiny_prompts, 100, {},
-                                            NgramDrafter(tiny.ngram, {.max_nodes = 24, .max_depth = 8, .top_k = 2}),
+                                            NgramDrafter(tiny.ngram, {.budget = 24, .depth = 8, .top_k = 2}),
                                             CasdDrafter{});
   std::cout << "ngram on the tiny model (its own greedy text): tau " << alone.tau() << ", with casd " << merged.tau()
             << " (tokens per target call, bonus included)\n";

@@ -25,7 +25,7 @@ struct Lookup {
 };
 
 /// Spec-Bench's prompt lookup, rescanning: for each n-gram size from the largest, the first window
-/// equal to the context's last n tokens whose continuation of draft_length tokens fits in the
+/// equal to the context's last n tokens whose continuation of depth tokens fits in the
 /// context and starts before the query n-gram.
 Lookup rescan(const Tokens& c, const PldOptions& o) {
   const int n = static_cast<int>(c.size());
@@ -33,7 +33,7 @@ Lookup rescan(const Tokens& c, const PldOptions& o) {
     if (g > n) continue;
     for (int start = 0; start + g <= n; ++start) {
       if (!std::equal(c.begin() + start, c.begin() + start + g, c.end() - g)) continue;
-      const int from = start + g, to = from + o.draft_length;
+      const int from = start + g, to = from + o.depth;
       if (to <= n && from < n - g) return {from - 1, g};
     }
   }
@@ -74,7 +74,7 @@ TEST_CASE("pld: the occurrence and the draft equal a rescanning reference, step 
     o.max_ngram = 1 + static_cast<int>(rng() % 5);
     o.min_ngram = 1 + static_cast<int>(rng() % static_cast<unsigned>(o.max_ngram));
     if (rng() % 2) o.min_ngram = 1;
-    o.draft_length = 1 + static_cast<int>(rng() % 12);
+    o.depth = 1 + static_cast<int>(rng() % 12);
     const int vocab = 2 + static_cast<int>(rng() % 7);
     const Tokens all = random_tokens(rng, 250, vocab);
     const int max_depth = 1 + static_cast<int>(rng() % 14);
@@ -83,7 +83,7 @@ TEST_CASE("pld: the occurrence and the draft equal a rescanning reference, step 
     for (int n = 1; n <= static_cast<int>(all.size()); n += 1 + static_cast<int>(rng() % 4)) {
       const Tokens c(all.begin(), all.begin() + n);
       INFO("trial " << trial << ", n " << n << ", ngrams " << o.min_ngram << ".." << o.max_ngram << ", draft "
-                    << o.draft_length);
+                    << o.depth);
       const Lookup expected = rescan(c, o);
       REQUIRE(lookup(drafter, c) == expected);
       DraftTree tree;
@@ -94,7 +94,7 @@ TEST_CASE("pld: the occurrence and the draft equal a rescanning reference, step 
         REQUIRE(chain.empty());
         continue;
       }
-      REQUIRE(static_cast<int>(chain.size()) == std::min(o.draft_length, max_depth));
+      REQUIRE(static_cast<int>(chain.size()) == std::min(o.depth, max_depth));
       for (std::size_t j = 0; j < chain.size(); ++j) {
         REQUIRE(chain[j].first == c[static_cast<std::size_t>(expected.position) + 1 + j]);
         const float score = static_cast<float>(expected.ngram + 1) / static_cast<float>(expected.ngram + j + 2);
@@ -106,7 +106,7 @@ TEST_CASE("pld: the occurrence and the draft equal a rescanning reference, step 
 
 TEST_CASE("pld: hand-made contexts", "[pld]") {
   PldOptions o;
-  o.draft_length = 3;
+  o.depth = 3;
   PldDrafter d(o);
   // "1 2 3" occurs at 0..2 and 5..7: the earliest wins; the draft is its next 3 tokens.
   //              0  1  2  3  4  5  6  7  8  9 10 11 12 13 14
@@ -152,14 +152,14 @@ TEST_CASE("pld: options are validated", "[pld][errors]") {
   CHECK_THROWS_WITH(PldDrafter(PldOptions{.max_ngram = 0}), Catch::Contains("pld: max_ngram must be >= 1, got 0"));
   CHECK_THROWS_WITH(PldDrafter(PldOptions{.max_ngram = 3, .min_ngram = 4}),
                     Catch::Contains("min_ngram must be in [1, max_ngram = 3], got 4"));
-  CHECK_THROWS_WITH(PldDrafter(PldOptions{.draft_length = 0}), Catch::Contains("draft_length must be >= 1, got 0"));
+  CHECK_THROWS_WITH(PldDrafter(PldOptions{.depth = 0}), Catch::Contains("depth must be >= 1, got 0"));
   STATIC_REQUIRE(std::string_view(PldDrafter::name) == "pld");
   STATIC_REQUIRE(std::default_initializable<PldDrafter>);
 }
 
-TEST_CASE("pld: a draft_length of INT_MAX never drafts past the context (earliest + draft_length overflowed)", "[pld][overflow]") {
+TEST_CASE("pld: a depth of INT_MAX never drafts past the context (earliest + depth overflowed)", "[pld][overflow]") {
   // Issue 20: the fit check overflowed and passed, and the draft read tokens past the context.
-  PldDrafter d(PldOptions{.draft_length = std::numeric_limits<int>::max()});
+  PldDrafter d(PldOptions{.depth = std::numeric_limits<int>::max()});
   const Tokens c{1, 2, 3, 4, 5, 1, 2, 3, 6, 7, 8, 9, 1, 2, 3};
   CHECK(lookup(d, c) == Lookup{});
   DraftTree tree;

@@ -83,7 +83,7 @@ std::map<Path, float> brute_draft(const Words& text, const std::vector<token_t>&
     for (std::size_t i = 0; i < take; ++i) {
       Path prefix;
       for (std::size_t p = hits[i * hits.size() / take] + static_cast<std::size_t>(m);
-           text[p] != kDocumentEnd && static_cast<int>(prefix.size()) < std::min(o.continuation, max_depth); ++p) {
+           text[p] != kDocumentEnd && static_cast<int>(prefix.size()) < std::min(o.depth, max_depth); ++p) {
         prefix.push_back(text[p]);
         ++counts[prefix];
       }
@@ -92,7 +92,7 @@ std::map<Path, float> brute_draft(const Words& text, const std::vector<token_t>&
     for (const auto& [path, count] : counts) ranked.emplace_back(-count, path.size(), path);
     std::sort(ranked.begin(), ranked.end());
     std::map<Path, float> out;
-    for (std::size_t i = 0; i < ranked.size() && static_cast<int>(i) < o.max_nodes; ++i)
+    for (std::size_t i = 0; i < ranked.size() && static_cast<int>(i) < o.budget; ++i)
       out[std::get<2>(ranked[i])] = static_cast<float>(-std::get<0>(ranked[i])) / static_cast<float>(take);
     return out;
   }
@@ -115,8 +115,8 @@ TEST_CASE("rest: the tree equals a brute-force prefix counter", "[rest]") {
       docs.add(doc);
     }
     const Store store(docs);
-    const RestOptions options{.max_occurrences = trial % 4 == 1 ? 7 : 5000, .continuation = 3 + trial % 8,
-                              .max_nodes = trial % 2 ? 64 : 9};
+    const RestOptions options{.max_occurrences = trial % 4 == 1 ? 7 : 5000, .depth = 3 + trial % 8,
+                              .budget = trial % 2 ? 64 : 9};
     RestDrafter drafter(store.ds, options);
     for (int q = 0; q < 40; ++q) {
       std::vector<token_t> context;
@@ -126,7 +126,7 @@ TEST_CASE("rest: the tree equals a brute-force prefix counter", "[rest]") {
       const auto got = draft(drafter, context, 80000, 64, depth);
       INFO("trial " << trial << " query " << q);
       CHECK(got == brute_draft(docs.text, context, options, depth));
-      CHECK(static_cast<int>(got.size()) <= options.max_nodes);
+      CHECK(static_cast<int>(got.size()) <= options.budget);
       for (const auto& [path, score] : got) {  // prefix-closed, scores fall along paths
         if (path.size() < 2) continue;
         const auto parent = got.find(Path(path.begin(), path.end() - 1));
@@ -183,8 +183,8 @@ TEST_CASE("rest: bad options, a null datastore and a too large vocabulary are re
   CHECK_THROWS_WITH(RestDrafter(store.ds, {.min_suffix = 0}), "rest: min_suffix must be >= 1, got 0");
   CHECK_THROWS_WITH(RestDrafter(store.ds, {.max_suffix = 1}), "rest: max_suffix must be >= min_suffix = 2, got 1");
   CHECK_THROWS_WITH(RestDrafter(store.ds, {.max_occurrences = 0}), "rest: max_occurrences must be >= 1, got 0");
-  CHECK_THROWS_WITH(RestDrafter(store.ds, {.continuation = -1}), "rest: continuation must be >= 1, got -1");
-  CHECK_THROWS_WITH(RestDrafter(store.ds, {.max_nodes = 0}), "rest: max_nodes must be >= 1, got 0");
+  CHECK_THROWS_WITH(RestDrafter(store.ds, {.depth = -1}), "rest: depth must be >= 1, got -1");
+  CHECK_THROWS_WITH(RestDrafter(store.ds, {.budget = 0}), "rest: budget must be >= 1, got 0");
   RestDrafter drafter(store.ds);
   CHECK_THROWS_WITH(draft(drafter, {1, 2}, 65536),
                     "rest: the datastore's vocabulary (70000 tokens) is larger than the target's (65536)");

@@ -1,0 +1,29 @@
+# Checks that no header includes one of a higher layer (docs/design.md#layers): core/ only
+# config.hpp and core/; models/, index/ and tokenizers/ nothing of targets/, testing/, the
+# policies or the decoders. Run with -DINCLUDE_DIR=<the repository's include/specdec>.
+set(rules
+  "core|^(config\\.hpp|core/)"
+  "models|^(config|error|file_format)\\.hpp|^(core|models)/"
+  "index|^(config|error|file_format)\\.hpp|^(core|index)/"
+  "tokenizers|^(config|error|file_format)\\.hpp|^(core|tokenizers)/")
+set(failures "")
+foreach(rule IN LISTS rules)
+  string(FIND "${rule}" "|" bar)
+  string(SUBSTRING "${rule}" 0 ${bar} dir)
+  math(EXPR after "${bar} + 1")
+  string(SUBSTRING "${rule}" ${after} -1 allowed)
+  file(GLOB headers "${INCLUDE_DIR}/${dir}/*")
+  foreach(header IN LISTS headers)
+    file(STRINGS "${header}" includes REGEX "^#include <specdec/")
+    foreach(line IN LISTS includes)
+      string(REGEX REPLACE "^#include <specdec/([^>]*)>.*" "\\1" included "${line}")
+      if(NOT included MATCHES "${allowed}")
+        get_filename_component(name "${header}" NAME)
+        string(APPEND failures "\n  ${dir}/${name} includes specdec/${included}")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(failures)
+  message(FATAL_ERROR "a header includes one of a higher layer:${failures}")
+endif()
