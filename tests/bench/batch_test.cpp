@@ -77,7 +77,7 @@ TEST_CASE("replay batch: every turn reproduces its answer and speculative equals
   CHECK(run.rows[2].plain.forwards == 13);       // all at once: the longest answer + stop
   CHECK(run.rows[0].speculative.tau() > 1.0);   // pld copies turn 1's repeated prompt
 
-  const BatchReport report{run, "replay", "hand-made corpus", "ReplayBatchTarget", 8};
+  const BatchReport report{run, "replay", "hand-made corpus", "ReplayBatchTarget", 8, ""};
   CHECK(report.lossless());
   std::ostringstream out;
   print_batch_report(out, report);
