@@ -17,6 +17,7 @@
 #include <specdec/testing/hash_target.hpp>
 
 #include "support/chi_square.hpp"
+#include "support/counting_oracle.hpp"
 
 using namespace specdec;
 
@@ -480,14 +481,7 @@ TEST_CASE("batch, automatic budget: a step's nodes go to the requests whose draf
 
 TEST_CASE("batch, automatic budget: a request whose share is no node stops being asked to draft", "[batch][budget]") {
   HashTarget target(kVocab, 11, 4.0f, 3);
-  struct CountingOracle : OracleDrafter {
-    using OracleDrafter::OracleDrafter;
-    void propose(const DraftContext& ctx, DraftTree& tree) {
-      ++*proposals;
-      OracleDrafter::propose(ctx, tree);
-    }
-    std::shared_ptr<int> proposals = std::make_shared<int>(0);
-  };
+  using testing::CountingOracle;
   // A node costs as much as a forward: no share ever pays.
   SpeculativeBatch<HashTarget, CountingOracle, ExactVerifier> batch(target, 3, BatchOptions{.cost = LinearCost{0.0, 1.0}},
                                                                     CountingOracle({}, 1), ExactVerifier{});

@@ -12,6 +12,8 @@
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/testing/hash_target.hpp>
 
+#include "support/counting_oracle.hpp"
+
 using namespace specdec;
 
 namespace {
@@ -61,15 +63,7 @@ TEST_CASE("the automatic budget is lossless whatever it chooses", "[decoder][bud
   }
 }
 
-/// An oracle that counts how often it is asked for a draft.
-struct CountingOracle : OracleDrafter {
-  using OracleDrafter::OracleDrafter;
-  void propose(const DraftContext& ctx, DraftTree& tree) {
-    ++*proposals;
-    OracleDrafter::propose(ctx, tree);
-  }
-  std::shared_ptr<int> proposals = std::make_shared<int>(0);
-};
+using testing::CountingOracle;
 
 TEST_CASE("the automatic budget drafts nothing when a node costs a forward, and stops asking", "[decoder][budget]") {
   HashTarget target(kVocab);

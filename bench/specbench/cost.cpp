@@ -34,6 +34,20 @@ double interpolate(std::span<const int> xs, std::span<const double> ys, double x
   return ys[i - 1] + t * (ys[i] - ys[i - 1]);
 }
 
+/// `value` of the table's contexts interpolated at `context` as interpolate() does, without
+/// building the column (the automatic budget asks this for every candidate size of every step).
+template <class Value>
+double across_contexts(const std::vector<CostTable::Context>& contexts, int context, Value&& value) {
+  if (context <= contexts.front().context) return value(contexts.front());
+  if (context >= contexts.back().context) return value(contexts.back());
+  const auto above = std::upper_bound(contexts.begin(), contexts.end(), context,
+                                      [](int x, const CostTable::Context& c) { return x < c.context; });
+  const CostTable::Context& lo = *(above - 1);
+  const double low = value(lo), high = value(*above);
+  const double t = (static_cast<double>(context) - lo.context) / (above->context - lo.context);
+  return low + t * (high - low);
+}
+
 }  // namespace
 
 // ---- the table ------------------------------------------------------------------------------
@@ -103,32 +117,22 @@ double CostTable::forward_seconds(int n, int context) const {
     throw input_error(fmt::format("a step of {} tree nodes is larger than the cost table's largest measured forward "
                                   "({} nodes): lower --budget or measure larger trees",
                                   n, max_nodes()));
-  std::vector<int> xs;
-  std::vector<double> at_context;
-  for (const Context& c : contexts) {
-    xs.push_back(c.context);
-    at_context.push_back(interpolate(nodes, c.forward_us, n));
-  }
-  return 1e-6 * interpolate(xs, at_context, context);
+  return 1e-6 * across_contexts(contexts, context, [&](const Context& c) { return interpolate(nodes, c.forward_us, n); });
 }
 
 double BatchCostModel::step_seconds(int nodes, int context) const {
   const int most = table.max_nodes();
   if (nodes <= most || table.nodes.size() < 2) return table.forward_seconds(std::min(nodes, most), context);
-  const int before = table.nodes[table.nodes.size() - 2];
+  int before = table.nodes.front();
+  for (const int n : table.nodes)
+    if (2 * n <= most) before = n;
   const double at_most = table.forward_seconds(most, context), at_before = table.forward_seconds(before, context);
   const double per_node = std::max(0.0, (at_most - at_before) / (most - before));
   return at_most + per_node * (nodes - most);
 }
 
 double CostTable::plain_seconds(int context) const {
-  std::vector<int> xs;
-  std::vector<double> ys;
-  for (const Context& c : contexts) {
-    xs.push_back(c.context);
-    ys.push_back(c.plain_us);
-  }
-  return 1e-6 * interpolate(xs, ys, context);
+  return 1e-6 * across_contexts(contexts, context, [](const Context& c) { return c.plain_us; });
 }
 
 std::string CostTable::describe() const {
@@ -438,13 +442,13 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
   return t;
 }
 
-CostTable quick_calibration(const fs::path& model, int threads, int cap, std::string& description) {
+CostTable quick_calibration(const fs::path& model, int threads, int largest, std::string& description) {
   CalibrateOptions o;
   o.model = model;
   o.threads = threads;
   o.nodes.clear();
-  for (int n = 1; n < cap + 1; n *= 2) o.nodes.push_back(n);
-  o.nodes.push_back(cap + 1);
+  for (int n = 1; n < largest; n *= 2) o.nodes.push_back(n);
+  o.nodes.push_back(largest);
   o.repetitions = 2;
   o.bandwidth = false;
   std::ostringstream log;  // the per-context progress is not shown: one line says what was done
@@ -454,7 +458,7 @@ CostTable quick_calibration(const fs::path& model, int threads, int cap, std::st
   for (const auto& c : table.contexts) contexts += (contexts.empty() ? "" : ", ") + std::to_string(c.context);
   description = fmt::format("calibrated at start-up in {:.2f} s ({} thread(s); trees of 1 to {} nodes at contexts "
                             "{}; median of {})",
-                            seconds_between(t0, Clock::now()), threads, cap + 1, contexts, o.repetitions);
+                            seconds_between(t0, Clock::now()), threads, largest, contexts, o.repetitions);
   return table;
 }
 

@@ -61,8 +61,9 @@ struct CostTable {
 /// A cost table as the cost model of a batch's automatic budget (`--batch --budget auto`): a step
 /// of many requests sends more nodes than one sequence's table measured (up to the requests +
 /// the sum of their budgets). Up to the table's largest size it answers as the table; beyond, the
-/// time grows linearly at the slope of the last two measured sizes (a forward that large is bound
-/// by its arithmetic: each further node costs about the same).
+/// time grows linearly at the slope over the table's last doubling, from the largest measured
+/// size at most half the largest (a forward that large is bound by its arithmetic: each further
+/// node costs about the same; a slope over one node would be noise).
 struct BatchCostModel {
   CostTable table;
   double step_seconds(int nodes, int context) const;
@@ -136,10 +137,10 @@ struct CalibrateOptions {
 CostTable calibrate(const CalibrateOptions& options, const std::filesystem::path& scratch, std::ostream& log);
 
 /// `--budget auto` without `--cost`: a quick calibration of `model` at start-up, the cost model of
-/// the automatic budget. Trees of 1, 2, 4, ... up to cap + 1 nodes (what the decoder may ask for),
-/// the default contexts that fit the model, 2 repetitions, no bandwidth; `description` says what
-/// was measured and how long it took.
-CostTable quick_calibration(const std::filesystem::path& model, int threads, int cap, std::string& description);
+/// the automatic budget. Trees of 1, 2, 4, ... up to `largest` nodes (what the decoder may ask
+/// for: its cap + 1; a batch's steps are larger), the default contexts that fit the model, 2
+/// repetitions, no bandwidth; `description` says what was measured and how long it took.
+CostTable quick_calibration(const std::filesystem::path& model, int threads, int largest, std::string& description);
 
 /// One core's sequential read bandwidth in GB/s: the best of 3 sums of a 1 GiB array.
 double read_bandwidth_gbs();

@@ -359,12 +359,23 @@ int report_batch(const BatchReport& report, const std::string& json, const std::
   return report.lossless() ? 0 : 1;
 }
 
+/// The largest tree a batch's start-up calibration measures: the largest step (B requests of
+/// cap + 1 nodes), at most half the model's positions (a chain of it must fit after a context);
+/// BatchCostModel extends the table beyond.
+int batch_calibration_size(const std::vector<int>& sizes, int cap, const specdec::Llama2cConfig& c) {
+  const long step = static_cast<long>(sizes.back()) * (cap + 1);
+  return static_cast<int>(std::max<long>(cap + 1, std::min<long>(step, c.seq_len / 2)));
+}
+
 int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   const BatchRunners& runners = find_combination(a.drafters).batch;
   if (a.verifier != "exact") throw input_error("--batch: runs with --verifier exact only");
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
+  if (bench.skipped > 0)
+    std::cerr << fmt::format("specbench: skipped {} prompts longer than the model's {} positions\n", bench.skipped,
+                             bench.model->config().seq_len);
   if (clamped > 0)
     std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
                              a.max_new_tokens, clamped);
@@ -379,7 +390,8 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
     auto_budget = "the cost table " + a.cost + " (" + table->describe() + ")";
   } else if (a.budget.automatic) {
     std::string how;
-    options.cost = BatchCostModel{quick_calibration(model_path(a), a.threads, a.budget.cap, how)};
+    options.cost = BatchCostModel{quick_calibration(
+        model_path(a), a.threads, batch_calibration_size(options.sizes, a.budget.cap, bench.model->config()), how)};
     auto_budget = "the model, " + how;
   }
   const specdec::Llama2cConfig& c = bench.model->config();
@@ -427,7 +439,7 @@ int run_model(ModelArgs& a) {
     auto_budget = "the cost table " + a.cost + " (" + table->describe() + ")";
   } else if (a.budget.automatic) {
     std::string how;
-    options.cost = quick_calibration(model_path(a), a.threads, a.budget.cap, how);
+    options.cost = quick_calibration(model_path(a), a.threads, a.budget.cap + 1, how);
     auto_budget = "the model, " + how;
   }
   const ModelRun run = combination.model[static_cast<std::size_t>(options.verifier)](bench, options);
@@ -626,13 +638,14 @@ int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
   if (!r.timed_model.empty()) timed = load_timed_model(r, a, corpus, timed_source);
   report_token_counts(corpus);
   BatchOptions options;
+  options.sizes = parse_batch_sizes(r.batch);
   std::string auto_budget;
   if (a.budget.automatic) {
     std::string how;
-    options.cost = BatchCostModel{quick_calibration(r.timed_model, r.threads, a.budget.cap, how)};
+    options.cost = BatchCostModel{
+        quick_calibration(r.timed_model, r.threads, batch_calibration_size(options.sizes, a.budget.cap, timed->config()), how)};
     auto_budget = "the timed model, " + how;
   }
-  options.sizes = parse_batch_sizes(r.batch);
   options.budget = a.budget.most();
   options.threads = r.threads;
   options.timed_model = timed;
@@ -657,7 +670,7 @@ specdec::AnyCostModel auto_cost(const DataArgs& a, const std::optional<CostTable
     return *table;
   }
   std::string how;
-  CostTable calibrated = quick_calibration(r->timed_model, r->threads, a.budget.cap, how);
+  CostTable calibrated = quick_calibration(r->timed_model, r->threads, a.budget.cap + 1, how);
   source = "the timed model, " + how;
   return calibrated;
 }

@@ -63,7 +63,8 @@ TEST_CASE("a batch's cost model extends the table linearly past its largest size
   const BatchCostModel cost{table_from(kTable)};
   CHECK(cost.step_seconds(10, 100) == Approx(70e-6));   // inside: the table
   CHECK(cost.step_seconds(16, 300) == Approx(300e-6));
-  CHECK(cost.step_seconds(28, 100) == Approx(160e-6));  // 100 + 12 x 5 us: the slope from 4 to 16 nodes
+  // Beyond 16 nodes: the slope over the last doubling, from 4 (the largest size <= 16 / 2) to 16.
+  CHECK(cost.step_seconds(28, 100) == Approx(160e-6));  // 100 + 12 x 5 us
   CHECK(cost.step_seconds(1016, 300) == Approx(300e-6 + 1000 * 20e-6));
 }
 
