@@ -35,6 +35,8 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
+#include <new>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -42,11 +44,54 @@
 
 #include <specdec/error.hpp>
 
+#if __has_include(<sys/mman.h>)
+#include <sys/mman.h>
+#define SPECDEC_HOST_MMAP 1
+#ifndef MAP_POPULATE
+#define MAP_POPULATE 0
+#endif
+#else
+#define SPECDEC_HOST_MMAP 0
+#endif
+
 #if !defined(SPECDEC_HOST_ISA_PORTABLE) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SPECDEC_HOST_ISA_X86 1
 #endif
 
 namespace specdec::llama {
+
+/// The allocator of packed weights and KV caches: a large block is mapped with its pages in place
+/// (MAP_POPULATE: one system call, where touching a fresh page at a time costs a page fault each,
+/// most of loading a model of a few MB); anything else, or without mmap, operator new.
+template <class T>
+struct PrefaultedAllocator {
+  using value_type = T;
+  static constexpr std::size_t mapped_from = std::size_t{1} << 16;  // bytes
+  PrefaultedAllocator() = default;
+  template <class U>
+  PrefaultedAllocator(const PrefaultedAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+#if SPECDEC_HOST_MMAP
+    if (n >= mapped_from / sizeof(T) && n <= static_cast<std::size_t>(-1) / sizeof(T)) {
+      void* p = ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      return static_cast<T*>(p);
+    }
+#endif
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+#if SPECDEC_HOST_MMAP
+    if (n >= mapped_from / sizeof(T)) {
+      ::munmap(p, n * sizeof(T));
+      return;
+    }
+#endif
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <class U>
+  bool operator==(const PrefaultedAllocator<U>&) const noexcept { return true; }
+};
 
 /// W (stored [out][in] in checkpoints) kept transposed, `stride` output columns, in tiles of 64
 /// columns: tile c0 (a multiple of 64, width w = min(64, stride - c0)) is [in][w] at data + c0 * in,
@@ -57,7 +102,7 @@ namespace specdec::llama {
 struct Matrix {
   static constexpr int align = 16, tile = 64;
   int in = 0, stride = 0;
-  std::vector<float> data;
+  std::vector<float, PrefaultedAllocator<float>> data;
 
   static int padded(int n) { return (n + align - 1) / align * align; }
   /// Where W[c][j] of column c's row j is, and the row length of its tile.
@@ -130,6 +175,10 @@ template <class V, int TV, int B>
   _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) acc[b][v] = V{};
   for (int j = 0; j < in; ++j) {
     V wv[TV];
+    // The weights 2 KB ahead into L1: those that sit in L2 arrive before they are needed (a
+    // prefetch never faults, past the end of the matrix included).
+    _Pragma("GCC unroll 16") for (int v = 0; v < TV * L / 16; ++v)
+        __builtin_prefetch(w + static_cast<std::size_t>(j) * stride + v * 16 + 512, 0, 3);
     _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) wv[v] = load<V>(w + static_cast<std::size_t>(j) * stride + v * L);
     _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) {
       const float xb = x[static_cast<std::size_t>(b) * ldx + j];
@@ -178,7 +227,16 @@ template <class V, bool Mul>
   constexpr int L = sizeof(V) / sizeof(float);
   const float inv = 1.0f / sqrt_hs;
   int t = t0;
-  // 4 vectors of slots at once: 4 independent sums hide the adds' latency.
+  // 8, then 4 vectors of slots at once: independent sums hide the adds' latency.
+  for (; t + 8 * L <= t1; t += 8 * L) {
+    V acc[8] = {};
+    for (int e = 0; e < hs; ++e) {
+      const float qe = q[e];
+      const float* k = kt + e * kt_stride + t;
+      _Pragma("GCC unroll 8") for (int v = 0; v < 8; ++v) acc[v] += load<V>(k + v * L) * qe;
+    }
+    _Pragma("GCC unroll 8") for (int v = 0; v < 8; ++v) store(s + t + v * L, Mul ? acc[v] * inv : acc[v] / sqrt_hs);
+  }
   for (; t + 4 * L <= t1; t += 4 * L) {
     V acc[4] = {};
     for (int e = 0; e < hs; ++e) {
