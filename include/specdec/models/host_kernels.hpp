@@ -6,7 +6,8 @@
 // same sequence of IEEE operations whatever the number of tokens, the tile it falls in, the ISA
 // path or the thread that runs it:
 //   matmul:  y[i][r] = 0; then y[i][r] += W[r][j] * x[i][j] for j = 0, 1, ..., in - 1;
-//   scores:  s = 0; s += q[e] * k[e] for e = 0 .. head_size - 1; then s / sqrt(head_size);
+//   scores:  s = 0; s += q[e] * k[e] for e = 0 .. head_size - 1; then s / sqrt(head_size) (computed
+//            as s * (1 / sqrt(head_size)) where sqrt(head_size) is a power of two: the same bits);
 //   softmax: over a row s[0 .. T) (the node's sequence, position t = index in the row):
 //            m = max (exact, so its order does not matter); e[t] = exp16(s[t] - m) (below);
 //            the sum in a fixed blocked order that depends only on T: 16 lane sums a[l] = +0,
