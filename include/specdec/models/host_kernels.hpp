@@ -6,7 +6,8 @@
 // same sequence of IEEE operations whatever the number of tokens, the tile it falls in, the ISA
 // path or the thread that runs it:
 //   matmul:  y[i][r] = 0; then y[i][r] += W[r][j] * x[i][j] for j = 0, 1, ..., in - 1;
-//   scores:  s = 0; s += q[e] * k[e] for e = 0 .. head_size - 1; then s / sqrt(head_size);
+//   scores:  s = 0; s += q[e] * k[e] for e = 0 .. head_size - 1; then s / sqrt(head_size) (computed
+//            as s * (1 / sqrt(head_size)) where sqrt(head_size) is a power of two: the same bits);
 //   softmax: over a row s[0 .. T) (the node's sequence, position t = index in the row):
 //            m = max (exact, so its order does not matter); e[t] = exp16(s[t] - m) (below);
 //            the sum in a fixed blocked order that depends only on T: 16 lane sums a[l] = +0,
@@ -32,8 +33,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
+#include <new>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -41,11 +45,54 @@
 
 #include <specdec/error.hpp>
 
+#if __has_include(<sys/mman.h>)
+#include <sys/mman.h>
+#define SPECDEC_HOST_MMAP 1
+#ifndef MAP_POPULATE
+#define MAP_POPULATE 0
+#endif
+#else
+#define SPECDEC_HOST_MMAP 0
+#endif
+
 #if !defined(SPECDEC_HOST_ISA_PORTABLE) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SPECDEC_HOST_ISA_X86 1
 #endif
 
 namespace specdec::llama {
+
+/// The allocator of packed weights and KV caches: a large block is mapped with its pages in place
+/// (MAP_POPULATE: one system call, where touching a fresh page at a time costs a page fault each,
+/// most of loading a model of a few MB); anything else, or without mmap, operator new.
+template <class T>
+struct PrefaultedAllocator {
+  using value_type = T;
+  static constexpr std::size_t mapped_from = std::size_t{1} << 16;  // bytes
+  PrefaultedAllocator() = default;
+  template <class U>
+  PrefaultedAllocator(const PrefaultedAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+#if SPECDEC_HOST_MMAP
+    if (n >= mapped_from / sizeof(T) && n <= static_cast<std::size_t>(-1) / sizeof(T)) {
+      void* p = ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      return static_cast<T*>(p);
+    }
+#endif
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+#if SPECDEC_HOST_MMAP
+    if (n >= mapped_from / sizeof(T)) {
+      ::munmap(p, n * sizeof(T));
+      return;
+    }
+#endif
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <class U>
+  bool operator==(const PrefaultedAllocator<U>&) const noexcept { return true; }
+};
 
 /// W (stored [out][in] in checkpoints) kept transposed, `stride` output columns, in tiles of 64
 /// columns: tile c0 (a multiple of 64, width w = min(64, stride - c0)) is [in][w] at data + c0 * in,
@@ -56,7 +103,7 @@ namespace specdec::llama {
 struct Matrix {
   static constexpr int align = 16, tile = 64;
   int in = 0, stride = 0;
-  std::vector<float> data;
+  std::vector<float, PrefaultedAllocator<float>> data;
 
   static int padded(int n) { return (n + align - 1) / align * align; }
   /// Where W[c][j] of column c's row j is, and the row length of its tile.
@@ -73,9 +120,14 @@ struct Matrix {
     m.data.assign(static_cast<std::size_t>(in) * static_cast<std::size_t>(m.stride), 0.0f);
     int column = 0;
     for (const auto& [w, out] : parts) {
-      for (int r = 0; r < out; ++r)
-        for (int j = 0; j < in; ++j)
-          m.data[m.at(column + r, j)] = w[static_cast<std::size_t>(r) * in + j];
+      // Row r of the part is column c = column + r of its tile: written `width` floats apart.
+      for (int r = 0; r < out; ++r) {
+        const int c = column + r;
+        float* dst = m.data.data() + m.at(c, 0);
+        const std::size_t step = static_cast<std::size_t>(m.width(c));
+        const float* src = w + static_cast<std::size_t>(r) * in;
+        for (int j = 0; j < in; ++j) dst[static_cast<std::size_t>(j) * step] = src[j];
+      }
       column += padded(out);
     }
     return m;
@@ -96,6 +148,9 @@ typedef int v16i __attribute__((vector_size(64)));
 typedef int v8i __attribute__((vector_size(32)));
 typedef int v4i __attribute__((vector_size(16)));
 
+// For constants (folded). Runtime scalars enter as the scalar operand of a vector operation
+// (v * s): with GCC 12 under target("avx512f") a splat of a runtime value can become 16 masked
+// broadcasts, the scalar operand one broadcast.
 template <class V>
 [[gnu::always_inline]] inline V splat(float s) {
   V v;
@@ -121,9 +176,13 @@ template <class V, int TV, int B>
   _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) acc[b][v] = V{};
   for (int j = 0; j < in; ++j) {
     V wv[TV];
+    // The weights 2 KB ahead into L1: those that sit in L2 arrive before they are needed (a
+    // prefetch never faults, past the end of the matrix included).
+    _Pragma("GCC unroll 16") for (int v = 0; v < TV * L / 16; ++v)
+        __builtin_prefetch(w + static_cast<std::size_t>(j) * stride + v * 16 + 512, 0, 3);
     _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) wv[v] = load<V>(w + static_cast<std::size_t>(j) * stride + v * L);
     _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) {
-      const V xb = splat<V>(x[static_cast<std::size_t>(b) * ldx + j]);
+      const float xb = x[static_cast<std::size_t>(b) * ldx + j];
       _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) acc[b][v] += wv[v] * xb;
     }
   }
@@ -160,60 +219,87 @@ template <class V, int TV, int B>
   }
 }
 
-// s[t] = (q · k_t) / sqrt_hs for t in [t0, t1), K transposed: kt[e * kt_stride + t].
-template <class V>
+// s[t] = (q · k_t) / sqrt_hs for t in [t0, t1), K transposed: kt[e * kt_stride + t]. With Mul,
+// sqrt_hs is a power of two (head size 4, 16, 64, ...) and the division a multiplication by
+// its reciprocal: the same real number, so the same rounded result, for every operand.
+template <class V, bool Mul>
 [[gnu::always_inline]] inline void scores_impl(float* s, const float* q, const float* kt, std::size_t kt_stride, int hs,
                                                int t0, int t1, float sqrt_hs) {
   constexpr int L = sizeof(V) / sizeof(float);
-  const V r = splat<V>(sqrt_hs);
+  const float inv = 1.0f / sqrt_hs;
   int t = t0;
-  // 4 vectors of slots at once: 4 independent sums hide the adds' latency.
+  // 8, then 4 vectors of slots at once: independent sums hide the adds' latency.
+  for (; t + 8 * L <= t1; t += 8 * L) {
+    V acc[8] = {};
+    for (int e = 0; e < hs; ++e) {
+      const float qe = q[e];
+      const float* k = kt + e * kt_stride + t;
+      _Pragma("GCC unroll 8") for (int v = 0; v < 8; ++v) acc[v] += load<V>(k + v * L) * qe;
+    }
+    _Pragma("GCC unroll 8") for (int v = 0; v < 8; ++v) store(s + t + v * L, Mul ? acc[v] * inv : acc[v] / sqrt_hs);
+  }
   for (; t + 4 * L <= t1; t += 4 * L) {
     V acc[4] = {};
     for (int e = 0; e < hs; ++e) {
-      const V qe = splat<V>(q[e]);
+      const float qe = q[e];
       const float* k = kt + e * kt_stride + t;
-      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[v] += qe * load<V>(k + v * L);
+      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[v] += load<V>(k + v * L) * qe;
     }
-    _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) store(s + t + v * L, acc[v] / r);
+    _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) store(s + t + v * L, Mul ? acc[v] * inv : acc[v] / sqrt_hs);
   }
   for (; t + L <= t1; t += L) {
     V acc = V{};
-    for (int e = 0; e < hs; ++e) acc += splat<V>(q[e]) * load<V>(kt + e * kt_stride + t);
-    store(s + t, acc / r);
+    for (int e = 0; e < hs; ++e) acc += load<V>(kt + e * kt_stride + t) * q[e];
+    store(s + t, Mul ? acc * inv : acc / sqrt_hs);
   }
   for (; t < t1; ++t) {
     float acc = 0.0f;
     for (int e = 0; e < hs; ++e) acc += q[e] * kt[e * kt_stride + t];
-    s[t] = acc / sqrt_hs;
+    s[t] = Mul ? acc * inv : acc / sqrt_hs;
   }
 }
 
-// For H heads h: o[h][e] += p[h][t] * v[h][t * v_stride + e] for t in [t0, t1) in order, e in
-// [0, hs). The heads' sums are independent chains, interleaved to hide the adds' latency.
-template <int H>
+// Whether x is a power of two whose reciprocal is a normal float.
+inline bool exact_reciprocal(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const std::uint32_t exponent = u >> 23;  // sign bit included: positive only
+  return (u & 0x7fffffu) == 0 && exponent >= 2 && exponent <= 252;
+}
+
+// For H heads h: o[h][e] += p[h][t] * v[h][t * v_stride + e] for e in [e0, e0 + lanes of W), t in
+// [t0, t1) in order. The heads' sums are independent chains, interleaved to hide the adds' latency.
+template <int H, class W>
+[[gnu::always_inline]] inline void values_chunk(float* const* o, const float* const* p, const float* const* v,
+                                                std::size_t v_stride, int e, int t0, int t1) {
+  W acc[H];
+  _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) acc[h] = load<W>(o[h] + e);
+  for (int t = t0; t < t1; ++t)
+    _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) acc[h] += load<W>(v[h] + t * v_stride + e) * p[h][t];
+  _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) store(o[h] + e, acc[h]);
+}
+
+// The same for e in [0, hs): chunks of 16 lanes where V has 16, then of 8, then one by one.
+template <int H, class V>
 [[gnu::always_inline]] inline void values_h(float* const* o, const float* const* p, const float* const* v,
                                             std::size_t v_stride, int hs, int t0, int t1) {
   int e = 0;
-  for (; e + 8 <= hs; e += 8) {
-    v8f acc[H];
-    _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) acc[h] = load<v8f>(o[h] + e);
-    for (int t = t0; t < t1; ++t)
-      _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) acc[h] += splat<v8f>(p[h][t]) * load<v8f>(v[h] + t * v_stride + e);
-    _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) store(o[h] + e, acc[h]);
-  }
+  if constexpr (sizeof(V) >= sizeof(v16f))
+    for (; e + 16 <= hs; e += 16) values_chunk<H, v16f>(o, p, v, v_stride, e, t0, t1);
+  for (; e + 8 <= hs; e += 8) values_chunk<H, v8f>(o, p, v, v_stride, e, t0, t1);
   for (; e < hs; ++e)
     for (int h = 0; h < H; ++h)
       for (int t = t0; t < t1; ++t) o[h][e] += p[h][t] * v[h][t * v_stride + e];
 }
 
+template <class V>
 [[gnu::always_inline]] inline void values_impl(float* const* o, const float* const* p, const float* const* v, int heads,
                                                std::size_t v_stride, int hs, int t0, int t1) {
   int h = 0;
-  for (; h + 8 <= heads; h += 8) values_h<8>(o + h, p + h, v + h, v_stride, hs, t0, t1);
-  for (; h + 4 <= heads; h += 4) values_h<4>(o + h, p + h, v + h, v_stride, hs, t0, t1);
-  for (; h + 2 <= heads; h += 2) values_h<2>(o + h, p + h, v + h, v_stride, hs, t0, t1);
-  for (; h < heads; ++h) values_h<1>(o + h, p + h, v + h, v_stride, hs, t0, t1);
+  for (; h + 8 <= heads; h += 8) values_h<8, V>(o + h, p + h, v + h, v_stride, hs, t0, t1);
+  for (; h + 4 <= heads; h += 4) values_h<4, V>(o + h, p + h, v + h, v_stride, hs, t0, t1);
+  for (; h + 2 <= heads; h += 2) values_h<2, V>(o + h, p + h, v + h, v_stride, hs, t0, t1);
+  for (; h < heads; ++h) values_h<1, V>(o + h, p + h, v + h, v_stride, hs, t0, t1);
 }
 
 // x = exp16(x) (see the top of this file), lane by lane.
@@ -245,22 +331,21 @@ template <class V>
 [[gnu::always_inline]] inline void softmax_impl(float* s, int n) {
   constexpr int L = sizeof(V) / sizeof(float), P = 16 / L;
   const int full = n / 16 * 16;
-  float best = s[0];
-  {
-    V m = splat<V>(s[0]);
-    for (int t = 0; t < full; t += L) {
+  float best = s[0];  // the exact maximum (the order of comparisons changes nothing used below)
+  if (full > 0) {
+    V m = load<V>(s);
+    for (int t = L; t < full; t += L) {
       const V x = load<V>(s + t);
       m = x > m ? x : m;
     }
     for (int l = 0; l < L; ++l) best = m[l] > best ? m[l] : best;
-    for (int t = full; t < n; ++t) best = s[t] > best ? s[t] : best;
   }
-  const V vbest = splat<V>(best);
+  for (int t = full; t < n; ++t) best = s[t] > best ? s[t] : best;
   V acc[P];
   for (int q = 0; q < P; ++q) acc[q] = V{};
   for (int t = 0; t < full; t += 16)
     for (int q = 0; q < P; ++q) {
-      V e = load<V>(s + t + q * L) - vbest;
+      V e = load<V>(s + t + q * L) - best;
       exp_lanes(e);
       store(s + t + q * L, e);
       acc[q] += e;
@@ -270,7 +355,7 @@ template <class V>
     std::fill_n(tail, 16, -__builtin_inff());
     std::copy(s + full, s + n, tail);
     for (int q = 0; q < P; ++q) {
-      V e = load<V>(tail + q * L) - vbest;
+      V e = load<V>(tail + q * L) - best;
       exp_lanes(e);
       store(tail + q * L, e);
       acc[q] += e;
@@ -281,9 +366,8 @@ template <class V>
   for (int q = 0; q < P; ++q) store(a + q * L, acc[q]);
   for (int w = 8; w >= 1; w /= 2)
     for (int l = 0; l < w; ++l) a[l] += a[l + w];
-  const V sum = splat<V>(a[0]);
   int t = 0;
-  for (; t + L <= n; t += L) store(s + t, load<V>(s + t) / sum);
+  for (; t + L <= n; t += L) store(s + t, load<V>(s + t) / a[0]);
   for (; t < n; ++t) s[t] = s[t] / a[0];
 }
 
@@ -327,11 +411,12 @@ struct Kernels {
   }                                                                                                                  \
   ATTR inline void NAME##_scores(float* s, const float* q, const float* kt, std::size_t st, int hs, int t0, int t1,    \
                                  float r) {                                                                          \
-    scores_impl<V>(s, q, kt, st, hs, t0, t1, r);                                                                     \
+    if (exact_reciprocal(r)) scores_impl<V, true>(s, q, kt, st, hs, t0, t1, r);                                      \
+    else scores_impl<V, false>(s, q, kt, st, hs, t0, t1, r);                                                         \
   }                                                                                                                  \
   ATTR inline void NAME##_values(float* const* o, const float* const* p, const float* const* v, int heads,            \
                                  std::size_t st, int hs, int t0, int t1) {                                           \
-    values_impl(o, p, v, heads, st, hs, t0, t1);                                                                     \
+    values_impl<V>(o, p, v, heads, st, hs, t0, t1);                                                                  \
   }                                                                                                                  \
   ATTR inline void NAME##_softmax(float* s, int n) { softmax_impl<V>(s, n); }                                        \
   ATTR inline void NAME##_swiglu(float* a, const float* b, int n) { swiglu_impl<V>(a, b, n); }                       \

@@ -11,15 +11,30 @@
 // Host-only.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <memory>
 #include <new>
 #include <string>
 #include <system_error>
 #include <vector>
+
+#if __has_include(<sys/mman.h>) && __has_include(<fcntl.h>) && __has_include(<unistd.h>)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#define SPECDEC_HAVE_MMAP 1
+#ifndef MAP_POPULATE
+#define MAP_POPULATE 0
+#endif
+#else
+#define SPECDEC_HAVE_MMAP 0
+#endif
 
 #include <specdec/error.hpp>
 #include <specdec/file_format.hpp>
@@ -64,6 +79,67 @@ inline void read_weights(std::ifstream& in, std::vector<float>& v, std::size_t n
       throw error(name + ": weight " + std::to_string(at + i) + " (counted from the end of the header) is " +
                   std::to_string(v[i]) + ", not finite");
   at += n;
+}
+
+/// The `floats` weights that follow the header of an open weights file (`in`, at the end of its
+/// header): the file mapped read-only where the system can map it, else read into a buffer.
+class WeightsFile {
+ public:
+  WeightsFile(const std::filesystem::path& path, std::ifstream& in, std::size_t floats, const std::string& name) {
+    const std::size_t header = static_cast<std::size_t>(in.tellg());
+#if SPECDEC_HAVE_MMAP
+    if (const int fd = ::open(path.c_str(), O_RDONLY); fd >= 0) {
+      bytes_ = header + floats * sizeof(float);
+      void* p = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      ::close(fd);
+      if (p != MAP_FAILED) {
+        map_ = p;
+        weights_ = reinterpret_cast<const float*>(static_cast<const char*>(p) + header);
+        return;
+      }
+    }
+#else
+    (void)path;
+#endif
+    buffer_.reset(new float[floats]);
+    in.read(reinterpret_cast<char*>(buffer_.get()), static_cast<std::streamsize>(floats * sizeof(float)));
+    if (!in) throw error(name + ": read failed");
+    weights_ = buffer_.get();
+  }
+  WeightsFile(const WeightsFile&) = delete;
+  WeightsFile& operator=(const WeightsFile&) = delete;
+  ~WeightsFile() {
+#if SPECDEC_HAVE_MMAP
+    if (map_) ::munmap(map_, bytes_);
+#endif
+  }
+  const float* weights() const { return weights_; }
+
+ private:
+  void* map_ = nullptr;
+  std::size_t bytes_ = 0;
+  std::unique_ptr<float[]> buffer_;
+  const float* weights_ = nullptr;
+};
+
+/// Throws specdec::error unless weights [from, to) of `w` (counted from the end of the header
+/// of file `name`) are finite, naming the first that is not.
+inline void check_weights_finite(const float* w, std::size_t from, std::size_t to, const std::string& name) {
+  constexpr std::size_t block = 4096;
+  for (std::size_t b = from; b < to; b += block) {
+    const std::size_t e = std::min(to, b + block);
+    std::uint32_t bad = 0;  // exponent bits all ones: +-inf or NaN
+    for (std::size_t i = b; i < e; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, w + i, sizeof u);
+      bad |= static_cast<std::uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+    }
+    if (!bad) continue;
+    for (std::size_t i = b; i < e; ++i)
+      if (!std::isfinite(w[i]))
+        throw error(name + ": weight " + std::to_string(i) + " (counted from the end of the header) is " +
+                    std::to_string(w[i]) + ", not finite");
+  }
 }
 
 }  // namespace detail
@@ -144,47 +220,36 @@ class Llama2cModel {
     m.config_ = read_header(in, name, file_size);
     const Llama2cConfig& c = m.config_;
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, L = c.n_layers;
-    std::uint64_t at = 0;  // weights read so far
-    auto read = [&](std::vector<float>& v, std::size_t n) { detail::read_weights(in, v, n, name, at); };
-    auto read_per_layer = [&](std::vector<float> Layer::*field, int n) {
-      for (int l = 0; l < L; ++l) read(m.layers_[l].*field, static_cast<std::size_t>(n));
-    };
-    // Reads L matrices [rows][cols], kept as they are until packed.
-    auto read_matrices = [&](std::vector<std::vector<float>>& raw, int rows, int cols) {
-      raw.resize(static_cast<std::size_t>(L));
-      for (auto& r : raw) read(r, static_cast<std::size_t>(rows) * cols);
-    };
-    std::vector<std::vector<float>> wq, wk, wv, wo, w1, w2, w3;
-    m.layers_.resize(L);
-    read(m.embedding_, static_cast<std::size_t>(c.vocab_size) * d);
-    read_per_layer(&Layer::rms_att, d);
-    read_matrices(wq, d, d);
-    read_matrices(wk, kv, d);
-    read_matrices(wv, kv, d);
-    read_matrices(wo, d, d);
-    read_per_layer(&Layer::rms_ffn, d);
-    read_matrices(w1, hid, d);
-    read_matrices(w2, d, hid);
-    read_matrices(w3, hid, d);
-    read(m.rms_final_, static_cast<std::size_t>(d));
-    const std::uint64_t rope_floats = 2ull * c.seq_len * (c.head_size() / 2);
-    in.seekg(static_cast<std::streamoff>(rope_floats * sizeof(float)), std::ios::cur);
-    at += rope_floats;
-    for (int l = 0; l < L; ++l) {
-      Layer& w = m.layers_[static_cast<std::size_t>(l)];
-      const std::size_t i = static_cast<std::size_t>(l);
-      w.wqkv = llama::Matrix::pack(d, {{wq[i].data(), d}, {wk[i].data(), kv}, {wv[i].data(), kv}});
-      w.wo = llama::Matrix::pack(d, {{wo[i].data(), d}});
-      w.w13 = llama::Matrix::pack(d, {{w1[i].data(), hid}, {w3[i].data(), hid}});
-      w.w2 = llama::Matrix::pack(hid, {{w2[i].data(), d}});
+    const std::size_t ud = static_cast<std::size_t>(d), ukv = static_cast<std::size_t>(kv),
+                      uhid = static_cast<std::size_t>(hid), uL = static_cast<std::size_t>(L);
+    // The whole payload at once (mapped, else read into one buffer), packed from there.
+    const std::uint64_t total = weight_floats(c);
+    if (total > std::numeric_limits<std::size_t>::max() / sizeof(float)) throw std::bad_alloc();
+    const detail::WeightsFile all(path, in, static_cast<std::size_t>(total), name);
+    // Offsets (floats after the header) of each tensor, in file order.
+    const std::size_t embedding = 0, rms_att = embedding + static_cast<std::size_t>(c.vocab_size) * ud,
+                      wq = rms_att + uL * ud, wk = wq + uL * ud * ud, wv = wk + uL * ukv * ud,
+                      wo = wv + uL * ukv * ud, rms_ffn = wo + uL * ud * ud, w1 = rms_ffn + uL * ud,
+                      w2 = w1 + uL * uhid * ud, w3 = w2 + uL * ud * uhid, rms_final = w3 + uL * uhid * ud,
+                      rope = rms_final + ud, rope_floats = 2 * static_cast<std::size_t>(c.seq_len) * (ud / static_cast<std::size_t>(c.n_heads) / 2),
+                      wcls = rope + rope_floats;
+    // Every weight finite (the legacy RoPE tables, unused, excepted).
+    const float* w = all.weights();
+    detail::check_weights_finite(w, 0, rope, name);
+    detail::check_weights_finite(w, wcls, static_cast<std::size_t>(total), name);
+    m.embedding_.assign(w + embedding, w + rms_att);
+    m.rms_final_.assign(w + rms_final, w + rope);
+    m.layers_.resize(uL);
+    for (std::size_t i = 0; i < uL; ++i) {
+      Layer& l = m.layers_[i];
+      l.rms_att.assign(w + rms_att + i * ud, w + rms_att + (i + 1) * ud);
+      l.rms_ffn.assign(w + rms_ffn + i * ud, w + rms_ffn + (i + 1) * ud);
+      l.wqkv = llama::Matrix::pack(d, {{w + wq + i * ud * ud, d}, {w + wk + i * ukv * ud, kv}, {w + wv + i * ukv * ud, kv}});
+      l.wo = llama::Matrix::pack(d, {{w + wo + i * ud * ud, d}});
+      l.w13 = llama::Matrix::pack(d, {{w + w1 + i * uhid * ud, hid}, {w + w3 + i * uhid * ud, hid}});
+      l.w2 = llama::Matrix::pack(hid, {{w + w2 + i * ud * uhid, d}});
     }
-    if (c.shared_classifier) {
-      m.classifier_ = llama::Matrix::pack(d, {{m.embedding_.data(), c.vocab_size}});
-    } else {
-      std::vector<float> raw;
-      read(raw, static_cast<std::size_t>(c.vocab_size) * d);
-      m.classifier_ = llama::Matrix::pack(d, {{raw.data(), c.vocab_size}});
-    }
+    m.classifier_ = llama::Matrix::pack(d, {{w + (c.shared_classifier ? embedding : wcls), c.vocab_size}});
     return m;
   }
 

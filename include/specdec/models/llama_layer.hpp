@@ -190,9 +190,12 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
       most = std::max(most, contiguous[local]);
     }
     // Scores: cached slots in blocks (outer), nodes and heads inner; then the ancestors.
-    for (int t0 = 0; t0 < most; t0 += LayerScratch::slot_block)
+    // One node alone reads every row once anyway: no blocks (each score is its own sum, and a
+    // value sum runs over the slots in order either way, so blocks change no result).
+    const int block = n1 - n0 == 1 ? std::max(most, 1) : LayerScratch::slot_block;
+    for (int t0 = 0; t0 < most; t0 += block)
       for (int i = n0; i < n1; ++i) {
-        const int t1 = std::min(t0 + LayerScratch::slot_block, contiguous[i - n0]);
+        const int t1 = std::min(t0 + block, contiguous[i - n0]);
         for (int h = h0; h < h1 && t0 < t1; ++h) k.scores(row(i - n0, h), q_of(i, h), kt_of(h), kv.slots, hs, t0, t1, sqrt_hs);
       }
     for (int i = n0; i < n1; ++i) {
@@ -206,9 +209,9 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
     }
     // Values: the queries are spent, so each head's output overwrites its query in s.att.
     for (int i = n0; i < n1; ++i) std::fill_n(q_of(i, h0), (h1 - h0) * hs, 0.0f);
-    for (int t0 = 0; t0 < most; t0 += LayerScratch::slot_block)
+    for (int t0 = 0; t0 < most; t0 += block)
       for (int i = n0; i < n1; ++i) {
-        const int t1 = std::min(t0 + LayerScratch::slot_block, contiguous[i - n0]);
+        const int t1 = std::min(t0 + block, contiguous[i - n0]);
         for (int hb = h0; hb < h1 && t0 < t1; hb += max_heads) {
           const int heads = std::min(max_heads, h1 - hb);
           for (int h = 0; h < heads; ++h) o[h] = q_of(i, hb + h), p[h] = row(i - n0, hb + h), v[h] = v_of(hb + h);

@@ -81,8 +81,8 @@ class SequenceCache {
     const int new_slots = std::max(slots, slots_ + slots_ / 2);
     const std::size_t row = static_cast<std::size_t>(c.kv_dim());
     const std::size_t floats = static_cast<std::size_t>(c.n_layers) * static_cast<std::size_t>(new_slots) * row;
-    for (std::vector<float>* cache : {&k_, &v_}) {
-      std::vector<float> grown;
+    for (Floats* cache : {&k_, &v_}) {
+      Floats grown;
       try {
         grown.resize(floats);
       } catch (const std::bad_alloc&) {  // an error naming the sizes, not a bare std::bad_alloc
@@ -122,7 +122,8 @@ class SequenceCache {
  private:
   const Llama2cConfig* config_;
   int slots_ = 0;
-  std::vector<float> k_, v_;
+  using Floats = std::vector<float, PrefaultedAllocator<float>>;
+  Floats k_, v_;
 };
 
 /// Throws, naming `who` (e.g. "Llama2cTarget::forward"), unless `tree` can run on a cache of
