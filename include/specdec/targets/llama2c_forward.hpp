@@ -127,7 +127,7 @@ class SequenceCache {
 };
 
 /// Throws, naming `who` (e.g. "Llama2cTarget::forward"), unless `tree` can run on a cache of
-/// `cached` tokens of `model`: its root and parents in order, tokens in the vocabulary,
+/// `cached` tokens of a model shaped `c`: its root and parents in order, tokens in the vocabulary,
 /// positions below seq_len.
 inline void check_tree(const std::string& who, const Llama2cConfig& c, const TreeView& tree, int cached) {
   if (tree.size < 1) throw error(who + ": empty tree (it needs at least its root)");
