@@ -1,12 +1,14 @@
 // The shared file-format checks (include/specdec/file_format.hpp) and crafted files of the
 // memory-mapped formats: token datastore, dense datastore, n-gram model. Each crafted file has
 // its checksums recomputed, as an attacker would, so only the structural and payload checks
-// stand between it and an out-of-bounds read.
+// stand between it and an out-of-bounds read. `open(b)` opens with the constructor's default
+// (DatastoreVerify::values): what a user gets, and what must refuse every crafted value.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,7 +44,7 @@ TokenDocuments small_documents(int vocab = 20) {
 
 /// The error opening `bytes` (written to `dir`) as a File throws, "" when it opens.
 template <class File>
-std::string open_bytes(testing::TempDir& dir, const std::string& bytes, DatastoreVerify verify) {
+std::string open_bytes(testing::TempDir& dir, const std::string& bytes, std::optional<DatastoreVerify> verify) {
   return testing::open_error<File>(dir.write("crafted.bin", bytes), verify);
 }
 
@@ -96,10 +98,11 @@ TEST_CASE("token datastore: crafted files are refused, not read out of bounds", 
   testing::TempDir dir;
   build_datastore(small_documents(), dir.path / "good.bin", {.vocab_size = 20});
   const std::string good = testing::file_bytes(dir.path / "good.bin");
-  const auto open = [&](const std::string& b, DatastoreVerify v = DatastoreVerify::full) {
+  const auto open = [&](const std::string& b, std::optional<DatastoreVerify> v = std::nullopt) {
     return open_bytes<TokenDatastore>(dir, b, v);
   };
-  REQUIRE(open(good).empty());
+  for (const auto v : {DatastoreVerify::header, DatastoreVerify::values, DatastoreVerify::full})
+    REQUIRE(open(good, v).empty());
   const auto h = peek<DatastoreHeader>(good, 0);
 
   SECTION("more documents than the text holds, the suffix count wrapped to fit the file's size") {
@@ -109,7 +112,7 @@ TEST_CASE("token datastore: crafted files are refused, not read out of bounds", 
     poke(b, offsetof(DatastoreHeader, documents), h.documents + k2to62);
     poke(b, offsetof(DatastoreHeader, suffixes), h.suffixes - k2to62);
     testing::seal<DatastoreHeader>(b);
-    for (const auto v : {DatastoreVerify::header, DatastoreVerify::full})
+    for (const auto v : {DatastoreVerify::header, DatastoreVerify::values, DatastoreVerify::full})
       CHECK_THAT(open(b, v), Catch::Contains(std::to_string(h.documents + k2to62) + " documents in " +
                                              std::to_string(h.text_length) + " words of text"));
   }
@@ -118,19 +121,26 @@ TEST_CASE("token datastore: crafted files are refused, not read out of bounds", 
     poke(b, sizeof(DatastoreHeader), std::uint32_t{20});
     testing::seal<DatastoreHeader>(b);
     CHECK_THAT(open(b), Catch::Contains("its text [0] is token 20, not below its vocab_size 20"));
-    CHECK(open(b, DatastoreVerify::header).empty());  // memory-safe: REST stops a continuation there
+    CHECK_THAT(open(b, DatastoreVerify::full), Catch::Contains("its text [0] is token 20"));
+    CHECK(open(b, DatastoreVerify::header).empty());  // the opt-out is memory-safe: REST stops a continuation there
   }
   SECTION("a suffix outside the text, or at a separator") {
     std::string b = good;
     const std::size_t sa = sizeof(DatastoreHeader) + 4 * h.text_length;
     poke(b, sa, static_cast<std::uint32_t>(h.text_length));
     testing::seal<DatastoreHeader>(b);
-    CHECK_THAT(open(b), Catch::Contains("suffix array entry [0] is " + std::to_string(h.text_length) +
-                                        ", not the position of a token"));
+    for (const auto v : {DatastoreVerify::values, DatastoreVerify::full})
+      CHECK_THAT(open(b, v), Catch::Contains("suffix array entry [0] is " + std::to_string(h.text_length) +
+                                             ", not the position of a token"));
+    CHECK_THAT(open(b), Catch::Contains("suffix array entry [0]"));
     b = good;
     poke(b, sa + 4, static_cast<std::uint32_t>(h.text_length - 1));  // the last separator
     testing::seal<DatastoreHeader>(b);
-    CHECK_THAT(open(b), Catch::Contains("suffix array entry [1] is"));
+    CHECK_THAT(open(b, DatastoreVerify::full), Catch::Contains("suffix array entry [1] is"));
+    // Inside the text: the default's sequential pass lets it through (memory-safe: a query
+    // compares the separator as larger than any token); finding it needs the full check's
+    // random reads of the text.
+    CHECK(open(b).empty());
   }
   SECTION("separators that disagree with the document count") {
     std::string b = good;
@@ -156,10 +166,11 @@ TEST_CASE("dense datastore: crafted files are refused, not read out of bounds", 
   for (std::uint64_t i = 0; i < docs.tokens() * dim; ++i) features.push_back(normal(rng));
   build_dense_datastore(docs, features, dim, dir.path / "good.bin", {.key_dim = 2, .seed = 1});
   const std::string good = testing::file_bytes(dir.path / "good.bin");
-  const auto open = [&](const std::string& b, DatastoreVerify v = DatastoreVerify::full) {
+  const auto open = [&](const std::string& b, std::optional<DatastoreVerify> v = std::nullopt) {
     return open_bytes<DenseDatastore>(dir, b, v);
   };
-  REQUIRE(open(good).empty());
+  for (const auto v : {DatastoreVerify::header, DatastoreVerify::values, DatastoreVerify::full})
+    REQUIRE(open(good, v).empty());
   const auto h = peek<DenseDatastoreHeader>(good, 0);
   const std::size_t floats = sizeof(DenseDatastoreHeader);
   const std::size_t text = floats + 4 * (2 * dim + 2 * dim + h.keys * 2);
@@ -169,7 +180,7 @@ TEST_CASE("dense datastore: crafted files are refused, not read out of bounds", 
     poke(b, offsetof(DenseDatastoreHeader, documents), h.documents + k2to62);
     poke(b, offsetof(DenseDatastoreHeader, keys), h.keys - k2to62);
     testing::seal<DenseDatastoreHeader>(b);
-    for (const auto v : {DatastoreVerify::header, DatastoreVerify::full})
+    for (const auto v : {DatastoreVerify::header, DatastoreVerify::values, DatastoreVerify::full})
       CHECK_THAT(open(b, v), Catch::Contains("documents in " + std::to_string(h.text_length) + " words of text"));
   }
   SECTION("a feature too wide for any model") {
@@ -193,8 +204,8 @@ TEST_CASE("dense datastore: crafted files are refused, not read out of bounds", 
     poke(b, text, std::uint32_t{h.vocab_size});
     testing::seal<DenseDatastoreHeader>(b);
     CHECK_THAT(open(b), Catch::Contains("its text [0] is token " + std::to_string(h.vocab_size)));
-    // Without the full check, the continuation stops at the bad token instead of drafting it.
-    const DenseDatastore ds(dir.path / "crafted.bin");
+    // Opened with the opt-out, the continuation stops at the bad token instead of drafting it.
+    const DenseDatastore ds(dir.path / "crafted.bin", DatastoreVerify::header);
     for (std::uint64_t i = 0; i < ds.keys(); ++i)
       for (const std::uint32_t t : ds.continuation(i, 100)) CHECK(t < h.vocab_size);
     b = good;
@@ -208,10 +219,11 @@ TEST_CASE("ngram model: crafted files are refused", "[ngram][errors][crafted]") 
   testing::TempDir dir;
   build_ngram_model(small_documents(), dir.path / "good.ngram", {.vocab_size = 20, .cutoff = 3});
   const std::string good = testing::file_bytes(dir.path / "good.ngram");
-  const auto open = [&](const std::string& b, DatastoreVerify v = DatastoreVerify::full) {
+  const auto open = [&](const std::string& b, std::optional<DatastoreVerify> v = std::nullopt) {
     return open_bytes<NgramModel>(dir, b, v);
   };
-  REQUIRE(open(good).empty());
+  for (const auto v : {DatastoreVerify::header, DatastoreVerify::values, DatastoreVerify::full})
+    REQUIRE(open(good, v).empty());
   const auto h = peek<NgramHeader>(good, 0);
   const NgramLayout layout(h);
 

@@ -75,11 +75,18 @@ inline std::uint64_t datastore_checksum(const void* data, std::size_t bytes) {
   return sum.value();
 }
 
-/// How much of a memory-mapped file (datastores, n-gram model) opening checks.
+/// How much of a memory-mapped file (token and dense datastores, n-gram model) opening checks.
+/// The default, `values`, refuses a crafted file whose checksums were recomputed; `header` is the
+/// opt-out for a huge file opened often; `full` adds what only catches accidental damage. Costs
+/// (docs/design.md#errors): `values` and `full` read the whole file once, `header` reads the
+/// header and the offset tables.
 enum class DatastoreVerify {
-  header,  ///< magic, version, sizes, header checksum, offset tables: every access memory-safe
-  full,    ///< also the payload: its checksum and every stored value (ids, positions, finite
-           ///< floats); reads the whole file
+  header,  ///< magic, version, sizes, header checksum, offset tables: every access memory-safe,
+           ///< but a stored value may be out of range (a query then reads it as absent)
+  values,  ///< also every stored value, in one sequential pass: ids below the vocabulary,
+           ///< positions inside the text, floats finite, probabilities in range (the default)
+  full,    ///< also the payload checksum and what needs random access (every suffix-array entry
+           ///< the position of a token, not of a separator)
 };
 
 /// Byte offsets of a file's arrays laid end to end after its header: take() returns where the

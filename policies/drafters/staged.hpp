@@ -174,16 +174,27 @@ class StagedDrafter {
   /// The inner decoder (its stats(): the draft model's τ under the second stage).
   const inner_decoder& inner() const { return stage_->decoder; }
 
+  /// Throws specdec::error when the prompt has more tokens than the draft model's positions.
   void begin(std::span<const token_t> prompt) {
+    if constexpr (BoundedTarget<DraftTarget>) {
+      const int positions = stage_->recorder.max_positions();
+      if (prompt.size() > static_cast<std::size_t>(positions))
+        throw error(std::string(name) + ": the prompt has " + std::to_string(prompt.size()) +
+                    " tokens, more than the draft model's " + std::to_string(positions) + " positions");
+    }
     context_.assign(prompt.begin(), prompt.end());
     guarded([&] { stage_->decoder.prefill(prompt); });
   }
 
   // The inner decoder's context always starts with context_ (it only appends between two
-  // observes), so only the committed tokens need comparing.
+  // observes), so only the committed tokens need comparing. Once the sequence is longer than the
+  // draft model's positions, the draft model cannot read it: the inner decoder stays where it is
+  // and propose() drafts nothing (the target goes on alone, as past its own positions).
   void observe(std::span<const token_t> committed) {
     const std::size_t before = context_.size();
     context_.insert(context_.end(), committed.begin(), committed.end());
+    if constexpr (BoundedTarget<DraftTarget>)
+      if (context_.size() > static_cast<std::size_t>(stage_->recorder.max_positions())) return;
     const std::span<const token_t> drafted = stage_->decoder.context();
     if (drafted.size() < context_.size() || !std::equal(committed.begin(), committed.end(), drafted.begin() + before))
       guarded([&] { stage_->decoder.resume(context_); });

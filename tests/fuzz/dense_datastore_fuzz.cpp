@@ -12,7 +12,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = specdec::fuzz::as_file(specdec::fuzz::sealed<specdec::DenseDatastoreHeader>(data, size), ".sddense");
-  for (const auto verify : {specdec::DatastoreVerify::header, specdec::DatastoreVerify::full}) {
+  for (const auto verify :
+       {specdec::DatastoreVerify::header, specdec::DatastoreVerify::values, specdec::DatastoreVerify::full}) {
     try {
       const specdec::DenseDatastore ds(file, verify);
       if (ds.feature_dim() > 4096) continue;  // a valid but wide file: projecting it is slow, not unsafe

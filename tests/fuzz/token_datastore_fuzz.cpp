@@ -14,7 +14,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = specdec::fuzz::as_file(specdec::fuzz::sealed<specdec::DatastoreHeader>(data, size), ".sdtok");
-  for (const auto verify : {specdec::DatastoreVerify::header, specdec::DatastoreVerify::full}) {
+  for (const auto verify :
+       {specdec::DatastoreVerify::header, specdec::DatastoreVerify::values, specdec::DatastoreVerify::full}) {
     try {
       const auto ds = std::make_shared<const specdec::TokenDatastore>(file, verify);
       const std::uint32_t first = ds->text()[0];

@@ -293,7 +293,7 @@ namespace {
 
 using testing::poke;
 
-std::string open_error(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::header) {
+std::string open_error(const std::filesystem::path& path, std::optional<DatastoreVerify> verify = std::nullopt) {
   return testing::open_error<NgramModel>(path, verify);
 }
 
@@ -309,7 +309,7 @@ TEST_CASE("ngram model: bad files give one-line errors naming them", "[ngram][er
   CHECK(open_error(good, DatastoreVerify::full).empty());
 
   const auto bad = dir.path / "bad.ngram";
-  auto expect = [&](const std::string& b, const std::string& message, DatastoreVerify verify = DatastoreVerify::header) {
+  auto expect = [&](const std::string& b, const std::string& message, std::optional<DatastoreVerify> verify = std::nullopt) {
     dir.write("bad.ngram", b);
     const std::string what = open_error(bad, verify);
     INFO(what);
@@ -375,6 +375,8 @@ TEST_CASE("ngram model: bad files give one-line errors naming them", "[ngram][er
     b[bytes.size() - 3] ^= 1;  // a by-id index entry
     expect(b, "is damaged (payload checksum mismatch)", DatastoreVerify::full);
     CHECK(open_error(bad, DatastoreVerify::header).empty());
+    // The entry is now past its context's list: the default's value checks refuse it too.
+    CHECK_THAT(open_error(bad), Catch::Contains("its trigram by-id index [") && Catch::Contains("entries"));
   }
   SECTION("damaged offsets: found by every open") {
     std::string b = bytes;

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <specdec/error.hpp>
@@ -14,11 +15,12 @@
 namespace specdec::testing {
 
 /// The message of the error opening `path` as a Datastore throws ("" when it opens), checked to
-/// be one line.
+/// be one line. Without `verify`, opened with the constructor's default (what a user gets).
 template <class Datastore>
-std::string open_error(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::header) {
+std::string open_error(const std::filesystem::path& path, std::optional<DatastoreVerify> verify = std::nullopt) {
   try {
-    Datastore ds(path, verify);
+    if (verify) Datastore ds(path, *verify);
+    else Datastore ds(path);
   } catch (const error& e) {
     const std::string what = e.what();
     CHECK(what.find('\n') == std::string::npos);

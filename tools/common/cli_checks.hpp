@@ -21,6 +21,20 @@
 
 namespace specdec::tools {
 
+/// The check level of an `info` command's --verify (full) and --no-verify (header) flags, values
+/// without either, and how its output line names it.
+inline DatastoreVerify verify_level(bool verify, bool no_verify) {
+  return verify ? DatastoreVerify::full : no_verify ? DatastoreVerify::header : DatastoreVerify::values;
+}
+inline const char* verify_words(DatastoreVerify level) {
+  switch (level) {
+    case DatastoreVerify::header: return "header checked, values not (--no-verify)";
+    case DatastoreVerify::values: return "header and every stored value checked";
+    case DatastoreVerify::full: return "header, every stored value and the payload checksum verified";
+  }
+  return "";
+}
+
 /// Throws unless `path`, the value of `what` (e.g. "--model"), is a regular file this process can
 /// read: "no such file", "is a directory, not a file", "is not a regular file" or "cannot be
 /// read (Permission denied)".

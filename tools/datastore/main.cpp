@@ -3,7 +3,7 @@
 //   specdec-datastore build --out DS [--tokens FILE]... [--jsonl FILE --tokenizer MODEL]...
 //                           [--questions Q --answers A --parity odd|even --tokenizer MODEL]
 //                           [--vocab N] [--sort divsufsort|doubling]
-//   specdec-datastore info DS [--verify]
+//   specdec-datastore info DS [--verify | --no-verify]
 //   specdec-datastore synth --out FILE --tokens N [--vocab V] [--seed S]
 #include <chrono>
 #include <filesystem>
@@ -138,14 +138,14 @@ void run_build(const BuildArgs& a) {
                             .progress = progress});
 }
 
-void run_info(const std::string& file, bool verify) {
+void run_info(const std::string& file, specdec::DatastoreVerify level) {
   const auto start = Clock::now();
-  const specdec::TokenDatastore ds(file, verify ? specdec::DatastoreVerify::full : specdec::DatastoreVerify::header);
+  const specdec::TokenDatastore ds(file, level);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   const auto& h = ds.header();
   std::cout << fmt::format("{}: format version {}, vocabulary {}, {} tokens in {} documents, {} bytes\n", file,
                            h.version, h.vocab_size, ds.tokens(), ds.documents(), ds.file_bytes());
-  std::cout << fmt::format("opened in {:.1f} ms ({})\n", ms, verify ? "payload checksum verified" : "header checked");
+  std::cout << fmt::format("opened in {:.1f} ms ({})\n", ms, specdec::tools::verify_words(level));
 }
 
 void run_synth(const std::string& out, std::uint64_t tokens, std::uint32_t vocab, std::uint64_t seed) {
@@ -186,10 +186,12 @@ int main(int argc, char** argv) {
   });
 
   std::string info_file;
-  bool verify = false;
+  bool verify = false, no_verify = false;
   auto* info = app.add_subcommand("info", "Open a datastore, check it and print its header");
   info->add_option("datastore", info_file, "Datastore file")->required();
-  info->add_flag("--verify", verify, "Also verify the payload checksum (reads the whole file)");
+  info->add_flag("--verify", verify, "Also verify the payload checksum (every stored value is checked by default)");
+  info->add_flag("--no-verify", no_verify, "Check the header only, not every stored value (a huge file opened often)")
+      ->excludes("--verify");
 
   std::string synth_out;
   std::uint64_t synth_tokens = 0, synth_seed = 1;
@@ -210,7 +212,7 @@ int main(int argc, char** argv) {
   try {
     specdec::tools::check_stdout_open();
     if (build->parsed()) run_build(b);
-    else if (info->parsed()) run_info(info_file, verify);
+    else if (info->parsed()) run_info(info_file, specdec::tools::verify_level(verify, no_verify));
     else run_synth(synth_out, synth_tokens, synth_vocab, synth_seed);
     specdec::tools::finish_stdout();
   } catch (const specbench::input_error& e) {

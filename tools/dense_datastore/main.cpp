@@ -3,7 +3,7 @@
 //
 //   specdec-dense-datastore build --tokens TOKENS --features FEATURES --out DS [--key-dim L]
 //                                 [--sample S] [--seed S] [--vocab N]
-//   specdec-dense-datastore info DS [--verify]
+//   specdec-dense-datastore info DS [--verify | --no-verify]
 //   specdec-dense-datastore mrr DS [--queries Q] [--seed S]
 //   specdec-dense-datastore bench DS [--queries Q] [--neighbours K] [SEARCH]
 //   specdec-dense-datastore compare --dense DS --rest RDS --model M --prompts TOKENS [--prompt-tokens P]
@@ -86,9 +86,9 @@ void run_build(const BuildArgs& a) {
                            summary.keys, dim, a.key_dim, summary.sample, 100.0 * summary.explained_variance);
 }
 
-void run_info(const std::string& file, bool verify) {
+void run_info(const std::string& file, specdec::DatastoreVerify level) {
   const auto start = Clock::now();
-  const specdec::DenseDatastore ds(file, verify ? specdec::DatastoreVerify::full : specdec::DatastoreVerify::header);
+  const specdec::DenseDatastore ds(file, level);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   const auto& h = ds.header();
   std::cout << fmt::format(
@@ -96,7 +96,7 @@ void run_info(const std::string& file, bool verify) {
       "{:.1f}%, fitted on {}), {} bytes\n",
       file, h.version, h.vocab_size, ds.keys(), ds.documents(), ds.feature_dim(), ds.key_dim(),
       100.0 * h.explained_variance, h.sample, ds.file_bytes());
-  std::cout << fmt::format("opened in {:.1f} ms ({})\n", ms, verify ? "payload checksum verified" : "header checked");
+  std::cout << fmt::format("opened in {:.1f} ms ({})\n", ms, specdec::tools::verify_words(level));
 }
 
 /// Retrieval quality over sampled stored keys, each querying the whole datastore (scores by
@@ -298,10 +298,12 @@ int main(int argc, char** argv) {
   build->add_option("--vocab", b.vocab, "Vocabulary size (default: the largest token + 1)")->check(CLI::NonNegativeNumber);
 
   std::string file;
-  bool verify = false;
+  bool verify = false, no_verify = false;
   auto* info = app.add_subcommand("info", "Open a dense datastore, check it and print its header");
   info->add_option("datastore", file, "Dense datastore file")->required();
-  info->add_flag("--verify", verify, "Also verify the payload checksum (reads the whole file)");
+  info->add_flag("--verify", verify, "Also verify the payload checksum (every stored value is checked by default)");
+  info->add_flag("--no-verify", no_verify, "Check the header only, not every stored value (a huge file opened often)")
+      ->excludes("--verify");
 
   std::uint64_t queries = 1000, seed = 0;
   auto* mrr = app.add_subcommand("mrr", "Retrieval quality: MRR of self-retrieval and of the next token, sampled stored keys");
@@ -340,7 +342,7 @@ int main(int argc, char** argv) {
   try {
     specdec::tools::check_stdout_open();
     if (build->parsed()) run_build(b);
-    else if (info->parsed()) run_info(file, verify);
+    else if (info->parsed()) run_info(file, specdec::tools::verify_level(verify, no_verify));
     else if (mrr->parsed()) run_mrr(file, queries, seed);
     else if (compare->parsed()) run_compare(c);
     else run_bench(file, queries, neighbours, backend);

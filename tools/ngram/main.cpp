@@ -2,7 +2,7 @@
 // (docs/drafters/ngram.md).
 //
 //   specdec-ngram build --corpus DIR_OR_FILE --out MODEL [--vocab N] [--max-tokens N] [--cutoff K]
-//   specdec-ngram info MODEL [--verify] [--heldout DIR_OR_FILE] [--max-tokens N]
+//   specdec-ngram info MODEL [--verify | --no-verify] [--heldout DIR_OR_FILE] [--max-tokens N]
 //
 // A corpus is a token file (u32 ids, 0xFFFFFFFF between documents), or a directory holding one as
 // tokens.bin (what `specbench corpus` writes).
@@ -111,9 +111,9 @@ void print_heldout(const specdec::NgramModel& model, const fs::path& corpus, std
                            1e6 * seconds_since(top3_start) / static_cast<double>(std::max<std::uint64_t>(top3, 1)), top3);
 }
 
-void run_info(const fs::path& file, bool verify, const std::string& heldout, std::uint64_t max_tokens) {
+void run_info(const fs::path& file, specdec::DatastoreVerify level, const std::string& heldout, std::uint64_t max_tokens) {
   const auto start = Clock::now();
-  const specdec::NgramModel model(file, verify ? specdec::DatastoreVerify::full : specdec::DatastoreVerify::header);
+  const specdec::NgramModel model(file, level);
   const double ms = 1e3 * seconds_since(start);
   const auto& h = model.header();
   std::cout << fmt::format("{}: format version {}, vocabulary {}, {} tokens in {} documents, {} bytes\n", file.string(),
@@ -128,7 +128,7 @@ void run_info(const fs::path& file, bool verify, const std::string& heldout, std
     std::cout << fmt::format("{} discounts: cut-off {} of {}{}\n", orders[order - 1], d.size(), h.cutoff,
                              d.empty() ? " (none: maximum likelihood)" : values);
   }
-  std::cout << fmt::format("opened in {:.1f} ms ({})\n", ms, verify ? "payload checksum verified" : "header checked");
+  std::cout << fmt::format("opened in {:.1f} ms ({})\n", ms, specdec::tools::verify_words(level));
   if (!heldout.empty()) print_heldout(model, heldout, max_tokens);
 }
 
@@ -151,11 +151,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, specdec::kNgramMaxCutoff));
 
   std::string info_file, heldout;
-  bool verify = false;
+  bool verify = false, no_verify = false;
   std::uint64_t heldout_tokens = 0;
   auto* info = app.add_subcommand("info", "Open a model, check it and print its counts and discounts");
   info->add_option("model", info_file, "Model file")->required();
-  info->add_flag("--verify", verify, "Also verify the payload checksum (reads the whole file)");
+  info->add_flag("--verify", verify, "Also verify the payload checksum (every stored value is checked by default)");
+  info->add_flag("--no-verify", no_verify, "Check the header only, not every stored value (a huge file opened often)")
+      ->excludes("--verify");
   info->add_option("--heldout", heldout, "Token file or corpus directory: print perplexity, accuracy and query time");
   info->add_option("--max-tokens", heldout_tokens, "Use the held-out corpus's first N tokens only (default: all)");
 
@@ -169,7 +171,7 @@ int main(int argc, char** argv) {
   try {
     specdec::tools::check_stdout_open();
     if (build->parsed()) run_build(corpus, out, vocab, max_tokens, cutoff);
-    else run_info(info_file, verify, heldout, heldout_tokens);
+    else run_info(info_file, specdec::tools::verify_level(verify, no_verify), heldout, heldout_tokens);
     specdec::tools::finish_stdout();
   } catch (const specdec::error& e) {
     std::cerr << "specdec-ngram: " << e.what() << "\n";

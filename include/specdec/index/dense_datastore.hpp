@@ -37,9 +37,10 @@
 // 4 N bytes), and the draft's depth stays a drafter option.
 //
 // Opening checks the header (magic, version, header checksum, the counts against each other and
-// their overflow-safe sum against the file's size: file_format.hpp); the payload is checked on
-// request (DatastoreVerify::full: its checksum, every float finite, every token below
-// vocab_size, every key position a token's), as for TokenDatastore.
+// their overflow-safe sum against the file's size: file_format.hpp) and, by default
+// (DatastoreVerify::values), every stored value: every float finite, every token below
+// vocab_size, every key position a token's. DatastoreVerify::full adds the payload checksum;
+// DatastoreVerify::header skips the payload, as for TokenDatastore.
 #pragma once
 
 #include <algorithm>
@@ -150,7 +151,7 @@ class DenseDatastore {
  public:
   /// Maps `path` and checks it (`verify`). Throws specdec::error naming the file and what is
   /// wrong: missing, truncated, not a dense datastore, another version, bad checksum, empty.
-  explicit DenseDatastore(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::header)
+  explicit DenseDatastore(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::values)
       : path_(path), file_(path, "dense datastore " + path.string(), sizeof(DenseDatastoreHeader)) {
     check("dense datastore " + path.string(), verify);
   }
@@ -186,7 +187,7 @@ class DenseDatastore {
   }
   /// The value of key i: the text after its token, up to (not including) the document's end.
   /// Empty for a damaged position, and cut at a token outside the vocabulary (a file opened
-  /// without the full check).
+  /// with DatastoreVerify::header).
   std::span<const std::uint32_t> continuation(std::uint64_t i, std::size_t max_tokens) const {
     const auto t = text();
     const std::uint64_t begin = std::uint64_t{key_positions()[i]} + 1;
@@ -230,15 +231,16 @@ class DenseDatastore {
                   " tokens");
     DenseDatastoreLayout(h).file.check_size(who, file_bytes());
     if (text().back() != kDocumentEnd) throw error(who + " has a text that does not end with a document separator");
-    if (verify == DatastoreVerify::full) {
-      if (payload_checksum() != h.payload_checksum) throw error(who + " is damaged (payload checksum mismatch)");
-      detail::check_finite(mean(), who, "mean");
-      detail::check_finite(inv_scale(), who, "inv_scale");
-      detail::check_finite(components(), who, "components");
-      detail::check_finite(key_matrix(), who, "keys");
-      TokenDatastore::check_text(text(), h.vocab_size, h.documents, who);
-      TokenDatastore::check_positions(key_positions(), text(), who, "key position");
-    }
+    if (verify == DatastoreVerify::header) return;
+    if (verify == DatastoreVerify::full && payload_checksum() != h.payload_checksum)
+      throw error(who + " is damaged (payload checksum mismatch)");
+    detail::check_finite(mean(), who, "mean");
+    detail::check_finite(inv_scale(), who, "inv_scale");
+    detail::check_finite(components(), who, "components");
+    detail::check_finite(key_matrix(), who, "keys");
+    TokenDatastore::check_text(text(), h.vocab_size, h.documents, who);
+    // The keys are in text order, so this reads the text sequentially: affordable by default.
+    TokenDatastore::check_positions(key_positions(), text(), who, "key position");
   }
 
   /// The widest feature a file may declare (the widest models' hidden size is 2^14 or so): keeps

@@ -71,10 +71,11 @@
 //
 // Opening checks the header (magic, version, header checksum, counts against each other, their
 // overflow-safe sum against the file's size: file_format.hpp) and every offset table (monotone,
-// within its array): O(V + C). The payload is checked on request (DatastoreVerify::full: its
-// checksum, every probability finite and in [0, 1], alphas finite, every token below V), since
-// it reads the whole file. Queries are memory-safe on a
-// damaged file opened without it: an id or index out of range reads as absent.
+// within its array): O(V + C), and by default (DatastoreVerify::values) every stored value:
+// every probability finite and in [0, 1], discounts in (0, 1], alphas finite and >= 0, every
+// token below V. DatastoreVerify::full adds the payload checksum; DatastoreVerify::header skips
+// the values (costs in docs/design.md#errors). Queries are memory-safe on a damaged file opened
+// with `header`: an id or index out of range reads as absent.
 #pragma once
 
 #include <algorithm>
@@ -169,7 +170,7 @@ class NgramModel {
  public:
   /// Maps `path` and checks it (`verify`). Throws specdec::error naming the file and what is wrong:
   /// missing, truncated, not an n-gram model, another version, bad checksum, bad offsets.
-  explicit NgramModel(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::header)
+  explicit NgramModel(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::values)
       : path_(path), file_(path, "n-gram model " + path.string(), sizeof(NgramHeader)) {
     check("n-gram model " + path.string(), verify);
   }
@@ -266,7 +267,7 @@ class NgramModel {
       while (lo < hi) {
         const std::uint64_t mid = lo + (hi - lo) / 2;
         const std::uint32_t i = by_id[mid];
-        if (i >= size) return std::nullopt;  // only in a damaged file opened without the full check
+        if (i >= size) return std::nullopt;  // only in a damaged file opened with DatastoreVerify::header
         if (token[i] < w) lo = mid + 1;
         else if (token[i] > w) hi = mid;
         else return i;
@@ -360,8 +361,9 @@ class NgramModel {
                   h.trigram_contexts);
     check_offsets(who, "trigram offsets", array<std::uint64_t>(layout.trigram_offset, h.trigram_contexts + 1),
                   h.trigrams);
-    if (verify == DatastoreVerify::full) {
-      if (payload_checksum() != h.payload_checksum) throw error(who + " is damaged (payload checksum mismatch)");
+    if (verify != DatastoreVerify::header) {
+      if (verify == DatastoreVerify::full && payload_checksum() != h.payload_checksum)
+        throw error(who + " is damaged (payload checksum mismatch)");
       // Probabilities in [0, 1], discounts in (0, 1], alphas finite and >= 0: an infinite or
       // negative value would make every query's ranking and perplexity meaningless.
       check_range(who, "discounts", array<double>(layout.discounts, 3 * std::uint64_t{h.cutoff}), 0.0, 1.0, false);
@@ -375,6 +377,22 @@ class NgramModel {
       detail::check_below(array<std::uint32_t>(layout.bigram_token, h.bigrams), vocab, who, "bigram tokens");
       detail::check_below(array<std::uint32_t>(layout.trigram_w2, h.trigram_contexts), vocab, who, "trigram contexts");
       detail::check_below(array<std::uint32_t>(layout.trigram_token, h.trigrams), vocab, who, "trigram tokens");
+      check_index(who, "bigram by-id index", array<std::uint32_t>(layout.bigram_by_id, h.bigrams),
+                  array<std::uint64_t>(layout.bigram_offset, vocab + 1));
+      check_index(who, "trigram by-id index", array<std::uint32_t>(layout.trigram_by_id, h.trigrams),
+                  array<std::uint64_t>(layout.trigram_offset, h.trigram_contexts + 1));
+    }
+  }
+
+  // A by-id index holds, per context, positions inside that context's list (offsets checked).
+  static void check_index(const std::string& who, const char* what, std::span<const std::uint32_t> index,
+                          std::span<const std::uint64_t> offsets) {
+    for (std::size_t c = 0; c + 1 < offsets.size(); ++c) {
+      const std::uint64_t size = offsets[c + 1] - offsets[c];
+      for (std::uint64_t j = offsets[c]; j < offsets[c + 1]; ++j)
+        if (index[j] >= size)
+          throw error(who + " is damaged: its " + what + " [" + std::to_string(j) + "] is " + std::to_string(index[j]) +
+                      ", not below its context's " + std::to_string(size) + " entries");
     }
   }
 

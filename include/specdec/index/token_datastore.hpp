@@ -22,11 +22,12 @@
 // each document were on its own.
 //
 // Opening checks the header (magic, version, header checksum, not empty, the counts against each
-// other and their overflow-safe sum against the file's size: file_format.hpp); the payload is
-// checked on request (DatastoreVerify::full: its checksum, every token below vocab_size, as many
-// separators as documents, every suffix a token's position), since it reads the whole file
-// (measured in docs/performance.md). Queries are memory-safe without it. A reader never writes:
-// the mapping is PROT_READ.
+// other and their overflow-safe sum against the file's size: file_format.hpp) and, by default
+// (DatastoreVerify::values), every stored value in one sequential pass: every token below
+// vocab_size, as many separators as documents, every suffix inside the text. DatastoreVerify::full
+// adds the payload checksum and every suffix a token's position (random reads of the text);
+// DatastoreVerify::header skips the payload (costs in docs/design.md#errors). Queries are
+// memory-safe whatever the level. A reader never writes: the mapping is PROT_READ.
 #pragma once
 
 #include <algorithm>
@@ -85,7 +86,7 @@ class TokenDatastore {
  public:
   /// Maps `path` and checks it (`verify`). Throws specdec::error naming the file and what is wrong:
   /// missing, truncated, not a datastore, another version, bad checksum, empty.
-  explicit TokenDatastore(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::header)
+  explicit TokenDatastore(const std::filesystem::path& path, DatastoreVerify verify = DatastoreVerify::values)
       : path_(path), file_(path, "datastore " + path.string(), sizeof(DatastoreHeader)) {
     check("datastore " + path.string(), verify);
   }
@@ -134,7 +135,8 @@ class TokenDatastore {
   }
 
   /// <0, 0 or >0 as the suffix at text position `pos` sorts before, starts with, or sorts after
-  /// `query`. A position past the text (a damaged file not fully verified) reads as empty.
+  /// `query`. A position past the text (a damaged file opened with
+  /// DatastoreVerify::header) reads as empty.
   int compare(std::uint64_t pos, std::span<const std::uint32_t> query) const {
     const auto t = text();
     const std::uint64_t left = pos < t.size() ? t.size() - pos : 0;
@@ -166,11 +168,13 @@ class TokenDatastore {
     layout.take(h.suffixes, 4);
     layout.check_size(who, file_bytes());
     if (text().back() != kDocumentEnd) throw error(who + " has a text that does not end with a document separator");
-    if (verify == DatastoreVerify::full) {
-      if (payload_checksum() != h.payload_checksum) throw error(who + " is damaged (payload checksum mismatch)");
-      check_text(text(), h.vocab_size, h.documents, who);
-      check_positions(suffixes(), text(), who, "suffix array entry");
-    }
+    if (verify == DatastoreVerify::header) return;
+    if (verify == DatastoreVerify::full && payload_checksum() != h.payload_checksum)
+      throw error(who + " is damaged (payload checksum mismatch)");
+    check_text(text(), h.vocab_size, h.documents, who);
+    // Inside the text in one sequential pass; that each holds a token (not a separator) reads the
+    // text at random, 10x the cost on a large file, so only the full check asks it.
+    check_positions(suffixes(), text(), who, "suffix array entry", verify == DatastoreVerify::full);
   }
 
  public:
@@ -190,11 +194,12 @@ class TokenDatastore {
                   std::to_string(documents));
   }
   /// Throws specdec::error starting with `who` unless every position (an array `what`) is a
-  /// position of `text` that holds a token, not a separator. Shared with DenseDatastore.
+  /// position of `text` that holds a token, not a separator (only inside the text unless
+  /// `at_tokens`). Shared with DenseDatastore.
   static void check_positions(std::span<const std::uint32_t> positions, std::span<const std::uint32_t> text,
-                              const std::string& who, const char* what) {
+                              const std::string& who, const char* what, bool at_tokens = true) {
     for (std::size_t i = 0; i < positions.size(); ++i)
-      if (positions[i] >= text.size() || text[positions[i]] == kDocumentEnd)
+      if (positions[i] >= text.size() || (at_tokens && text[positions[i]] == kDocumentEnd))
         throw error(who + " is damaged: its " + what + " [" + std::to_string(i) + "] is " +
                     std::to_string(positions[i]) + ", not the position of a token in its text of " +
                     std::to_string(text.size()) + " words");

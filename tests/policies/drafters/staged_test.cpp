@@ -196,12 +196,29 @@ TEST_CASE("staged: errors name the drafter, the inner decoder's included", "[sta
                     Catch::StartsWith("staged: the draft model's decoder: drafter 0 (broken)") &&
                         Catch::Contains("outside the vocabulary"));
 
-  // Through an outer decoder: a prompt longer than the draft model's positions.
+  // Through an outer decoder: a prompt longer than the draft model's positions, refused at begin
+  // with the numbers (once an error from inside the inner decoder).
   Llama2cTarget target(tiny.target);
   SpeculativeDecoder<Llama2cTarget, OneStage, ExactVerifier> decoder(target, OneStage(Llama2cTarget(tiny.short_draft)),
                                                                      ExactVerifier{});
   CHECK_THROWS_WITH(decoder.prefill(Tokens(100, 1)),
-                    Catch::StartsWith("draft_model: the draft model's decoder: Llama2cTarget::prefill: 99 tokens exceed"));
+                    Catch::Equals("draft_model: the prompt has 100 tokens, more than the draft model's 64 positions"));
+  CHECK_THROWS_WITH(decoder.prefill(Tokens(65, 1)),
+                    Catch::Equals("draft_model: the prompt has 65 tokens, more than the draft model's 64 positions"));
+  CHECK_NOTHROW(decoder.prefill(Tokens(64, 1)));
+}
+
+TEST_CASE("staged: a draft model with fewer positions than the target stops drafting past them, losslessly",
+          "[staged][lossless][errors]") {
+  // Regression: once the sequence passed the draft model's 64 positions, resuming the inner
+  // decoder failed inside the draft model's forward, mid-generation.
+  const Tiny tiny;
+  const DecoderOptions options{.budget = 16};
+  const StagedOptions staged{.depth = 6, .top_k = 3, .budget = 12, .inner_budget = 8};
+  const DecodeStats st = require_greedy_made(tiny.target, tiny_prompts, 110, options, [&] {
+    return TwoStage(Llama2cTarget(tiny.short_draft), staged, PldDrafter{});
+  });
+  CHECK(st.tau() > 1.0);  // drafts were accepted while the draft model could read the sequence
 }
 
 TEST_CASE("staged under rejection sampling: the first token follows the target's distribution (chi-square)",
