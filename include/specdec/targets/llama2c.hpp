@@ -7,9 +7,10 @@
 // moves the accepted path's entries to contiguous positions (core::compact_kv_rows).
 //
 // Speed: one forward reads each weight matrix, the classifier included, once for all its nodes,
-// and each cached K/V row once for all nodes (models/llama_layer.hpp); Options::threads splits
-// the work over a pool of persistent threads owned by the target. Nothing is allocated per step
-// once the scratch has grown to the largest tree.
+// and each cached K/V row once for all nodes (targets/llama2c_forward.hpp, the forward that
+// Llama2cBatchTarget runs too); Options::threads splits the work over a pool of persistent
+// threads owned by the target. Nothing is allocated per step once the scratch has grown to the
+// largest tree.
 //
 // Bit-exactness: a node's result does not depend on the rest of the tree, the thread count, the
 // prefill's chunking or the machine's ISA. Every sum runs in the order a single-sequence forward
@@ -20,18 +21,16 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <memory>
-#include <new>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <specdec/concepts.hpp>
+#include <specdec/core/tree_view.hpp>
 #include <specdec/error.hpp>
 #include <specdec/models/llama2c_model.hpp>
-#include <specdec/core/tree_view.hpp>
 #include <specdec/targets/llama2c_forward.hpp>
 
 namespace specdec {
