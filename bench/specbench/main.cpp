@@ -338,7 +338,8 @@ std::shared_ptr<const specdec::Llama2cModel> load_model(const ModelArgs& a, std:
   }
 }
 
-/// Loads the model, its tokenizer and the tasks' prompts.
+/// Loads the model, its tokenizer and the tasks' prompts, and says on stderr how many prompts were
+/// skipped or had their new tokens cut to the model's positions.
 ModelBench load_model_bench(const ModelArgs& a, std::optional<specdec::Llama2cTokenizer>& tokenizer, int& clamped) {
   std::vector<Task> from_files;
   for (const std::string& file : a.prompt_files) from_files.push_back(load_task(file));
@@ -347,10 +348,16 @@ ModelBench load_model_bench(const ModelArgs& a, std::optional<specdec::Llama2cTo
     tasks = find_tasks(a.tasks.empty() ? std::vector<std::string>{"all"} : a.tasks);
   for (const Task& t : from_files) tasks.push_back(&t);
   auto model = load_model(a, tokenizer);
-  return make_model_bench(std::move(model), *tokenizer, tasks, a.max_new_tokens, a.max_prompts, &clamped);
+  ModelBench bench = make_model_bench(std::move(model), *tokenizer, tasks, a.max_new_tokens, a.max_prompts, &clamped);
+  if (bench.skipped > 0)
+    std::cerr << fmt::format("specbench: skipped {} prompts longer than the model's {} positions\n", bench.skipped,
+                             bench.model->config().seq_len);
+  if (clamped > 0)
+    std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
+                             a.max_new_tokens, clamped);
+  return bench;
 }
 
-/// --batch runs every batch size at one fixed budget (BatchOptions::cost is not wired in yet).
 /// Writes what a --batch run measured: the table, --json, --plot. Returns the exit code.
 int report_batch(const BatchReport& report, const std::string& json, const std::string& plot) {
   print_batch_report(std::cout, report);
@@ -373,12 +380,6 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
-  if (bench.skipped > 0)
-    std::cerr << fmt::format("specbench: skipped {} prompts longer than the model's {} positions\n", bench.skipped,
-                             bench.model->config().seq_len);
-  if (clamped > 0)
-    std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
-                             a.max_new_tokens, clamped);
   BatchOptions options;
   options.sizes = parse_batch_sizes(a.batch);
   options.budget = a.budget.most();
@@ -427,12 +428,6 @@ int run_model(ModelArgs& a) {
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
-  if (bench.skipped > 0)
-    std::cerr << fmt::format("specbench: skipped {} prompts longer than the model's {} positions\n", bench.skipped,
-                             bench.model->config().seq_len);
-  if (clamped > 0)
-    std::cerr << fmt::format("specbench: --max-new-tokens {} cut to the model's positions for {} prompts\n",
-                             a.max_new_tokens, clamped);
   std::string auto_budget;
   if (a.budget.automatic && table) {
     options.cost = *table;
