@@ -9,6 +9,7 @@
 #include <fstream>
 #include <ostream>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -120,14 +121,17 @@ double CostTable::forward_seconds(int n, int context) const {
   return 1e-6 * across_contexts(contexts, context, [&](const Context& c) { return interpolate(nodes, c.forward_us, n); });
 }
 
+BatchCostModel::BatchCostModel(CostTable table) : table_(std::move(table)) {
+  slope_from_ = table_.nodes.front();
+  for (const int n : table_.nodes)
+    if (2 * n <= table_.max_nodes()) slope_from_ = n;
+}
+
 double BatchCostModel::step_seconds(int nodes, int context) const {
-  const int most = table.max_nodes();
-  if (nodes <= most || table.nodes.size() < 2) return table.forward_seconds(std::min(nodes, most), context);
-  int before = table.nodes.front();
-  for (const int n : table.nodes)
-    if (2 * n <= most) before = n;
-  const double at_most = table.forward_seconds(most, context), at_before = table.forward_seconds(before, context);
-  const double per_node = std::max(0.0, (at_most - at_before) / (most - before));
+  const int most = table_.max_nodes();
+  if (nodes <= most || table_.nodes.size() < 2) return table_.forward_seconds(std::min(nodes, most), context);
+  const double at_most = table_.forward_seconds(most, context), at_from = table_.forward_seconds(slope_from_, context);
+  const double per_node = std::max(0.0, (at_most - at_from) / (most - slope_from_));
   return at_most + per_node * (nodes - most);
 }
 

@@ -64,9 +64,14 @@ struct CostTable {
 /// time grows linearly at the slope over the table's last doubling, from the largest measured
 /// size at most half the largest (a forward that large is bound by its arithmetic: each further
 /// node costs about the same; a slope over one node would be noise).
-struct BatchCostModel {
-  CostTable table;
+class BatchCostModel {
+ public:
+  explicit BatchCostModel(CostTable table);
   double step_seconds(int nodes, int context) const;
+
+ private:
+  CostTable table_;
+  int slope_from_ = 1;  // the largest measured size at most half the largest: where the slope starts
 };
 
 /// `replay --cost`: each step costs the table's forward time for its node count and context;
