@@ -72,20 +72,10 @@ class Llama2cTarget {
 
   /// Starts a new sequence whose KV cache holds exactly `tokens`.
   void prefill(std::span<const token_t> tokens) {
-    const int n = static_cast<int>(tokens.size());
-    if (n > max_positions())
-      throw error("Llama2cTarget::prefill: " + std::to_string(n) + " tokens exceed the model's " +
-                  std::to_string(max_positions()) + " positions");
-    for (int i = 0; i < n; ++i) check_token(tokens[static_cast<std::size_t>(i)], "prefill: token " + std::to_string(i));
-    cache_.cached = 0;
+    llama::check_prefill("Llama2cTarget::prefill", config(), tokens);
     pending_parent_.clear();
     started_ = true;
-    // A chain: token i attends to the tokens before it. No logits are needed.
-    const llama::SequenceRun run{&cache_, tokens.data(), n, nullptr};
-    forward_.run({&run, 1}, /*with_output=*/false);
-    prefill_features_.resize(static_cast<std::size_t>(n) * config().dim);
-    for (int i = 0; i < n; ++i) forward_.final_norm(i, prefill_features_.data() + static_cast<std::size_t>(i) * config().dim);
-    cache_.cached = n;
+    forward_.prefill(cache_, tokens, prefill_features_);
   }
 
   /// The features of the last prefill's tokens, row i for token i (n * feature_dim() floats, what

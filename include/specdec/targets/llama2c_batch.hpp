@@ -71,25 +71,10 @@ class Llama2cBatchTarget {
   /// Starts a new sequence in `slot` whose KV cache holds exactly `tokens`.
   void prefill(int slot, std::span<const token_t> tokens) {
     Slot& s = at(slot, "prefill");
-    const int n = static_cast<int>(tokens.size());
-    if (n > max_positions())
-      throw error(who(slot, "prefill") + ": " + std::to_string(n) + " tokens exceed the model's " +
-                  std::to_string(max_positions()) + " positions");
-    for (int i = 0; i < n; ++i) {
-      const token_t t = tokens[static_cast<std::size_t>(i)];
-      if (t < 0 || t >= vocab_size())
-        throw error(who(slot, "prefill") + ": token " + std::to_string(i) + " is " + std::to_string(t) +
-                    ", outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
-    }
-    s.cache.cached = 0;
+    llama::check_prefill(who(slot, "prefill"), config(), tokens);
     s.pending_parent.clear();
     s.started = true;
-    const llama::SequenceRun run{&s.cache, tokens.data(), n, nullptr};
-    forward_.run({&run, 1}, /*with_output=*/false);
-    const std::size_t dim = static_cast<std::size_t>(config().dim);
-    s.prefill_features.resize(static_cast<std::size_t>(n) * dim);
-    for (int i = 0; i < n; ++i) forward_.final_norm(i, s.prefill_features.data() + static_cast<std::size_t>(i) * dim);
-    s.cache.cached = n;
+    forward_.prefill(s.cache, tokens, s.prefill_features);
   }
 
   /// The features of `slot`'s last prefill, row i for token i (what a tree forward's

@@ -148,6 +148,20 @@ inline void check_tree(const std::string& who, const Llama2cConfig& c, const Tre
   }
 }
 
+/// Throws, naming `who` (e.g. "Llama2cTarget::prefill"), unless `tokens` fit a model shaped `c`:
+/// at most seq_len of them, each in the vocabulary.
+inline void check_prefill(const std::string& who, const Llama2cConfig& c, std::span<const token_t> tokens) {
+  const int n = static_cast<int>(tokens.size());
+  if (n > c.seq_len)
+    throw error(who + ": " + std::to_string(n) + " tokens exceed the model's " + std::to_string(c.seq_len) + " positions");
+  for (int i = 0; i < n; ++i) {
+    const token_t t = tokens[static_cast<std::size_t>(i)];
+    if (t < 0 || t >= c.vocab_size)
+      throw error(who + ": token " + std::to_string(i) + " is " + std::to_string(t) + ", outside the vocabulary [0, " +
+                  std::to_string(c.vocab_size) + ")");
+  }
+}
+
 /// Throws, naming `who`, unless `path` is a chain from the root of the last forward's tree (its
 /// parents `parent`; empty: no forward since the last commit).
 inline void check_path(const std::string& who, std::span<const node_t> path, std::span<const node_t> parent) {
@@ -253,6 +267,18 @@ class TreeForward {
         argmax_[static_cast<std::size_t>(i)] = best;
       }
     }
+  }
+
+  /// Starts `cache`'s sequence afresh with exactly `tokens` (checked by the caller: check_prefill),
+  /// run as a chain without logits; `features` gets each token's features, row i for token i.
+  void prefill(SequenceCache& cache, std::span<const token_t> tokens, std::vector<float>& features) {
+    const int n = static_cast<int>(tokens.size()), dim = model_->config().dim;
+    cache.cached = 0;
+    const SequenceRun chain{&cache, tokens.data(), n, nullptr};
+    run({&chain, 1}, /*with_output=*/false);
+    features.resize(static_cast<std::size_t>(n) * dim);
+    for (int i = 0; i < n; ++i) final_norm(i, features.data() + static_cast<std::size_t>(i) * dim);
+    cache.cached = n;
   }
 
   /// The output of the last run's rows [first, first + n) (a run with output).
