@@ -503,3 +503,36 @@ TEST_CASE("batch, automatic budget: a request whose share is no node stops being
     CHECK(*counts[r] > 5);
   }
 }
+
+TEST_CASE("batch, automatic budget: a request whose drafting costs more than its nodes save pauses", "[batch][budget]") {
+  HashTarget target(kVocab, 11, 4.0f, 3);
+  using testing::CountingOracle;
+  // A forward of 10 us + 1 us a node: every oracle node is accepted, and a request's 8 nodes save
+  // about 8 root shares (5 us each) of a plain batch step; drafting them for 300 us does not pay.
+  SpeculativeBatch<HashTarget, CountingOracle, ExactVerifier> batch(
+      target, 2, BatchOptions{.cost = LinearCost{10e-6, 1e-6}}, CountingOracle({}, 1), ExactVerifier{});
+  std::vector<std::shared_ptr<int>> counts;
+  std::vector<request_id> ids;
+  std::vector<std::vector<token_t>> truths;
+  for (const int spin : {300, 0}) {
+    const std::vector<token_t> prompt{static_cast<token_t>(1 + spin % 7), 2, 3};
+    std::vector<token_t>& truth = truths.emplace_back(prompt);
+    const auto g = target.generate(prompt, 3000);
+    truth.insert(truth.end(), g.begin(), g.end());
+    CountingOracle oracle(truth, 8, 0.0);
+    oracle.spin = std::chrono::microseconds(spin);
+    counts.push_back(oracle.proposals);
+    ids.push_back(batch.add(prompt, request(2500, 8), std::move(oracle)));
+  }
+  for (int i = 0; i < 200; ++i) batch.step();
+  const DecodeStats& slow = batch.stats(ids[0]);
+  const DecodeStats& fast = batch.stats(ids[1]);
+  CHECK(*counts[0] < 20);  // asked in pauses of up to 32 steps
+  CHECK(slow.paused_steps == slow.steps - *counts[0]);
+  CHECK(fast.paused_steps < fast.steps / 10);  // its drafting is cheap: asked nearly every step
+  CHECK(fast.tau() > 6.0);
+  for (std::size_t r = 0; r < ids.size(); ++r) {  // lossless
+    const std::span<const token_t> context = batch.context(ids[r]);
+    CHECK(std::equal(context.begin(), context.end(), truths[r].begin()));
+  }
+}

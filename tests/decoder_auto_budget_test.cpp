@@ -2,6 +2,7 @@
 // drafting cannot pay, everything useful drafted when nodes are nearly free, and calibrated.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -83,6 +84,35 @@ TEST_CASE("the automatic budget drafts nothing when a node costs a forward, and 
   // Pauses of 1, 2, 4, ..., 32 steps between probes: 400 steps ask the drafter 17 times.
   CHECK(*proposals < s.steps / 10);
   CHECK(*proposals > 5);
+}
+
+TEST_CASE("the drafters pause when their drafting costs more than their nodes save, though every node is accepted",
+          "[decoder][budget]") {
+  HashTarget target(kVocab);
+  const std::vector<token_t> prompt{1, 2, 3};
+  const std::vector<token_t> truth = reference(target, prompt);
+  // A forward of 10 us + 1 us a node: the oracle's 8 nodes, all accepted, make a step of 9 tokens
+  // for 19 us against 9 plain steps' 99 us. Drafting them for 300 us does not pay; for ~1 us it does.
+  const LinearCost cost{10e-6, 1e-6};
+  for (const auto spin : {std::chrono::microseconds(300), std::chrono::microseconds(0)}) {
+    CountingOracle oracle(truth, 8, 0.0);
+    oracle.spin = spin;
+    const std::shared_ptr<int> proposals = oracle.proposals;
+    SpeculativeDecoder<HashTarget, CountingOracle, ExactVerifier> decoder(
+        target, DecoderOptions{.budget = 16, .cost = cost}, std::move(oracle), ExactVerifier{});
+    const std::vector<token_t> out = decode(decoder, prompt);
+    CHECK(out == first(truth, out.size()));
+    const DecodeStats& s = decoder.stats();
+    CHECK(s.paused_steps == s.steps - *proposals);
+    if (spin.count() > 0) {
+      // Steps send all 8 nodes whenever the drafter is asked, yet it is asked in pauses of up to 32.
+      CHECK(*proposals < 20);
+      CHECK(s.steps > 200);
+    } else {
+      CHECK(s.paused_steps < s.steps / 10);
+      CHECK(s.tau() > 6.0);
+    }
+  }
 }
 
 TEST_CASE("the automatic budget drafts what pays when nodes are nearly free, and learns calibrated estimates",

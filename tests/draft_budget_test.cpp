@@ -64,3 +64,92 @@ TEST_CASE("choose_draft_size refuses bad rankings and costs", "[draft_budget]") 
                     Catch::Contains("forward of 3 nodes costs nan"));
   CHECK_THROWS_WITH(choose_draft_size(std::vector<double>{0.5}, cost, 0, -1.0), Catch::Contains("drafting time"));
 }
+
+namespace {
+
+// Steps `steps` times; each step that is not paused drafts `nodes` nodes with `gain` seconds.
+// Returns the drafting steps.
+int drafting_steps(DraftingPause& pause, int steps, int nodes, double gain) {
+  int drafted = 0;
+  for (int i = 0; i < steps; ++i) {
+    if (pause.skip_step()) continue;
+    pause.drafted(nodes, gain, 1e-6);
+    ++drafted;
+  }
+  return drafted;
+}
+
+}  // namespace
+
+TEST_CASE("DraftingPause drafts while drafting pays and pauses, doubling, while it does not", "[draft_budget]") {
+  DraftingPause pays;
+  CHECK(drafting_steps(pays, 1000, 3, 1e-3) == 1000);
+
+  // Nodes are sent, but drafting costs more than they save: pauses of 1, 2, 4, ..., 32, 32, ...
+  DraftingPause loses;
+  const int drafted = drafting_steps(loses, 1000, 3, -1e-6);
+  CHECK(drafted < 40);
+  CHECK(drafted > 25);
+
+  // A step that sends no node pauses, whatever the mean gain: 1, 2, 4 steps.
+  DraftingPause idle;
+  std::vector<int> pauses;
+  for (int probe = 0; probe < 4; ++probe) {
+    idle.drafted(0, 1.0, 0.0);
+    int paused = 0;
+    while (idle.skip_step()) ++paused;
+    pauses.push_back(paused);
+  }
+  CHECK(pauses == std::vector<int>{1, 2, 4, 8});
+  idle.restart();  // a new sequence drafts at once
+  CHECK_FALSE(idle.skip_step());
+}
+
+TEST_CASE("DraftingPause: a probe restarts the mean, and paying steps shorten the next pause", "[draft_budget]") {
+  DraftingPause pause;
+  drafting_steps(pause, 500, 2, -1e-3);  // long pauses by now
+  while (pause.skip_step()) {
+  }
+  pause.drafted(2, 1e-3, 1e-6);  // the probe pays: its gain alone is the mean
+  CHECK_FALSE(pause.skip_step());
+  for (int i = 0; i < 6; ++i) pause.drafted(2, 1e-3, 1e-6);  // each halves the next pause: 32 -> 1
+  pause.drafted(0, 0.0, 1e-6);                                // no node: pause
+  int paused = 0;
+  while (pause.skip_step()) ++paused;
+  CHECK(paused == 1);
+
+  // The mean weighs a step 1/8: a paying streak survives a few losing steps, not many.
+  DraftingPause streak;
+  for (int i = 0; i < 20; ++i) streak.drafted(2, 1e-3, 1e-6);
+  streak.drafted(2, -2e-3, 1e-6);
+  CHECK_FALSE(streak.skip_step());
+  for (int i = 0; i < 10; ++i) streak.drafted(2, -2e-3, 1e-6);
+  CHECK(streak.skip_step());
+}
+
+TEST_CASE("DraftingPause keeps the mean drafting time of drafting steps and refuses bad reports", "[draft_budget]") {
+  DraftingPause pause;
+  CHECK(pause.drafting_seconds() == 0.0);
+  pause.drafted(1, 1.0, 8e-6);
+  CHECK(pause.drafting_seconds() == 8e-6);
+  pause.drafted(1, 1.0, 16e-6);
+  CHECK(pause.drafting_seconds() == Approx(9e-6));
+  CHECK_THROWS_WITH(pause.drafted(-1, 1.0, 0.0), Catch::Contains("nodes must be >= 0"));
+  CHECK_THROWS_WITH(pause.drafted(1, NAN, 0.0), Catch::Contains("gain must be finite"));
+  CHECK_THROWS_WITH(pause.drafted(1, 1.0, -1.0), Catch::Contains("drafting time"));
+  CHECK_THROWS_WITH(pause.drafted(1, 1.0, INFINITY), Catch::Contains("drafting time"));
+}
+
+TEST_CASE("DraftingPause asks for twice the most a recent step sent, at least 4", "[draft_budget]") {
+  DraftingPause pause;
+  CHECK(pause.ask_nodes(64) == 64);  // no history: the budget
+  CHECK(pause.ask_nodes(10) == 10);
+  for (int i = 0; i < 30; ++i) pause.drafted(1, 1.0, 0.0);  // steps that send one node
+  CHECK(pause.ask_nodes(64) == 4);
+  pause.drafted(4, 1.0, 0.0);  // all it asked for: the next ask doubles
+  CHECK(pause.ask_nodes(64) == 8);
+  pause.drafted(8, 1.0, 0.0);
+  CHECK(pause.ask_nodes(64) == 16);
+  CHECK(pause.ask_nodes(12) == 12);
+  CHECK(pause.ask_nodes(0) == 0);
+}

@@ -29,6 +29,7 @@ void Summary::add(const TurnResult& turn) {
   nodes_per_step.resize(std::max(nodes_per_step.size(), s.nodes_per_step.size()), 0);
   for (std::size_t k = 0; k < s.nodes_per_step.size(); ++k) nodes_per_step[k] += s.nodes_per_step[k];
   sized_steps += s.sized_steps;
+  paused_steps += s.paused_steps;
   expected_tokens += s.expected_tokens;
   expected_seconds += s.expected_seconds;
 }
@@ -151,6 +152,7 @@ void print_auto_budget(std::ostream& out, const Report& report, double measured_
   out << "\nautomatic budget (cap " << report.budget << "), cost model: " << report.auto_budget << "\n";
   out << fmt::format("  draft nodes chosen per step: mean {:.2f}; p10 {}, p50 {}, p90 {}, max {}\n", mean_nodes(h),
                      quantile_nodes(h, 0.1), quantile_nodes(h, 0.5), quantile_nodes(h, 0.9), quantile_nodes(h, 1.0));
+  out << fmt::format("  drafters paused (not asked) on {} of {} steps\n", s.paused_steps, s.steps);
   out << fmt::format("  calibration error of the acceptance estimates: {:.4f} (over {:.0f} verdicts)\n",
                      report.calibration.error, report.calibration.verdicts);
   const double expected_tau = s.sized_steps ? s.expected_tokens / static_cast<double>(s.sized_steps) : 0.0;
@@ -296,6 +298,7 @@ nlohmann::ordered_json auto_budget_json(const Report& report, double measured_to
                            {"calibration_error", report.calibration.error},
                            {"verdicts", report.calibration.verdicts},
                            {"sized_steps", s.sized_steps},
+                           {"paused_steps", s.paused_steps},
                            {"expected_tokens", s.expected_tokens},
                            {"expected_seconds", s.expected_seconds},
                            {"expected_tokens_per_second", s.expected_tokens_per_second()}};

@@ -32,6 +32,7 @@ struct Summary {
   /// the sized steps, the tokens and seconds the decoder expected.
   std::vector<std::int64_t> nodes_per_step;
   std::int64_t sized_steps = 0;
+  std::int64_t paused_steps = 0;  ///< steps whose drafters were not asked (the automatic budget's pause)
   double expected_tokens = 0, expected_seconds = 0;
 
   void add(const TurnResult& turn);

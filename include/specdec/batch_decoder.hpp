@@ -111,8 +111,8 @@ struct RequestOptions {
 /// How a SpeculativeBatch sizes its steps.
 struct BatchOptions {
   /// The automatic budget, on when a cost model is given (see DecoderOptions::cost and
-  /// docs/budget.md). Each step every speculating request ranks up to its `budget` nodes by
-  /// calibrated path probability (one AcceptanceModel for the whole batch, learning from every
+  /// docs/budget.md). Each step every speculating request ranks up to its `budget` nodes (at most
+  /// twice the most its recent steps sent, at least 4: DraftingPause::ask_nodes) by calibrated path probability (one AcceptanceModel for the whole batch, learning from every
   /// request's verdicts), and the batch sends the best nodes of all requests together, as many as
   /// maximise expected tokens per second: (requests + the nodes' probabilities) /
   /// (cost.step_seconds(requests + nodes, the requests' mean cached tokens) + the drafting time
@@ -249,13 +249,13 @@ class SpeculativeBatch {
           budget = std::min(budget, room);  // the root always fits: a request finishes when full
         }
         r.ranked = budget > 0 && acceptance_;
-        if (r.ranked && r.idle_steps > 0) {  // paused: its last share was no node (see share_nodes)
-          --r.idle_steps;
+        if (r.ranked && r.pause.skip_step()) {  // paused (see share_nodes)
+          r.seq.record_pause();
           r.ranked = false;
           budget = 0;
         }
         TreeView view{};
-        if (r.ranked) r.seq.rank(budget, budget, &*r.acceptance);  // sized below, with the others
+        if (r.ranked) r.seq.rank(r.pause.ask_nodes(budget), budget, &*r.acceptance);  // sized below, with the others
         else view = budget > 0 ? r.seq.draft(budget, budget) : r.seq.chain({});
         r.draft_seconds = seconds(clock::now() - t0).count();
         batch_slots_.push_back(static_cast<int>(s));
@@ -379,7 +379,7 @@ class SpeculativeBatch {
     // The automatic budget's calibration of this request, with the batch's as its prior.
     std::optional<AcceptanceModel> acceptance;
     std::vector<float> feature_rows;  // the features of this step's accepted path (feature drafters)
-    int idle_steps = 0, idle_backoff = 1;  // steps left without drafting, and the next such pause
+    DraftingPause pause;  // the automatic budget's pause of this request's drafters
   };
 
   int feature_dim() const {
@@ -448,20 +448,23 @@ class SpeculativeBatch {
     const DraftSizeChoice choice =
         choose_draft_size(ranked_, options_.cost, mean_cached, drafting, INT_MAX, roots);
     share_.assign(batch_slots_.size(), 0);
-    for (int j = 0; j < choice.nodes; ++j) ++share_[static_cast<std::size_t>(candidates_[static_cast<std::size_t>(j)].tree)];
+    share_tokens_.assign(batch_slots_.size(), 0.0);
+    for (int j = 0; j < choice.nodes; ++j) {
+      const Candidate& c = candidates_[static_cast<std::size_t>(j)];
+      ++share_[static_cast<std::size_t>(c.tree)];
+      share_tokens_[static_cast<std::size_t>(c.tree)] += c.probability;
+    }
+    // As SpeculativeDecoder's automatic budget, each request's drafters pause where they do not
+    // pay (DraftingPause). A request's gain: its expected accepted tokens, each worth a root's
+    // share of a plain batch step, less its nodes' share of the forward's growth and its drafting.
+    const double plain = options_.cost.step_seconds(roots, mean_cached);
+    const double growth = choice.seconds - drafting - plain;
     for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
       Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
       if (!r.ranked) continue;
       batch_trees_[b] = r.seq.keep(share_[b]);
-      // As SpeculativeDecoder's automatic budget: a request whose share was no node is not asked
-      // to draft for 1, 2, 4, ... up to 32 steps while that lasts, so that drafting costs nothing
-      // where it does not pay; the next step that drafts is the probe.
-      if (share_[b] == 0) {
-        r.idle_steps = r.idle_backoff;
-        r.idle_backoff = std::min(2 * r.idle_backoff, 32);
-      } else {
-        r.idle_backoff = 1;
-      }
+      const double nodes_growth = choice.nodes > 0 ? growth * share_[b] / choice.nodes : 0.0;
+      r.pause.drafted(share_[b], share_tokens_[b] * plain / roots - nodes_growth - r.draft_seconds, r.draft_seconds);
     }
     ++sized_steps_;
     expected_tokens_ += choice.expected_tokens;
@@ -652,6 +655,7 @@ class SpeculativeBatch {
   std::vector<Candidate> candidates_;
   std::vector<double> ranked_;
   std::vector<int> share_;
+  std::vector<double> share_tokens_;  // each request's expected accepted tokens in the step
   std::int64_t sized_steps_ = 0;
   double expected_tokens_ = 0, expected_seconds_ = 0;
 };

@@ -67,15 +67,18 @@ struct DecoderOptions {
   /// Most non-root draft nodes sent to the target per step, after merging all drafters.
   int budget = 64;
   /// The automatic budget, on when a cost model is given (any CostModel, draft_budget.hpp: a
-  /// measured cost table, or the user's own model of their target). Each step then ranks up to
-  /// `budget` merged nodes by the estimated probability that their path is accepted (an
-  /// AcceptanceModel that learns from this decoder's verdicts, across sequences) and sends the k
-  /// best, k = 0 included, that maximise expected tokens per second: (1 + their probabilities) /
-  /// (cost.step_seconds(1 + k, cached tokens) + the mean drafting time so far); after a step that
-  /// chose none, the drafters are not asked for 1, 2, 4, ... up to 32 steps (a new sequence resets
-  /// this). The cost model must answer for every size up to budget + 1. Without one, every step
-  /// sends up to `budget` nodes ranked by the drafters' own scores. Either way the committed tokens
-  /// are the same: the budget changes what is drafted, never what is accepted.
+  /// measured cost table, or the user's own model of their target). Each step then asks the
+  /// drafters for up to `budget` nodes (at most twice the most a recent step sent, at least 4:
+  /// DraftingPause::ask_nodes), ranks the merged nodes by the estimated probability that their
+  /// path is accepted (an AcceptanceModel that learns from this decoder's verdicts, across
+  /// sequences) and sends the k best, k = 0 included, that maximise expected tokens per second:
+  /// (1 + their probabilities) / (cost.step_seconds(1 + k, cached tokens) + the mean drafting time
+  /// of recent drafting steps); after a step that chose none, or while drafting does not pay over
+  /// the recent drafting steps, the drafters are not asked for 1, 2, 4, ... up to 32 steps
+  /// (DraftingPause; a new sequence drafts at once). The cost model must answer for every size up
+  /// to budget + 1. Without one, every step sends up to `budget` nodes ranked by the drafters' own
+  /// scores. Either way the committed tokens are the same: the budget changes what is drafted,
+  /// never what is accepted.
   AnyCostModel cost{};
   AcceptanceModelOptions acceptance{};  ///< the automatic budget's calibration
 };
@@ -160,8 +163,7 @@ class SpeculativeDecoder {
                       " floats, expected " + std::to_string(features.rows) + " tokens x " + std::to_string(features.dim));
       }
       seq_.begin(prompt, vocab, features);
-      idle_steps_ = 0;  // a new sequence: draft from its first step
-      idle_backoff_ = 1;
+      pause_.restart();  // a new sequence: draft from its first step
     }
   }
 
@@ -195,6 +197,11 @@ class SpeculativeDecoder {
       }
       const TreeView view = options_.cost ? sized_draft(budget, max_depth) : seq_.draft(budget, max_depth);
       const auto t1 = clock::now();
+      using seconds = std::chrono::duration<double>;
+      if (sizing_.drafted) {
+        const double drafting = seconds(t1 - t0).count();
+        pause_.drafted(sizing_.nodes, sizing_.gain_before_drafting - drafting, drafting);
+      }
 
       auto t2 = t1, t3 = t1;
       if constexpr (BackendTarget<Target>) {
@@ -226,7 +233,6 @@ class SpeculativeDecoder {
       seq_.observe(features);
       const auto t5 = clock::now();
 
-      using seconds = std::chrono::duration<double>;
       seq_.record(view, seconds(t1 - t0).count() + seconds(t5 - t4).count(),
                   seconds(t2 - t1).count() + seconds(t4 - t3).count(), seconds(t3 - t2).count());
       return committed;
@@ -319,30 +325,26 @@ class SpeculativeDecoder {
   }
 
   // The automatic budget's draft: rank up to `most` nodes by calibrated path probability and
-  // keep the count that maximises expected tokens per second (DecoderOptions::cost).
-  // After a step that chose no node, the next steps do not draft at all (so that speculation
-  // costs nothing where it cannot pay), for 1, 2, 4, ... up to 32 steps while the choice stays 0;
-  // a step that drafts again is the probe.
+  // keep the count that maximises expected tokens per second (DecoderOptions::cost), unless the
+  // drafters pause (DraftingPause: so that speculation costs nothing where it cannot pay). The
+  // step's gain but its drafting time goes to sizing_, for the pause.
   TreeView sized_draft(int most, int max_depth) {
-    if (idle_steps_ > 0) {
-      --idle_steps_;
-      seq_.record_sizing(1.0, options_.cost.step_seconds(1, seq_.cached()));
+    const double plain = options_.cost.step_seconds(1, seq_.cached());
+    sizing_.drafted = !pause_.skip_step();
+    if (!sizing_.drafted) {
+      seq_.record_pause();
+      seq_.record_sizing(1.0, plain);
       return seq_.chain({});
     }
-    seq_.rank(most, max_depth, &*acceptance_);
+    seq_.rank(pause_.ask_nodes(most), max_depth, &*acceptance_);
     const TreeMerger& ranking = seq_.ranking();
     ranked_.resize(static_cast<std::size_t>(ranking.ranked()));
     for (int i = 0; i < ranking.ranked(); ++i) ranked_[static_cast<std::size_t>(i)] = ranking.ranked_priority(i);
-    const DecodeStats& stats = seq_.stats();
-    const double drafting = stats.steps > 0 ? stats.draft_seconds / static_cast<double>(stats.steps) : 0.0;
+    const double drafting = pause_.drafting_seconds();
     const DraftSizeChoice choice = choose_draft_size(ranked_, options_.cost, seq_.cached(), drafting);
     seq_.record_sizing(choice.expected_tokens, choice.seconds);
-    if (choice.nodes == 0) {
-      idle_steps_ = idle_backoff_;
-      idle_backoff_ = std::min(2 * idle_backoff_, 32);
-    } else {
-      idle_backoff_ = 1;
-    }
+    sizing_.nodes = choice.nodes;
+    sizing_.gain_before_drafting = choice.expected_tokens * plain - (choice.seconds - drafting);
     return seq_.keep(choice.nodes);
   }
 
@@ -384,7 +386,12 @@ class SpeculativeDecoder {
                                            detail::NoBackendStep> backend_step_;
   std::optional<AcceptanceModel> acceptance_;  // the automatic budget's calibration (DecoderOptions::cost)
   std::vector<double> ranked_;                 // its ranked path probabilities, best first
-  int idle_steps_ = 0, idle_backoff_ = 1;      // steps left without drafting, and the next such pause
+  DraftingPause pause_;                        // the automatic budget's pause
+  struct {
+    bool drafted = false;               // this step asked the drafters (under the automatic budget)
+    int nodes = 0;                      // and sent this many nodes,
+    double gain_before_drafting = 0;    // expected to gain this many seconds, its drafting aside
+  } sizing_;
   std::vector<node_t> feed_path_;    // resume(): the fed chain, root first
   std::vector<float> feature_rows_;  // the last step's accepted path's features, for feature drafters
 };

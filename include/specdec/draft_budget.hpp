@@ -15,6 +15,7 @@
 #include <climits>
 #include <cmath>
 #include <concepts>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -100,5 +101,76 @@ DraftSizeChoice choose_draft_size(std::span<const double> path_probability, cons
   }
   return best;
 }
+
+/// The automatic budget's pause: whether a step asks its drafters at all. Drafting costs its time
+/// whether or not a node is then sent, so it must pay over the steps that draft, not only in the
+/// steps that send nodes. After each drafting step the decoder reports its gain, the seconds it is
+/// expected to save against decoding the same tokens plainly (negative: lose):
+///
+///   gain = expected tokens x (a plain step's seconds) - (the forward's seconds + drafting seconds)
+///
+/// all in the cost model's time but the drafting, which is measured. The drafters then pause for
+/// 1, 2, 4, ... up to 32 steps after a step that sent no node, and after a step that leaves the
+/// mean gain of the recent drafting steps (weight 1/8 each) not positive; the first drafting step
+/// after a pause is a probe, whose gain alone restarts the mean, and each drafting step that keeps
+/// the mean positive halves the next pause.
+///
+/// It also says how many nodes to ask the drafters for (ask_nodes): twice the most a recent
+/// drafting step sent, at least 4, so that a step that will send one node does not pay for
+/// drafting and ranking sixty; a step that sends all it asked for doubles the next ask.
+class DraftingPause {
+ public:
+  static constexpr int longest = 32;  ///< steps, at most, of one pause
+  static constexpr double weight = 0.125;  ///< a drafting step's weight in the means
+
+  /// Whether this step sends the root alone without asking the drafters (the pause counts down).
+  bool skip_step() {
+    if (paused_ == 0) return false;
+    --paused_;
+    return true;
+  }
+  static constexpr int smallest_ask = 4;  ///< nodes, at least, asked of the drafters
+
+  /// The nodes to ask the drafters for this step, at most `budget`.
+  int ask_nodes(int budget) const { return std::min(budget, std::max(smallest_ask, 2 * largest_)); }
+
+  /// A drafting step sent `nodes` draft nodes, and is expected to gain `gain_seconds`; drafting
+  /// took `drafting_seconds`. Throws specdec::error for negative nodes, a gain that is not finite or
+  /// a drafting time that is not finite and >= 0.
+  void drafted(int nodes, double gain_seconds, double drafting_seconds) {
+    if (nodes < 0) throw error("DraftingPause: nodes must be >= 0, got " + std::to_string(nodes));
+    if (!std::isfinite(gain_seconds)) throw error("DraftingPause: the gain must be finite, got " + std::to_string(gain_seconds));
+    if (!(drafting_seconds >= 0.0) || !std::isfinite(drafting_seconds))
+      throw error("DraftingPause: drafting time must be finite and >= 0, got " + std::to_string(drafting_seconds));
+    drafting_ = drafting_steps_++ == 0 ? drafting_seconds : drafting_ + weight * (drafting_seconds - drafting_);
+    largest_ = std::max(nodes, largest_ - (largest_ + 7) / 8);  // forgets an old high by 1/8 a step
+    gain_ = probing_ ? gain_seconds : gain_ + weight * (gain_seconds - gain_);
+    probing_ = false;
+    if (nodes == 0 || !(gain_ > 0)) {
+      paused_ = next_pause_;
+      next_pause_ = std::min(2 * next_pause_, longest);
+      probing_ = true;
+    } else {
+      next_pause_ = std::max(1, next_pause_ / 2);
+    }
+  }
+  /// The mean drafting time of the recent drafting steps (0 before the first).
+  double drafting_seconds() const { return drafting_; }
+  /// A new sequence: draft from its first step (the drafting time is kept).
+  void restart() {
+    paused_ = 0;
+    next_pause_ = 1;
+    probing_ = true;
+  }
+
+ private:
+  int paused_ = 0;      // steps left in this pause
+  int next_pause_ = 1;  // the next pause's length
+  bool probing_ = true;
+  double gain_ = 0;
+  double drafting_ = 0;
+  std::int64_t drafting_steps_ = 0;
+  int largest_ = 32;  // the most a recent step sent, decaying (at first: ask for 64)
+};
 
 }  // namespace specdec

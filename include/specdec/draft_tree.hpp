@@ -143,13 +143,14 @@ class DraftTree {
 };
 
 /// Throws specdec::error when `tree` is malformed for a target of `vocab_size` tokens.
-/// `who` names the tree's author in the message.
-inline void check_tree(const DraftTree& tree, int vocab_size, const std::string& who) {
+/// `who` names the tree's author in the message (a string, or a callable that builds one).
+template <class Who>
+void check_tree(const DraftTree& tree, int vocab_size, const Who& who) {
   int bad = -1;
   const auto status = core::validate_tree(tree.parents().data(), tree.tokens().data(), tree.size(),
                                           vocab_size, tree.size(), &bad);
   if (status == core::tree_status::ok) return;
-  std::string msg = who + ": malformed draft tree: " + core::to_string(status);
+  std::string msg = subject(who) + ": malformed draft tree: " + core::to_string(status);
   if (bad >= 0) {
     msg += " at node " + std::to_string(bad) + " (parent " + std::to_string(tree.parent(bad)) +
            ", token " + std::to_string(tree.token(bad)) + ", vocabulary size " +
@@ -160,9 +161,10 @@ inline void check_tree(const DraftTree& tree, int vocab_size, const std::string&
 
 /// Throws specdec::error when a draft distribution of `tree` (add_sampled) does not have one
 /// entry per token of the target's vocabulary.
-inline void check_distributions(const DraftTree& tree, int vocab_size, const std::string& who) {
+template <class Who>
+void check_distributions(const DraftTree& tree, int vocab_size, const Who& who) {
   if (tree.distributions() > 0 && tree.distribution_q(0).size() != static_cast<std::size_t>(vocab_size)) {
-    throw error(who + ": draft distribution rows have " + std::to_string(tree.distribution_q(0).size()) +
+    throw error(subject(who) + ": draft distribution rows have " + std::to_string(tree.distribution_q(0).size()) +
                 " entries, the target's vocabulary has " + std::to_string(vocab_size));
   }
 }

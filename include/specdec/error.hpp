@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace specdec {
 
@@ -11,5 +12,13 @@ class error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+/// Who a check's message names: a string, or a callable that builds one, so that a check run every
+/// step builds its message only when it fails.
+template <class Who>
+std::string subject(const Who& who) {
+  if constexpr (std::is_invocable_v<const Who&>) return who();
+  else return std::string(who);
+}
 
 }  // namespace specdec

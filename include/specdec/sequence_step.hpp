@@ -194,6 +194,8 @@ class SequenceStep<type_list<Drafters...>> {
   int cached() const { return cached_; }
   int vocab() const { return vocab_; }
   const DecodeStats& stats() const { return stats_; }
+  /// The drafters were not asked this step (DraftingPause).
+  void record_pause() { ++stats_.paused_steps; }
   /// The automatic budget sized this step: it expected these tokens and seconds.
   void record_sizing(double expected_tokens, double expected_seconds) {
     ++stats_.sized_steps;
@@ -227,12 +229,13 @@ class SequenceStep<type_list<Drafters...>> {
     tree.reset(context_.back());
     drafter.propose(ctx, tree);
     if (tree.root_token() != context_.back()) throw error(who(index) + ": changed the root token of its draft tree");
-    check_tree(tree, vocab_, who(index));
+    const auto author = [index] { return who(index); };  // built only for a message
+    check_tree(tree, vocab_, author);
     if (tree.distributions() > 0) {
       if constexpr (!drafter_traits<D>::emits_draft_probabilities)
         throw error(who(index) + ": attached draft distributions (add_sampled) but does not declare "
                     "`static constexpr bool emits_draft_probabilities = true`");
-      check_distributions(tree, vocab_, who(index));
+      check_distributions(tree, vocab_, author);
     }
   }
 

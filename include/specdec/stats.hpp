@@ -28,6 +28,9 @@ struct DecodeStats {
   /// batch's steps, for a SpeculativeBatch), and the sums over them of the tokens they were
   /// expected to commit and the seconds they were expected to cost.
   std::int64_t sized_steps = 0;
+  /// Of those, the steps that did not ask the drafters (a request's steps, for a SpeculativeBatch;
+  /// DraftingPause).
+  std::int64_t paused_steps = 0;
   double expected_tokens = 0;
   double expected_seconds = 0;
 
@@ -53,6 +56,7 @@ struct DecodeStats {
     verify_seconds += o.verify_seconds;
     add_histogram(nodes_per_step, o.nodes_per_step);
     sized_steps += o.sized_steps;
+    paused_steps += o.paused_steps;
     expected_tokens += o.expected_tokens;
     expected_seconds += o.expected_seconds;
   }

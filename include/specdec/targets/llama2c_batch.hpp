@@ -96,7 +96,7 @@ class Llama2cBatchTarget {
       if (s.last_forward == forward_count_) throw error(who(slot, "forward") + ": the slot has two trees in the batch");
       s.last_forward = forward_count_;
       const TreeView& tree = batch.trees[b];
-      llama::check_tree(who(slot, "forward"), config(), tree, s.cache.cached);
+      llama::check_tree([slot] { return who(slot, "forward"); }, config(), tree, s.cache.cached);
       runs_.push_back({&s.cache, tree.token, tree.size, tree.parent});
     }
     forward_.run(runs_, /*with_output=*/true);
@@ -116,7 +116,7 @@ class Llama2cBatchTarget {
   /// slot's next committed positions.
   void commit(int slot, std::span<const node_t> path) {
     Slot& s = at(slot, "commit");
-    llama::check_path(who(slot, "commit"), path, s.pending_parent);
+    llama::check_path([slot] { return who(slot, "commit"); }, path, s.pending_parent);
     s.cache.commit(path);
     s.pending_parent.clear();
   }

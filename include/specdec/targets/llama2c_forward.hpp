@@ -129,48 +129,51 @@ class SequenceCache {
 /// Throws, naming `who` (e.g. "Llama2cTarget::forward"), unless `tree` can run on a cache of
 /// `cached` tokens of a model shaped `c`: its root and parents in order, tokens in the vocabulary,
 /// positions below seq_len.
-inline void check_tree(const std::string& who, const Llama2cConfig& c, const TreeView& tree, int cached) {
-  if (tree.size < 1) throw error(who + ": empty tree (it needs at least its root)");
+template <class Who>
+void check_tree(const Who& who, const Llama2cConfig& c, const TreeView& tree, int cached) {
+  if (tree.size < 1) throw error(subject(who) + ": empty tree (it needs at least its root)");
   if (tree.base_position != cached)
-    throw error(who + ": the tree starts at position " + std::to_string(tree.base_position) + " but the KV cache holds " +
+    throw error(subject(who) + ": the tree starts at position " + std::to_string(tree.base_position) + " but the KV cache holds " +
                 std::to_string(cached) + " tokens");
   for (int i = 0; i < tree.size; ++i) {
     if (tree.token[i] < 0 || tree.token[i] >= c.vocab_size)
-      throw error(who + ": token of tree node " + std::to_string(i) + " is " + std::to_string(tree.token[i]) +
+      throw error(subject(who) + ": token of tree node " + std::to_string(i) + " is " + std::to_string(tree.token[i]) +
                   ", outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
     if (i > 0 && (tree.parent[i] < 0 || tree.parent[i] >= i))
-      throw error(who + ": tree node " + std::to_string(i) + " has parent " + std::to_string(tree.parent[i]) +
+      throw error(subject(who) + ": tree node " + std::to_string(i) + " has parent " + std::to_string(tree.parent[i]) +
                   " (parents must come before their children)");
     const int position = tree.position(i);
     if (position >= c.seq_len)
-      throw error(who + ": tree node " + std::to_string(i) + " sits at position " + std::to_string(position) +
+      throw error(subject(who) + ": tree node " + std::to_string(i) + " sits at position " + std::to_string(position) +
                   ", past the model's " + std::to_string(c.seq_len) + " positions");
   }
 }
 
 /// Throws, naming `who` (e.g. "Llama2cTarget::prefill"), unless `tokens` fit a model shaped `c`:
 /// at most seq_len of them, each in the vocabulary.
-inline void check_prefill(const std::string& who, const Llama2cConfig& c, std::span<const token_t> tokens) {
+template <class Who>
+void check_prefill(const Who& who, const Llama2cConfig& c, std::span<const token_t> tokens) {
   const int n = static_cast<int>(tokens.size());
   if (n > c.seq_len)
-    throw error(who + ": " + std::to_string(n) + " tokens exceed the model's " + std::to_string(c.seq_len) + " positions");
+    throw error(subject(who) + ": " + std::to_string(n) + " tokens exceed the model's " + std::to_string(c.seq_len) + " positions");
   for (int i = 0; i < n; ++i) {
     const token_t t = tokens[static_cast<std::size_t>(i)];
     if (t < 0 || t >= c.vocab_size)
-      throw error(who + ": token " + std::to_string(i) + " is " + std::to_string(t) + ", outside the vocabulary [0, " +
+      throw error(subject(who) + ": token " + std::to_string(i) + " is " + std::to_string(t) + ", outside the vocabulary [0, " +
                   std::to_string(c.vocab_size) + ")");
   }
 }
 
 /// Throws, naming `who`, unless `path` is a chain from the root of the last forward's tree (its
 /// parents `parent`; empty: no forward since the last commit).
-inline void check_path(const std::string& who, std::span<const node_t> path, std::span<const node_t> parent) {
+template <class Who>
+void check_path(const Who& who, std::span<const node_t> path, std::span<const node_t> parent) {
   const int n = static_cast<int>(parent.size());
-  if (n == 0) throw error(who + ": no forward() since the last commit or prefill");
-  if (path.empty() || path[0] != 0) throw error(who + ": the path must start at the root (node 0)");
+  if (n == 0) throw error(subject(who) + ": no forward() since the last commit or prefill");
+  if (path.empty() || path[0] != 0) throw error(subject(who) + ": the path must start at the root (node 0)");
   for (std::size_t k = 1; k < path.size(); ++k) {
     if (path[k] <= 0 || path[k] >= n || parent[static_cast<std::size_t>(path[k])] != path[k - 1])
-      throw error(who + ": path entry " + std::to_string(k) + " (node " + std::to_string(path[k]) +
+      throw error(subject(who) + ": path entry " + std::to_string(k) + " (node " + std::to_string(path[k]) +
                   ") is not a child of node " + std::to_string(path[k - 1]) + " in the last tree");
   }
 }
