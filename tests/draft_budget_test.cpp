@@ -91,11 +91,11 @@ TEST_CASE("DraftingPause drafts while drafting pays and pauses, doubling, while 
   CHECK(drafted < 40);
   CHECK(drafted > 25);
 
-  // A step that sends no node pauses, whatever the mean gain: 1, 2, 4 steps.
+  // Steps that find nothing lose their drafting time: each probe pauses 1, 2, 4, 8 steps.
   DraftingPause idle;
   std::vector<int> pauses;
   for (int probe = 0; probe < 4; ++probe) {
-    idle.drafted(0, 1.0, 0.0);
+    idle.drafted(0, -1e-6, 1e-6);
     int paused = 0;
     while (idle.skip_step()) ++paused;
     pauses.push_back(paused);
@@ -103,6 +103,18 @@ TEST_CASE("DraftingPause drafts while drafting pays and pauses, doubling, while 
   CHECK(pauses == std::vector<int>{1, 2, 4, 8});
   idle.restart();  // a new sequence drafts at once
   CHECK_FALSE(idle.skip_step());
+
+  // A cheap drafter whose finds pay goes on through a few steps that find nothing: finds worth
+  // 1 s, one step in 10, against 10 us of drafting a step.
+  DraftingPause cheap;
+  int asked = 0;
+  for (int i = 0; i < 1000; ++i) {
+    if (cheap.skip_step()) continue;
+    ++asked;
+    const bool finds = i % 10 == 0;
+    cheap.drafted(finds ? 3 : 0, finds ? 1.0 : -10e-6, 10e-6);
+  }
+  CHECK(asked == 1000);
 }
 
 TEST_CASE("DraftingPause: a probe restarts the mean, and paying steps shorten the next pause", "[draft_budget]") {
@@ -113,7 +125,7 @@ TEST_CASE("DraftingPause: a probe restarts the mean, and paying steps shorten th
   pause.drafted(2, 1e-3, 1e-6);  // the probe pays: its gain alone is the mean
   CHECK_FALSE(pause.skip_step());
   for (int i = 0; i < 6; ++i) pause.drafted(2, 1e-3, 1e-6);  // each halves the next pause: 32 -> 1
-  pause.drafted(0, 0.0, 1e-6);                                // no node: pause
+  pause.drafted(0, -1e-2, 1e-6);  // a step that loses enough to turn the mean: pause
   int paused = 0;
   while (pause.skip_step()) ++paused;
   CHECK(paused == 1);

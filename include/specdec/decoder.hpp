@@ -73,8 +73,8 @@ struct DecoderOptions {
   /// path is accepted (an AcceptanceModel that learns from this decoder's verdicts, across
   /// sequences) and sends the k best, k = 0 included, that maximise expected tokens per second:
   /// (1 + their probabilities) / (cost.step_seconds(1 + k, cached tokens) + the mean drafting time
-  /// of recent drafting steps); after a step that chose none, or while drafting does not pay over
-  /// the recent drafting steps, the drafters are not asked for 1, 2, 4, ... up to 32 steps
+  /// of recent drafting steps); while drafting does not pay over the recent drafting steps, the
+  /// drafters are not asked for 1, 2, 4, ... up to 32 steps
   /// (DraftingPause; a new sequence drafts at once). The cost model must answer for every size up
   /// to budget + 1. Without one, every step sends up to `budget` nodes ranked by the drafters' own
   /// scores. Either way the committed tokens are the same: the budget changes what is drafted,

@@ -109,11 +109,13 @@ DraftSizeChoice choose_draft_size(std::span<const double> path_probability, cons
 ///
 ///   gain = expected tokens x (a plain step's seconds) - (the forward's seconds + drafting seconds)
 ///
-/// all in the cost model's time but the drafting, which is measured. The drafters then pause for
-/// 1, 2, 4, ... up to 32 steps after a step that sent no node, and after a step that leaves the
-/// mean gain of the recent drafting steps (weight 1/8 each) not positive; the first drafting step
-/// after a pause is a probe, whose gain alone restarts the mean, and each drafting step that keeps
-/// the mean positive halves the next pause.
+/// all in the cost model's time but the drafting, which is measured (a step that sends no node
+/// gains minus its drafting time). The drafters then pause for 1, 2, 4, ... up to 32 steps after
+/// a step that leaves the mean gain of the recent drafting steps (weight 1/8 each) not positive;
+/// the first drafting step after a pause is a probe, whose gain alone restarts the mean, and each
+/// drafting step that keeps the mean positive halves the next pause. So a drafter that costs
+/// little next to a forward goes on drafting through steps where it finds nothing, as long as its
+/// finds pay for them.
 ///
 /// It also says how many nodes to ask the drafters for (ask_nodes): twice the most a recent
 /// drafting step sent, at least 4, so that a step that will send one node does not pay for
@@ -146,7 +148,7 @@ class DraftingPause {
     largest_ = std::max(nodes, largest_ - (largest_ + 7) / 8);  // forgets an old high by 1/8 a step
     gain_ = probing_ ? gain_seconds : gain_ + weight * (gain_seconds - gain_);
     probing_ = false;
-    if (nodes == 0 || !(gain_ > 0)) {
+    if (!(gain_ > 0)) {
       paused_ = next_pause_;
       next_pause_ = std::min(2 * next_pause_, longest);
       probing_ = true;
