@@ -474,7 +474,7 @@ CostTable quick_calibration(const fs::path& model, int threads, int largest, std
   o.nodes.clear();
   for (int n = 1; n < largest; n *= 2) o.nodes.push_back(n);
   o.nodes.push_back(largest);
-  o.repetitions = 2;
+  o.repetitions = 5;
   o.bandwidth = false;
   std::ostringstream log;  // the per-context progress is not shown: one line says what was done
   const auto t0 = Clock::now();

@@ -112,12 +112,14 @@ struct RequestOptions {
 struct BatchOptions {
   /// The automatic budget, on when a cost model is given (see DecoderOptions::cost and
   /// docs/budget.md). Each step every speculating request ranks up to its `budget` nodes (at most
-  /// twice the most its recent steps sent, at least 4: DraftingPause::ask_nodes) by calibrated path probability (one AcceptanceModel for the whole batch, learning from every
-  /// request's verdicts), and the batch sends the best nodes of all requests together, as many as
-  /// maximise expected tokens per second: (requests + the nodes' probabilities) /
+  /// twice the most its recent steps sent, at least 4: DraftingPause::ask_nodes) by calibrated
+  /// path probability (one AcceptanceModel for the whole batch, learning from every request's
+  /// verdicts), and the batch sends the best nodes of all requests together, as many as maximise
+  /// expected tokens per second: (requests + the nodes' probabilities) /
   /// (cost.step_seconds(requests + nodes, the requests' mean cached tokens) + the drafting time
-  /// of a step). A request's share is its nodes among them, none included. The cost model must
-  /// answer for every size up to the requests plus the sum of their budgets.
+  /// of a step). A request's share is its nodes among them, none included; each request's
+  /// drafters pause while they do not pay (DraftingPause). The cost model must answer for every
+  /// size up to the requests plus the sum of their budgets.
   AnyCostModel cost{};
   AcceptanceModelOptions acceptance{};
 };
@@ -255,7 +257,7 @@ class SpeculativeBatch {
           budget = 0;
         }
         TreeView view{};
-        if (r.ranked) r.seq.rank(r.pause.ask_nodes(budget), budget, &*r.acceptance);  // sized below, with the others
+        if (r.ranked) r.seq.rank(r.pause.ask_nodes(budget), budget, &*r.acceptance);  // sized below, jointly
         else view = budget > 0 ? r.seq.draft(budget, budget) : r.seq.chain({});
         r.draft_seconds = seconds(clock::now() - t0).count();
         batch_slots_.push_back(static_cast<int>(s));

@@ -122,8 +122,9 @@ DraftSizeChoice choose_draft_size(std::span<const double> path_probability, cons
 /// drafting and ranking sixty; a step that sends all it asked for doubles the next ask.
 class DraftingPause {
  public:
-  static constexpr int longest = 32;  ///< steps, at most, of one pause
+  static constexpr int longest = 32;       ///< steps, at most, of one pause
   static constexpr double weight = 0.125;  ///< a drafting step's weight in the means
+  static constexpr int smallest_ask = 4;   ///< nodes, at least, asked of the drafters
 
   /// Whether this step sends the root alone without asking the drafters (the pause counts down).
   bool skip_step() {
@@ -131,8 +132,6 @@ class DraftingPause {
     --paused_;
     return true;
   }
-  static constexpr int smallest_ask = 4;  ///< nodes, at least, asked of the drafters
-
   /// The nodes to ask the drafters for this step, at most `budget`.
   int ask_nodes(int budget) const { return std::min(budget, std::max(smallest_ask, 2 * largest_)); }
 
