@@ -219,6 +219,20 @@ template <class V, int TV, int B>
   }
 }
 
+// N vectors of slots' scores from slot t on (scores_impl, below): each slot's sum over e in order.
+template <class V, bool Mul, int N>
+[[gnu::always_inline]] inline void score_vectors(float* s, const float* q, const float* kt, std::size_t kt_stride,
+                                                 int hs, int t, float inv, float sqrt_hs) {
+  constexpr int L = sizeof(V) / sizeof(float);
+  V acc[N] = {};
+  for (int e = 0; e < hs; ++e) {
+    const float qe = q[e];
+    const float* k = kt + e * kt_stride + t;
+    _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) acc[v] += load<V>(k + v * L) * qe;
+  }
+  _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) store(s + t + v * L, Mul ? acc[v] * inv : acc[v] / sqrt_hs);
+}
+
 // s[t] = (q · k_t) / sqrt_hs for t in [t0, t1), K transposed: kt[e * kt_stride + t]. With Mul,
 // sqrt_hs is a power of two (head size 4, 16, 64, ...) and the division a multiplication by
 // its reciprocal: the same real number, so the same rounded result, for every operand.
@@ -228,30 +242,10 @@ template <class V, bool Mul>
   constexpr int L = sizeof(V) / sizeof(float);
   const float inv = 1.0f / sqrt_hs;
   int t = t0;
-  // 8, then 4 vectors of slots at once: independent sums hide the adds' latency.
-  for (; t + 8 * L <= t1; t += 8 * L) {
-    V acc[8] = {};
-    for (int e = 0; e < hs; ++e) {
-      const float qe = q[e];
-      const float* k = kt + e * kt_stride + t;
-      _Pragma("GCC unroll 8") for (int v = 0; v < 8; ++v) acc[v] += load<V>(k + v * L) * qe;
-    }
-    _Pragma("GCC unroll 8") for (int v = 0; v < 8; ++v) store(s + t + v * L, Mul ? acc[v] * inv : acc[v] / sqrt_hs);
-  }
-  for (; t + 4 * L <= t1; t += 4 * L) {
-    V acc[4] = {};
-    for (int e = 0; e < hs; ++e) {
-      const float qe = q[e];
-      const float* k = kt + e * kt_stride + t;
-      _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) acc[v] += load<V>(k + v * L) * qe;
-    }
-    _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) store(s + t + v * L, Mul ? acc[v] * inv : acc[v] / sqrt_hs);
-  }
-  for (; t + L <= t1; t += L) {
-    V acc = V{};
-    for (int e = 0; e < hs; ++e) acc += load<V>(kt + e * kt_stride + t) * q[e];
-    store(s + t, Mul ? acc * inv : acc / sqrt_hs);
-  }
+  // 8, then 4, then 1 vector of slots at once: independent sums hide the adds' latency.
+  for (; t + 8 * L <= t1; t += 8 * L) score_vectors<V, Mul, 8>(s, q, kt, kt_stride, hs, t, inv, sqrt_hs);
+  for (; t + 4 * L <= t1; t += 4 * L) score_vectors<V, Mul, 4>(s, q, kt, kt_stride, hs, t, inv, sqrt_hs);
+  for (; t + L <= t1; t += L) score_vectors<V, Mul, 1>(s, q, kt, kt_stride, hs, t, inv, sqrt_hs);
   for (; t < t1; ++t) {
     float acc = 0.0f;
     for (int e = 0; e < hs; ++e) acc += q[e] * kt[e * kt_stride + t];
