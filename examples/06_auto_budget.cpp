@@ -27,6 +27,7 @@ int main() {
   DecoderOptions options;
   options.budget = 32;             // the most nodes a step may send
   options.cost = MyTargetCost{};   // a cost model turns the automatic budget on
+  options.measured_pause = false;  // HashTarget's own time is not MyTargetCost's: weigh by the model
   SpeculativeDecoder<HashTarget, OracleDrafter, CasdDrafter, ExactVerifier> decoder(
       model, options, OracleDrafter(truth, /*depth=*/12, /*error_rate=*/0.3), CasdDrafter{}, ExactVerifier{});
   decoder.prefill(prompt);

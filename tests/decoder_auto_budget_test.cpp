@@ -93,13 +93,14 @@ TEST_CASE("the drafters pause when their drafting costs more than their nodes sa
   const std::vector<token_t> truth = reference(target, prompt);
   // A forward of 10 us + 1 us a node: the oracle's 8 nodes, all accepted, make a step of 9 tokens
   // for 19 us against 9 plain steps' 99 us. Drafting them for 300 us does not pay; for ~1 us it does.
+  // (The pause weighs the model's times here: the hash target's own take far less.)
   const LinearCost cost{10e-6, 1e-6};
   for (const auto spin : {std::chrono::microseconds(300), std::chrono::microseconds(0)}) {
     CountingOracle oracle(truth, 8, 0.0);
     oracle.spin = spin;
     const std::shared_ptr<int> proposals = oracle.proposals;
     SpeculativeDecoder<HashTarget, CountingOracle, ExactVerifier> decoder(
-        target, DecoderOptions{.budget = 16, .cost = cost}, std::move(oracle), ExactVerifier{});
+        target, DecoderOptions{.budget = 16, .cost = cost, .measured_pause = false}, std::move(oracle), ExactVerifier{});
     const std::vector<token_t> out = decode(decoder, prompt);
     CHECK(out == first(truth, out.size()));
     const DecodeStats& s = decoder.stats();
@@ -111,6 +112,48 @@ TEST_CASE("the drafters pause when their drafting costs more than their nodes sa
     } else {
       CHECK(s.paused_steps < s.steps / 10);
       CHECK(s.tau() > 6.0);
+    }
+  }
+}
+
+namespace {
+
+// The hash target, but its forward really takes `per_node` for every tree node (busy-waiting): a
+// compute-bound target, whatever its cost model says.
+struct SpinningTarget : HashTarget {
+  using HashTarget::HashTarget;
+  const Output& forward(const TreeView& tree) {
+    const auto until = std::chrono::steady_clock::now() + per_node * tree.size;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    return HashTarget::forward(tree);
+  }
+  std::chrono::microseconds per_node{100};
+};
+
+}  // namespace
+
+TEST_CASE("the pause weighs measured steps: a cost model that says nodes are cheap does not make drafting last",
+          "[decoder][budget]") {
+  SpinningTarget target(kVocab);
+  const std::vector<token_t> prompt{1, 2, 3};
+  const std::vector<token_t> truth = reference(target, prompt);
+  // The model says a node costs 1% of a forward; each really costs a whole one. The oracle's
+  // 8-node chains are half wrong per node: about 2 tokens a step, for 9 forwards' time.
+  const LinearCost optimistic{100e-6, 1e-6};
+  for (const bool measured : {true, false}) {
+    CountingOracle oracle(truth, 8, 0.5, 1, 7);
+    const std::shared_ptr<int> proposals = oracle.proposals;
+    SpeculativeDecoder<SpinningTarget, CountingOracle, ExactVerifier> decoder(
+        target, DecoderOptions{.budget = 8, .cost = optimistic, .measured_pause = measured}, std::move(oracle),
+        ExactVerifier{});
+    const std::vector<token_t> out = decode(decoder, prompt);
+    CHECK(out == first(truth, out.size()));
+    const DecodeStats& s = decoder.stats();
+    if (measured) {
+      CHECK(s.paused_steps > s.steps * 8 / 10);  // probes only: each loses 7 forwards' time
+    } else {
+      CHECK(s.paused_steps < s.steps / 10);  // the model's word: every step pays
     }
   }
 }

@@ -145,11 +145,84 @@ TEST_CASE("DraftingPause keeps the mean drafting time of drafting steps and refu
   pause.drafted(1, 1.0, 8e-6);
   CHECK(pause.drafting_seconds() == 8e-6);
   pause.drafted(1, 1.0, 16e-6);
-  CHECK(pause.drafting_seconds() == Approx(9e-6));
+  CHECK(pause.drafting_seconds() == Approx(12e-6));  // the mean of the first steps
+  for (int i = 0; i < 20; ++i) pause.drafted(1, 1.0, 8e-6);
+  const double before = pause.drafting_seconds();
+  pause.drafted(1, 1.0, 16e-6);
+  CHECK(pause.drafting_seconds() == Approx(before + (16e-6 - before) / DraftingPause::window));  // then 1/8 each
   CHECK_THROWS_WITH(pause.drafted(-1, 1.0, 0.0), Catch::Contains("nodes must be >= 0"));
   CHECK_THROWS_WITH(pause.drafted(1, NAN, 0.0), Catch::Contains("gain must be finite"));
   CHECK_THROWS_WITH(pause.drafted(1, 1.0, -1.0), Catch::Contains("drafting time"));
   CHECK_THROWS_WITH(pause.drafted(1, 1.0, INFINITY), Catch::Contains("drafting time"));
+  CHECK_THROWS_WITH(pause.drafted(1, 1.0, 0.0, -1.0), Catch::Contains("plain step time"));
+  CHECK_THROWS_WITH(pause.drafted(1, 1.0, 0.0, NAN), Catch::Contains("plain step time"));
+}
+
+TEST_CASE("DraftingPause: one lucky probe buys a costly drafter a few steps, not a window's", "[draft_budget]") {
+  // Drafting costs 2 us a step; the probe's find gains 5 us, the steps after it find nothing.
+  DraftingPause pause;
+  drafting_steps(pause, 200, 0, -2e-6);  // paused often by now
+  while (pause.skip_step()) {
+  }
+  pause.drafted(1, 5e-6, 2e-6);
+  int drafted = 1;
+  while (!pause.skip_step()) {
+    pause.drafted(0, -2e-6, 2e-6);
+    ++drafted;
+  }
+  CHECK(drafted == 4);  // the probe and three steps: means 5, 1.5, 0.33, then (5 - 6) / 4 < 0: paused
+}
+
+TEST_CASE("DraftingPause: pauses grow past 32 steps while a probe costs a fair part of them", "[draft_budget]") {
+  // A probe of 12 us next to 26 us plain steps (a tiny model): pauses double up to 256 steps.
+  DraftingPause costly;
+  std::vector<int> pauses;
+  for (int probe = 0; probe < 10; ++probe) {
+    costly.drafted(0, -12e-6, 12e-6, 26e-6);
+    int paused = 0;
+    while (costly.skip_step()) ++paused;
+    pauses.push_back(paused);
+  }
+  CHECK(pauses == std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256, 256});
+  CHECK(costly.longest_pause(26e-6) == DraftingPause::longest_costly);
+  // The same probe next to a 44 ms step costs nothing to speak of: pauses stop at 32.
+  CHECK(costly.longest_pause(44e-3) == DraftingPause::longest);
+  CHECK(costly.longest_pause(0.0) == DraftingPause::longest);  // unknown
+  // In between: a probe costs at most probe_share of the pause's plain steps.
+  const int most = costly.longest_pause(120e-6);
+  CHECK(most == 128);
+  CHECK(costly.drafting_seconds() <= DraftingPause::probe_share * most * 120e-6);
+  CHECK(costly.drafting_seconds() > DraftingPause::probe_share * (most / 2) * 120e-6);
+}
+
+TEST_CASE("DraftingPause: a new sequence probes at once and keeps the pause it learnt", "[draft_budget]") {
+  DraftingPause pause;
+  for (int probe = 0; probe < 4; ++probe) {  // pauses 1, 2, 4, 8
+    pause.drafted(0, -1e-6, 1e-6);
+    while (pause.skip_step()) {
+    }
+  }
+  pause.restart();
+  CHECK_FALSE(pause.skip_step());  // the new sequence's first step drafts
+  pause.drafted(0, -1e-6, 1e-6);   // and does not pay: the next pause, not 1 step again
+  int paused = 0;
+  while (pause.skip_step()) ++paused;
+  CHECK(paused == 16);
+}
+
+TEST_CASE("MeasuredPlainStep scales the cost model by what root-only steps measure", "[draft_budget]") {
+  MeasuredPlainStep plain;
+  CHECK(plain.seconds(2e-3) == 2e-3);  // nothing measured: the model
+  plain.observe(3e-3, 2e-3);
+  CHECK(plain.seconds(4e-3) == Approx(6e-3));
+  plain.observe(1e-3, 1e-3);
+  CHECK(plain.seconds(1.0) == Approx(1.25));  // the mean ratio: (1.5 + 1) / 2
+  for (int i = 0; i < 50; ++i) plain.observe(2e-3, 1e-3);
+  CHECK(plain.seconds(1.0) == Approx(2.0).epsilon(0.01));  // the recent steps' ratio
+  CHECK_THROWS_WITH(plain.observe(-1.0, 1.0), Catch::Contains("measured time"));
+  CHECK_THROWS_WITH(plain.observe(NAN, 1.0), Catch::Contains("measured time"));
+  CHECK_THROWS_WITH(plain.observe(1.0, 0.0), Catch::Contains("modelled time"));
+  CHECK_THROWS_WITH(plain.observe(1.0, INFINITY), Catch::Contains("modelled time"));
 }
 
 TEST_CASE("DraftingPause asks for twice the most a recent step sent, at least 4", "[draft_budget]") {

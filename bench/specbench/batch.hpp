@@ -288,7 +288,9 @@ BatchRun replay_batch(const Corpus& corpus, const BatchOptions& options) {
                                ": plain batched decoding differs from the recorded answer");
     }
     {
-      Speculative speculative(target, slots, specdec::BatchOptions{.cost = options.cost},
+      // Without a timed model the replay's steps take no time of their own: the pause weighs the model's.
+      Speculative speculative(target, slots,
+                              specdec::BatchOptions{.cost = options.cost, .measured_pause = options.timed_model != nullptr},
                               make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
       request.speculate = true;
       row.speculative = detail::run_pass(speculative, n, [&](std::size_t i) {

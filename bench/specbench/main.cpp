@@ -696,6 +696,7 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   const ReplayOptions options{.budget = a.budget.most(),
                               .resources = a.drafters.resources(),
                               .coster = coster.get(),
+                              .timed = !r.timed_model.empty(),
                               .cost = auto_cost(a, table, &r, auto_source)};
   Report report = summarise(corpus, runner(corpus, options), options);
   report.cost_source = source;

@@ -116,6 +116,9 @@ struct ReplayOptions {
   int budget = 64;  ///< most draft nodes per target call, after merging all drafters (auto: the cap)
   DrafterResources resources;
   StepCoster* coster = nullptr;  ///< null: NoCost
+  /// The coster runs a real forward (`--timed-model`): the automatic budget's pause weighs steps
+  /// by their measured time (DecoderOptions::measured_pause); otherwise by the cost model's.
+  bool timed = false;
   /// `--budget auto`: the decoder's cost model (DecoderOptions::cost); empty: a fixed budget.
   specdec::AnyCostModel cost{};
 };
@@ -170,7 +173,8 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
   NoCost no_cost;
   StepCoster& coster = options.coster ? *options.coster : no_cost;
   Target target(specdec::ReplayTarget({corpus.stop_token}, corpus.vocab_size, corpus.stop_token), coster);
-  Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget, .cost = options.cost},
+  Decoder decoder(target,
+                  specdec::DecoderOptions{.budget = options.budget, .cost = options.cost, .measured_pause = options.timed},
                   make_drafter<Drafters>(options.resources, TargetInfo{corpus.vocab_size, nullptr})..., specdec::ExactVerifier{});
   std::vector<token_t> reference;
   for (const Turn& turn : corpus.turns) {

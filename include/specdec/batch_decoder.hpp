@@ -122,6 +122,10 @@ struct BatchOptions {
   /// size up to the requests plus the sum of their budgets.
   AnyCostModel cost{};
   AcceptanceModelOptions acceptance{};
+  /// As DecoderOptions::measured_pause: the pause weighs a request's drafting by the step's
+  /// measured time (its nodes' share of the measured growth over the measured plain steps, those
+  /// that sent no node) or, false, by the cost model's times.
+  bool measured_pause = true;
 };
 
 /// What one request committed in a step (see SpeculativeBatch::step).
@@ -240,11 +244,11 @@ class SpeculativeBatch {
       updates_.clear();
       batch_slots_.clear();
       batch_trees_.clear();
+      const auto t_step = clock::now();
       // draft + merge: one tree per active request (its root only when it does not speculate)
       for (std::size_t s = 0; s < requests_.size(); ++s) {
         if (!requests_[s] || requests_[s]->finished) continue;
         Request& r = *requests_[s];
-        const auto t0 = clock::now();
         int budget = r.options.speculate ? r.options.budget : 0;
         if constexpr (bounded) {
           const int room = max_positions() - r.seq.cached() - 1;
@@ -256,10 +260,12 @@ class SpeculativeBatch {
           r.ranked = false;
           budget = 0;
         }
+        // A request that asks no drafter sends its root alone: no drafting time to measure.
+        const auto t0 = budget > 0 ? clock::now() : clock::time_point{};
         TreeView view{};
         if (r.ranked) r.seq.rank(r.pause.ask_nodes(budget), budget, &*r.acceptance);  // sized below, jointly
-        else view = budget > 0 ? r.seq.draft(budget, budget) : r.seq.chain({});
-        r.draft_seconds = seconds(clock::now() - t0).count();
+        else view = r.seq.draft(budget, budget);
+        r.draft_seconds = budget > 0 ? seconds(clock::now() - t0).count() : 0.0;
         batch_slots_.push_back(static_cast<int>(s));
         batch_trees_.push_back(view);
       }
@@ -308,18 +314,20 @@ class SpeculativeBatch {
 
       // commit, observe, record: each request's context, drafters and statistics
       const double target_seconds = seconds(t2 - t1).count() + seconds(t4 - t3).count();
+      auto t5 = t4;
       for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
         const std::size_t s = static_cast<std::size_t>(batch_slots_[b]);
         Request& r = *requests_[s];
-        const auto t5 = clock::now();
         const TargetFeatures features{batch_trees_[b].base_position, static_cast<int>(r.seq.verdict().path.size()),
                                       feature_dim(), r.feature_rows.data()};
         const std::span<const token_t> committed = r.seq.commit(batch_trees_[b]);
         r.seq.observe(features);
-        r.seq.record(batch_trees_[b], r.draft_seconds + seconds(clock::now() - t5).count(), target_seconds,
-                     r.verify_seconds);
+        const auto begin = t5;
+        t5 = clock::now();
+        r.seq.record(batch_trees_[b], r.draft_seconds + seconds(t5 - begin).count(), target_seconds, r.verify_seconds);
         updates_.push_back(emit(r, committed));
       }
+      if (acceptance_) weigh_step(seconds(t5 - t_step).count());
       return updates_;
     }
   }
@@ -456,21 +464,36 @@ class SpeculativeBatch {
       ++share_[static_cast<std::size_t>(c.tree)];
       share_tokens_[static_cast<std::size_t>(c.tree)] += c.probability;
     }
-    // As SpeculativeDecoder's automatic budget, each request's drafters pause where they do not
-    // pay (DraftingPause). A request's gain: its expected accepted tokens, each worth a root's
-    // share of a plain batch step, less its nodes' share of the forward's growth and its drafting.
-    const double plain = options_.cost.step_seconds(roots, mean_cached);
-    const double growth = choice.seconds - drafting - plain;
     for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
       Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
-      if (!r.ranked) continue;
-      batch_trees_[b] = r.seq.keep(share_[b]);
-      const double nodes_growth = choice.nodes > 0 ? growth * share_[b] / choice.nodes : 0.0;
-      r.pause.drafted(share_[b], share_tokens_[b] * plain / roots - nodes_growth - r.draft_seconds, r.draft_seconds);
+      if (r.ranked) batch_trees_[b] = r.seq.keep(share_[b]);
     }
+    sizing_ = {choice.nodes, drafting, choice.seconds - drafting, options_.cost.step_seconds(roots, mean_cached)};
     ++sized_steps_;
     expected_tokens_ += choice.expected_tokens;
     expected_seconds_ += choice.seconds;
+  }
+
+  // After a step of `step_seconds` (measured, from the first draft to the last commit): as
+  // SpeculativeDecoder's automatic budget, each request's drafters pause where they do not pay
+  // (DraftingPause). A request's gain: its expected accepted tokens, each worth a root's share of
+  // a plain batch step, less its nodes' share of the step's growth over a plain step and its
+  // drafting (a request that sent no node: minus its drafting). Measured: the growth is the
+  // step's time less the drafting and a plain step as the steps that sent no node measure it;
+  // modelled: the cost model's. A step that sent no node measures a plain step.
+  void weigh_step(double step_seconds) {
+    const int roots = static_cast<int>(batch_slots_.size());
+    const double forward_seconds = step_seconds - sizing_.drafting_seconds;
+    if (options_.measured_pause && sizing_.nodes == 0) plain_step_.observe(std::max(0.0, forward_seconds), sizing_.plain_seconds);
+    const double plain = options_.measured_pause ? plain_step_.seconds(sizing_.plain_seconds) : sizing_.plain_seconds;
+    const double growth = (options_.measured_pause ? forward_seconds : sizing_.forward_seconds) - plain;
+    for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
+      Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
+      if (!r.ranked) continue;
+      const double gain = share_[b] == 0 ? -r.draft_seconds
+                                         : share_tokens_[b] * plain / roots - growth * share_[b] / sizing_.nodes - r.draft_seconds;
+      r.pause.drafted(share_[b], gain, r.draft_seconds, plain / roots);
+    }
   }
 
   template <class Tuple, std::size_t... I>
@@ -541,6 +564,8 @@ class SpeculativeBatch {
     if (acceptance_) {
       r.acceptance.emplace(acceptance_->drafters(), acceptance_->options());
       r.acceptance->set_prior(acceptance_);
+      r.pause = last_pause_;  // what the last request to end learnt: as a decoder's next sequence
+      r.pause.restart();
     }
     try {
       TargetFeatures features{};
@@ -623,6 +648,7 @@ class SpeculativeBatch {
   }
 
   void release(std::size_t s) {
+    last_pause_ = requests_[s]->pause;
     std::apply([](auto&... drafter) { (end_one(drafter), ...); }, requests_[s]->seq.drafters());
     retired_stats_.add(requests_[s]->seq.stats());
     requests_[s].reset();
@@ -658,6 +684,14 @@ class SpeculativeBatch {
   std::vector<double> ranked_;
   std::vector<int> share_;
   std::vector<double> share_tokens_;  // each request's expected accepted tokens in the step
+  struct {
+    int nodes = 0;               // the step's draft nodes, all requests',
+    double drafting_seconds = 0; // all requests' drafting,
+    double forward_seconds = 0;  // the cost model's forward of the step,
+    double plain_seconds = 0;    // and of a plain step of as many roots
+  } sizing_;
+  MeasuredPlainStep plain_step_;  // a plain step of the batch, measured (BatchOptions::measured_pause)
+  DraftingPause last_pause_;      // the pause of the last request to end, a new request's start
   std::int64_t sized_steps_ = 0;
   double expected_tokens_ = 0, expected_seconds_ = 0;
 };

@@ -73,14 +73,20 @@ struct DecoderOptions {
   /// path is accepted (an AcceptanceModel that learns from this decoder's verdicts, across
   /// sequences) and sends the k best, k = 0 included, that maximise expected tokens per second:
   /// (1 + their probabilities) / (cost.step_seconds(1 + k, cached tokens) + the mean drafting time
-  /// of recent drafting steps); while drafting does not pay over the recent drafting steps, the
-  /// drafters are not asked for 1, 2, 4, ... up to 32 steps
-  /// (DraftingPause; a new sequence drafts at once). The cost model must answer for every size up
-  /// to budget + 1. Without one, every step sends up to `budget` nodes ranked by the drafters' own
+  /// of recent drafting steps); while drafting does not pay over the recent drafting steps
+  /// (measured_pause), the drafters are not asked for 1, 2, 4, ... up to 32 steps, or up to 256
+  /// where one probe costs a fair part of them (DraftingPause; a new sequence drafts at once).
+  /// The cost model must answer for every size up to budget + 1. Without one, every step sends up to `budget` nodes ranked by the drafters' own
   /// scores. Either way the committed tokens are the same: the budget changes what is drafted,
   /// never what is accepted.
   AnyCostModel cost{};
   AcceptanceModelOptions acceptance{};  ///< the automatic budget's calibration
+  /// How the automatic budget's pause weighs a drafting step (DraftingPause): by its measured
+  /// time against the measured time of the steps that send the root alone (true: what the target
+  /// really costs, with the decoder's own work and what drafting does to the caches), or by the
+  /// cost model's forward times plus the measured drafting (false: for a target whose own time is
+  /// not the step's, e.g. a replay priced by a cost table).
+  bool measured_pause = true;
 };
 
 /// Speculative decoding of `Target` with drafts from every `Drafter` merged into one tree and
@@ -175,8 +181,7 @@ class SpeculativeDecoder {
     } else {
       if (!seq_.started()) throw error("SpeculativeDecoder::step: call prefill() first");
       using clock = std::chrono::steady_clock;
-      const auto t0 = clock::now();
-
+      using seconds = std::chrono::duration<double>;
       const int cached = seq_.cached();
       int budget = options_.budget;
       int max_depth = options_.budget;
@@ -195,13 +200,14 @@ class SpeculativeDecoder {
         }
         max_depth = std::min(max_depth, room);
       }
-      const TreeView view = options_.cost ? sized_draft(budget, max_depth) : seq_.draft(budget, max_depth);
+      // A step that asks no drafter (no budget or no room, or the automatic budget's pause) sends
+      // its root alone: no drafting time, so no clock read before its forward's.
+      const bool paused = options_.cost && pause_.skip_step();
+      const bool asks = !paused && budget > 0 && max_depth > 0;
+      const auto t0 = asks ? clock::now() : clock::time_point{};
+      const TreeView view = !asks ? root_step(paused) : options_.cost ? sized_draft(budget, max_depth) : seq_.draft(budget, max_depth);
       const auto t1 = clock::now();
-      using seconds = std::chrono::duration<double>;
-      if (sizing_.drafted) {
-        const double drafting = seconds(t1 - t0).count();
-        pause_.drafted(sizing_.nodes, sizing_.gain_before_drafting - drafting, drafting);
-      }
+      const double drafting = asks ? seconds(t1 - t0).count() : 0.0;
 
       auto t2 = t1, t3 = t1;
       if constexpr (BackendTarget<Target>) {
@@ -232,8 +238,9 @@ class SpeculativeDecoder {
       const std::span<const token_t> committed = seq_.commit(view);
       seq_.observe(features);
       const auto t5 = clock::now();
+      if (options_.cost) weigh_step(asks, drafting, seconds(t5 - (asks ? t0 : t1)).count());
 
-      seq_.record(view, seconds(t1 - t0).count() + seconds(t5 - t4).count(),
+      seq_.record(view, drafting + seconds(t5 - t4).count(),
                   seconds(t2 - t1).count() + seconds(t4 - t3).count(), seconds(t3 - t2).count());
       return committed;
     }
@@ -324,18 +331,38 @@ class SpeculativeDecoder {
     if (options_.cost) acceptance_.emplace(static_cast<int>(std::max<std::size_t>(num_drafters, 1)), options_.acceptance);
   }
 
-  // The automatic budget's draft: rank up to `most` nodes by calibrated path probability and
-  // keep the count that maximises expected tokens per second (DecoderOptions::cost), unless the
-  // drafters pause (DraftingPause: so that speculation costs nothing where it cannot pay). The
-  // step's gain but its drafting time goes to sizing_, for the pause.
-  TreeView sized_draft(int most, int max_depth) {
-    const double plain = options_.cost.step_seconds(1, seq_.cached());
-    sizing_.drafted = !pause_.skip_step();
-    if (!sizing_.drafted) {
-      seq_.record_pause();
-      seq_.record_sizing(1.0, plain);
-      return seq_.chain({});
+  // The root alone, no drafter asked; `paused`: by the automatic budget's pause.
+  TreeView root_step(bool paused) {
+    if (paused) seq_.record_pause();
+    if (options_.cost) {
+      sizing_.plain_seconds = options_.cost.step_seconds(1, seq_.cached());
+      seq_.record_sizing(1.0, sizing_.plain_seconds);
     }
+    return seq_.root_only();
+  }
+
+  // The automatic budget, after a step of `step_seconds` (measured, commit included): a drafting
+  // step's gain goes to the pause (its expected tokens: the estimates are calibrated, a verdict
+  // is one draw); a root-only step's time to the measure of a plain step.
+  void weigh_step(bool drafted, double drafting, double step_seconds) {
+    if (!drafted) {
+      if (options_.measured_pause) plain_step_.observe(step_seconds, sizing_.plain_seconds);
+      return;
+    }
+    // A step that sent no node gained nothing but lost its drafting, whatever its time's noise.
+    const double plain_seconds = options_.measured_pause ? plain_step_.seconds(sizing_.plain_seconds) : sizing_.plain_seconds;
+    const double tokens = sizing_.expected_tokens;
+    const double gain = sizing_.nodes == 0         ? -drafting
+                        : options_.measured_pause ? tokens * plain_seconds - step_seconds
+                                                  : tokens * plain_seconds - sizing_.forward_seconds - drafting;
+    pause_.drafted(sizing_.nodes, gain, drafting, plain_seconds);
+  }
+
+  // The automatic budget's draft: rank up to `most` nodes by calibrated path probability and
+  // keep the count that maximises expected tokens per second (DecoderOptions::cost). What the
+  // step's gain needs goes to sizing_, for the pause (DraftingPause: so that speculation costs
+  // nothing where it cannot pay).
+  TreeView sized_draft(int most, int max_depth) {
     seq_.rank(pause_.ask_nodes(most), max_depth, &*acceptance_);
     const TreeMerger& ranking = seq_.ranking();
     ranked_.resize(static_cast<std::size_t>(ranking.ranked()));
@@ -344,7 +371,9 @@ class SpeculativeDecoder {
     const DraftSizeChoice choice = choose_draft_size(ranked_, options_.cost, seq_.cached(), drafting);
     seq_.record_sizing(choice.expected_tokens, choice.seconds);
     sizing_.nodes = choice.nodes;
-    sizing_.gain_before_drafting = choice.expected_tokens * plain - (choice.seconds - drafting);
+    sizing_.expected_tokens = choice.expected_tokens;
+    sizing_.forward_seconds = choice.seconds - drafting;
+    sizing_.plain_seconds = options_.cost.step_seconds(1, seq_.cached());
     return seq_.keep(choice.nodes);
   }
 
@@ -387,10 +416,12 @@ class SpeculativeDecoder {
   std::optional<AcceptanceModel> acceptance_;  // the automatic budget's calibration (DecoderOptions::cost)
   std::vector<double> ranked_;                 // its ranked path probabilities, best first
   DraftingPause pause_;                        // the automatic budget's pause
+  MeasuredPlainStep plain_step_;               // and its measure of a plain step
   struct {
-    bool drafted = false;               // this step asked the drafters (under the automatic budget)
-    int nodes = 0;                      // and sent this many nodes,
-    double gain_before_drafting = 0;    // expected to gain this many seconds, its drafting aside
+    int nodes = 0;               // this drafting step sent this many nodes,
+    double expected_tokens = 1;  // expected to commit this many tokens
+    double forward_seconds = 0;  // in a forward of this many seconds (the cost model's);
+    double plain_seconds = 0;    // a plain step at this step's context: this many (the model's)
   } sizing_;
   std::vector<node_t> feed_path_;    // resume(): the fed chain, root first
   std::vector<float> feature_rows_;  // the last step's accepted path's features, for feature drafters

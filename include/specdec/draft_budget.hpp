@@ -102,28 +102,65 @@ DraftSizeChoice choose_draft_size(std::span<const double> path_probability, cons
   return best;
 }
 
+/// What a plain step (the root alone) measures against what the cost model says, so that a
+/// drafting step's measured time can be weighed against the plain steps it replaces: a cost model
+/// times a forward, while a step also pays the decoder's own work and, after drafting, caches the
+/// drafters disturbed. Each root-only step tells its measured and modelled seconds; the mean
+/// ratio of the recent ones (weight 1/8, the first alone at first) scales the model.
+class MeasuredPlainStep {
+ public:
+  static constexpr int window = 8;  ///< root-only steps the mean averages over, at most
+
+  /// A root-only step took `measured_seconds` where the cost model says `modelled_seconds`.
+  /// Throws specdec::error unless measured >= 0 and modelled > 0, both finite.
+  void observe(double measured_seconds, double modelled_seconds) {
+    if (!(measured_seconds >= 0.0) || !std::isfinite(measured_seconds))
+      throw error("MeasuredPlainStep: measured time must be finite and >= 0, got " + std::to_string(measured_seconds));
+    if (!(modelled_seconds > 0.0) || !std::isfinite(modelled_seconds))
+      throw error("MeasuredPlainStep: modelled time must be finite and > 0, got " + std::to_string(modelled_seconds));
+    steps_ = std::min(steps_ + 1, window);
+    scale_ += (measured_seconds / modelled_seconds - scale_) / steps_;
+  }
+  /// A plain step's measured seconds where the model says `modelled_seconds` (the model's own
+  /// time before any root-only step was measured).
+  double seconds(double modelled_seconds) const { return steps_ > 0 ? scale_ * modelled_seconds : modelled_seconds; }
+
+ private:
+  double scale_ = 0;  // measured / modelled, the recent root-only steps' mean
+  int steps_ = 0;     // root-only steps in the mean, at most window
+};
+
 /// The automatic budget's pause: whether a step asks its drafters at all. Drafting costs its time
 /// whether or not a node is then sent, so it must pay over the steps that draft, not only in the
-/// steps that send nodes. After each drafting step the decoder reports its gain, the seconds it is
-/// expected to save against decoding the same tokens plainly (negative: lose):
+/// steps that send nodes. After each drafting step the decoder reports its gain, the seconds it
+/// saved against decoding the same tokens plainly (negative: lost):
 ///
-///   gain = expected tokens x (a plain step's seconds) - (the forward's seconds + drafting seconds)
+///   gain = expected tokens x (a plain step's seconds) - the step's seconds
 ///
-/// all in the cost model's time but the drafting, which is measured (a step that sends no node
-/// gains minus its drafting time). The drafters then pause for 1, 2, 4, ... up to 32 steps after
-/// a step that leaves the mean gain of the recent drafting steps (weight 1/8 each) not positive;
+/// measured (DecoderOptions::measured_pause): the step's own time from drafting to commit, and a
+/// plain step's as MeasuredPlainStep has it; or modelled: the cost model's forward times plus the
+/// measured drafting. A step that sends no node gains minus its drafting time. The drafters then
+/// pause for 1, 2, 4, ... steps (up to `longest`, or longer: see probe_share) after a step that
+/// leaves the mean gain of the recent drafting steps not positive: the mean of the drafting steps
+/// since the last pause, the last 8 of them (weight 1/8 each) once there are more;
 /// the first drafting step after a pause is a probe, whose gain alone restarts the mean, and each
 /// drafting step that keeps the mean positive halves the next pause. So a drafter that costs
 /// little next to a forward goes on drafting through steps where it finds nothing, as long as its
-/// finds pay for them.
+/// finds pay for them, and one lucky probe of a costly drafter buys a few steps, not eight.
 ///
 /// It also says how many nodes to ask the drafters for (ask_nodes): twice the most a recent
 /// drafting step sent, at least 4, so that a step that will send one node does not pay for
 /// drafting and ranking sixty; a step that sends all it asked for doubles the next ask.
 class DraftingPause {
  public:
-  static constexpr int longest = 32;       ///< steps, at most, of one pause
-  static constexpr double weight = 0.125;  ///< a drafting step's weight in the means
+  static constexpr int longest = 32;  ///< steps, at most, of one pause (but see probe_share)
+  /// Past `longest` steps, pauses go on doubling, up to `longest_costly`, while one probe (the
+  /// mean drafting time) would cost more than this share of the pause's plain steps: a drafter
+  /// that costs a fair part of a cheap target's step probes rarely, one next to a slow target
+  /// every 32 steps.
+  static constexpr double probe_share = 0.001;
+  static constexpr int longest_costly = 256;
+  static constexpr int window = 8;         ///< drafting steps the means average over, at most
   static constexpr int smallest_ask = 4;   ///< nodes, at least, asked of the drafters
 
   /// Whether this step sends the root alone without asking the drafters (the pause counts down).
@@ -135,42 +172,54 @@ class DraftingPause {
   /// The nodes to ask the drafters for this step, at most `budget`.
   int ask_nodes(int budget) const { return std::min(budget, std::max(smallest_ask, 2 * largest_)); }
 
-  /// A drafting step sent `nodes` draft nodes, and is expected to gain `gain_seconds`; drafting
-  /// took `drafting_seconds`. Throws specdec::error for negative nodes, a gain that is not finite or
-  /// a drafting time that is not finite and >= 0.
-  void drafted(int nodes, double gain_seconds, double drafting_seconds) {
+  /// A drafting step sent `nodes` draft nodes and gained `gain_seconds`; drafting took
+  /// `drafting_seconds`, where a plain step takes `plain_seconds` (0: unknown; pauses then stop at
+  /// `longest`). Throws specdec::error for negative nodes, a gain that is not finite, or a
+  /// drafting or plain time that is not finite and >= 0.
+  void drafted(int nodes, double gain_seconds, double drafting_seconds, double plain_seconds = 0.0) {
     if (nodes < 0) throw error("DraftingPause: nodes must be >= 0, got " + std::to_string(nodes));
     if (!std::isfinite(gain_seconds)) throw error("DraftingPause: the gain must be finite, got " + std::to_string(gain_seconds));
     if (!(drafting_seconds >= 0.0) || !std::isfinite(drafting_seconds))
       throw error("DraftingPause: drafting time must be finite and >= 0, got " + std::to_string(drafting_seconds));
-    drafting_ = drafting_steps_++ == 0 ? drafting_seconds : drafting_ + weight * (drafting_seconds - drafting_);
-    largest_ = std::max(nodes, largest_ - (largest_ + 7) / 8);  // forgets an old high by 1/8 a step
-    gain_ = probing_ ? gain_seconds : gain_ + weight * (gain_seconds - gain_);
-    probing_ = false;
+    if (!(plain_seconds >= 0.0) || !std::isfinite(plain_seconds))
+      throw error("DraftingPause: plain step time must be finite and >= 0, got " + std::to_string(plain_seconds));
+    drafting_steps_ = std::min(drafting_steps_ + 1, window);
+    drafting_ += (drafting_seconds - drafting_) / drafting_steps_;
+    largest_ = std::max(nodes, largest_ - (largest_ + window - 1) / window);  // forgets a high by 1/8 a step
+    since_pause_ = std::min(since_pause_ + 1, window);
+    gain_ += (gain_seconds - gain_) / since_pause_;
     if (!(gain_ > 0)) {
       paused_ = next_pause_;
-      next_pause_ = std::min(2 * next_pause_, longest);
-      probing_ = true;
+      next_pause_ = std::min(2 * next_pause_, longest_pause(plain_seconds));
+      since_pause_ = 0;
     } else {
       next_pause_ = std::max(1, next_pause_ / 2);
     }
   }
   /// The mean drafting time of the recent drafting steps (0 before the first).
   double drafting_seconds() const { return drafting_; }
-  /// A new sequence: draft from its first step (the drafting time is kept).
+  /// The longest pause where a plain step takes `plain_seconds` (0: unknown): `longest`, or
+  /// longer while a probe costs more than probe_share of the pause, up to `longest_costly`.
+  int longest_pause(double plain_seconds) const {
+    int most = longest;
+    while (plain_seconds > 0 && most < longest_costly && drafting_ > probe_share * most * plain_seconds) most *= 2;
+    return most;
+  }
+  /// A new sequence: its first step drafts, a probe; the next pause's length and the drafting
+  /// time are kept (a drafter that did not pay on the last sequence is not asked 1, 2, 4 ... steps
+  /// apart all over again).
   void restart() {
     paused_ = 0;
-    next_pause_ = 1;
-    probing_ = true;
+    since_pause_ = 0;
   }
 
  private:
   int paused_ = 0;      // steps left in this pause
   int next_pause_ = 1;  // the next pause's length
-  bool probing_ = true;
+  int since_pause_ = 0;  // drafting steps since the last pause (or restart), at most window
   double gain_ = 0;
   double drafting_ = 0;
-  std::int64_t drafting_steps_ = 0;
+  int drafting_steps_ = 0;  // drafting steps so far, at most window
   int largest_ = 32;  // the most a recent step sent, decaying (at first: ask for 64)
 };
 

@@ -287,6 +287,19 @@ class TreeMerger {
     lay_out();
   }
 
+  /// Lays out the root alone, as keep(0) after a merge would, without merging anything: the tree
+  /// of a step that asks no drafter. ranked() is then 0.
+  void root_only(token_t root) {
+    ranked_ = 0;
+    kept_.reset(root);
+    kept_all_.assign(1, 0);
+    proposal_node_.clear();
+    draw_begin_.assign(1, 0);
+    draw_token_.clear();
+    proposal_q_.clear();
+    lay_out();
+  }
+
   /// Tells `model` the verdict on the kept tree: `accepted` is the accepted path (root first).
   /// Every kept node whose parent was accepted was tested, and counts for each drafter that
   /// proposed it (with that drafter's conditional score and the probability it was ranked by).

@@ -81,10 +81,21 @@ class SequenceStep<type_list<Drafters...>> {
   bool started() const { return !context_.empty(); }
 
   /// draft + merge: every drafter proposes below the root, and the trees merge into one of at
-  /// most `budget` draft nodes and depth `max_depth`. The view's base_position is the cache size.
+  /// most `budget` draft nodes and depth `max_depth` (no drafter is asked when either is 0). The
+  /// view's base_position is the cache size.
   TreeView draft(int budget, int max_depth) {
+    if (budget == 0 || max_depth == 0) return root_only();
     rank(budget, max_depth, nullptr);
     return keep(merger_.ranked());
+  }
+
+  /// The root alone, laid out on the cache, no drafter asked: a step that sends no draft node
+  /// (plain decoding's step, a paused step) without the merge's work.
+  TreeView root_only() {
+    merger_.root_only(context_.back());
+    TreeView view = merger_.view();
+    view.base_position = cached_;
+    return view;
   }
 
   /// draft + merge in two halves, for a size chosen from the ranking (draft_budget.hpp): every
