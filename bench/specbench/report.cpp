@@ -331,6 +331,12 @@ double ratio(std::int64_t a, std::int64_t b) { return b > 0 ? static_cast<double
 
 double ModelReport::speculative_tokens_per_second() const { return per_second(speculative_tokens, speculative_seconds); }
 double ModelReport::plain_tokens_per_second() const { return per_second(plain_tokens, plain_seconds); }
+double ModelReport::speculative_decode_tokens_per_second() const {
+  return per_second(speculative_tokens, speculative_seconds - speculative_prefill_seconds);
+}
+double ModelReport::plain_decode_tokens_per_second() const {
+  return per_second(plain_tokens, plain_seconds - plain_prefill_seconds);
+}
 
 ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const ModelOptions& options) {
   ModelReport m;
@@ -344,6 +350,8 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
     m.plain_tokens += turn.plain_tokens;
     m.speculative_seconds += turn.speculative_seconds;
     m.plain_seconds += turn.plain_seconds;
+    m.speculative_prefill_seconds += turn.speculative_prefill_seconds;
+    m.plain_prefill_seconds += turn.plain_prefill_seconds;
     m.equal_to_plain += turn.equals_plain;
     if (run.counts_draft_forwards) {
       m.draft_forwards = std::max<std::int64_t>(m.draft_forwards, 0) + turn.draft_forwards;
@@ -376,6 +384,11 @@ void print_model_report(std::ostream& out, const ModelReport& m) {
       "\nspeed (this run, same prompts, {} forward thread{}): speculative {:.0f} tokens/s, plain {:.0f} tokens/s, "
       "ratio {:.3f}\n",
       m.threads, m.threads == 1 ? "" : "s", spec, plain, plain > 0 ? spec / plain : 0.0);
+  const double spec_decode = m.speculative_decode_tokens_per_second(), plain_decode = m.plain_decode_tokens_per_second();
+  out << fmt::format("  decoding alone (the prefills, {:.3f} s and {:.3f} s, left out as --batch does): speculative {:.0f} "
+                     "tokens/s, plain {:.0f} tokens/s, ratio {:.3f}\n",
+                     m.speculative_prefill_seconds, m.plain_prefill_seconds, spec_decode, plain_decode,
+                     plain_decode > 0 ? spec_decode / plain_decode : 0.0);
   if (m.draft_forwards >= 0)
     out << fmt::format("draft model: {} forwards, {:.3f} per target step, {:.3f} per committed token; {:.2f} nodes per "
                        "forward\n",
@@ -397,8 +410,14 @@ nlohmann::ordered_json to_json(const ModelReport& m) {
   j["clamped_prompts"] = m.clamped;
   j["speculative"] = {{"tokens", m.speculative_tokens},
                       {"seconds", m.speculative_seconds},
-                      {"tokens_per_second", m.speculative_tokens_per_second()}};
-  j["plain"] = {{"tokens", m.plain_tokens}, {"seconds", m.plain_seconds}, {"tokens_per_second", m.plain_tokens_per_second()}};
+                      {"tokens_per_second", m.speculative_tokens_per_second()},
+                      {"prefill_seconds", m.speculative_prefill_seconds},
+                      {"decode_tokens_per_second", m.speculative_decode_tokens_per_second()}};
+  j["plain"] = {{"tokens", m.plain_tokens},
+                {"seconds", m.plain_seconds},
+                {"tokens_per_second", m.plain_tokens_per_second()},
+                {"prefill_seconds", m.plain_prefill_seconds},
+                {"decode_tokens_per_second", m.plain_decode_tokens_per_second()}};
   if (m.draft_forwards >= 0)
     j["draft_model"] = {{"forwards", m.draft_forwards},
                         {"per_target_step", ratio(m.draft_forwards, m.report.overall.steps)},

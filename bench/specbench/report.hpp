@@ -95,7 +95,8 @@ struct ModelReport {
   int threads = 1;       ///< the target's forward threads
   int clamped = 0;       ///< prompts whose max_new_tokens was cut to the model's positions
   std::int64_t speculative_tokens = 0, plain_tokens = 0;
-  double speculative_seconds = 0, plain_seconds = 0;
+  double speculative_seconds = 0, plain_seconds = 0;                  ///< prefills included
+  double speculative_prefill_seconds = 0, plain_prefill_seconds = 0;  ///< the prefills alone
   bool greedy = false;   ///< exact verifier: the output must equal plain greedy decoding
   int equal_to_plain = 0;  ///< prompts whose output equals the plain decode's
   /// Forwards of the draft models of staged drafters (-1: no drafter runs one).
@@ -103,6 +104,9 @@ struct ModelReport {
   std::int64_t draft_nodes = 0;  ///< tree nodes those forwards ran
   double speculative_tokens_per_second() const;
   double plain_tokens_per_second() const;
+  /// Decoding alone: the same tokens over the time without the prefills (as `--batch` reports).
+  double speculative_decode_tokens_per_second() const;
+  double plain_decode_tokens_per_second() const;
 };
 
 ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const ModelOptions& options);

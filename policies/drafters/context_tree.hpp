@@ -2,17 +2,18 @@
 // draft a tree of likely continuations from the context (and, for the second, from the outputs of
 // earlier sequences).
 //
-// The context is indexed by a ContinuationAutomaton, updated per appended token. For a text (the
-// context, or the context followed by a draft path) the automaton gives its longest suffix that
-// occurred before and every shorter one (back-off contexts), each with the tokens that followed
-// it, how often and how recently. Every token that followed one of these contexts is a candidate
-// child; a logistic model of that evidence (match length, counts, distinct continuations, how much
-// longer the longest match is, the token's frequency and recency) estimates the probability that
-// the target produces it. The weights were fitted by logistic regression on the next tokens of
-// the Spec-Bench replay (see docs/drafters/context_tree.md); they give calibrated estimates, so a
-// node's score, the product of the estimates along its path, estimates the probability that the
-// target accepts the node. The tree grows best first: the highest-scoring candidate anywhere in
-// the tree is added next, until the node budget is spent.
+// The context is indexed by a ContinuationAutomaton, which catches up with the committed tokens
+// when the drafter is asked (observe() only queues them: a paused drafter costs next to nothing).
+// For a text (the context, or the context followed by a draft path) the automaton gives its longest
+// suffix that occurred before and every shorter one (back-off contexts), each with the tokens that
+// followed it, how often and how recently. Every token that followed one of these contexts is a
+// candidate child; a logistic model of that evidence (match length, counts, distinct continuations,
+// how much longer the longest match is, the token's frequency and recency) estimates the
+// probability that the target produces it. The weights were fitted by logistic regression on the
+// next tokens of the Spec-Bench replay (see docs/drafters/context_tree.md); they give calibrated
+// estimates, so a node's score, the product of the estimates along its path, estimates the
+// probability that the target accepts the node. The tree grows best first: the highest-scoring
+// candidate anywhere in the tree is added next, until the node budget is spent.
 #pragma once
 
 #include <algorithm>
@@ -74,18 +75,19 @@ class ContextTreeDrafter {
   void begin(std::span<const token_t> prompt) {
     if (with_history_) remember_output();
     index_.clear();
+    unindexed_.clear();
     history_match_ = {};
     history_version_ = history_->version;
     prompt_length_ = static_cast<int>(prompt.size());
     for (token_t t : prompt) append(t);
   }
 
-  void observe(std::span<const token_t> committed) {
-    rematch_if_history_changed();
-    for (token_t t : committed) append(t);
-  }
+  // The index catches up with the committed tokens in propose(): a drafter that is not asked (the
+  // automatic budget's pause, budget 0) costs next to nothing per step.
+  void observe(std::span<const token_t> committed) { unindexed_.insert(unindexed_.end(), committed.begin(), committed.end()); }
 
   void propose(const DraftContext& ctx, DraftTree& tree) {
+    catch_up();
     if (!in_sync(ctx.tokens)) resync(ctx);
     rematch_if_history_changed();
     const int budget = std::min(options_.budget, ctx.budget);
@@ -114,7 +116,7 @@ class ContextTreeDrafter {
   void share_history(std::shared_ptr<TreeHistory> history) { history_.share(std::move(history)); }
   void end_sequence() {
     remember_output();
-    prompt_length_ = index_.size();  // remembered: the next begin() adds nothing more
+    prompt_length_ = context_size();  // remembered: the next begin() adds nothing more
   }
 
   /// `history`: also draft from the outputs of earlier sequences (HistoryTreeDrafter).
@@ -263,9 +265,19 @@ class ContextTreeDrafter {
     for (token_t t : ctx.tokens) append(t);
   }
 
+  // The committed tokens not in the index yet join it.
+  void catch_up() {
+    rematch_if_history_changed();
+    for (token_t t : unindexed_) append(t);
+    unindexed_.clear();
+  }
+
+  // Tokens of the sequence: the index's and those it has not caught up with.
+  int context_size() const { return index_.size() + static_cast<int>(unindexed_.size()); }
+
   // The finished sequence's output joins the history (after a separator that is no token).
   void remember_output() {
-    const int output = index_.size() - prompt_length_;
+    const int output = context_size() - prompt_length_;
     if (output <= 0) return;
     // history + separator + output must fit; compared without the sum, which can pass INT_MAX
     index::ContinuationAutomaton& history = history_->tokens;
@@ -273,7 +285,11 @@ class ContextTreeDrafter {
     if (output >= options_.history_tokens - history.size()) history.clear();
     if (output >= options_.history_tokens) return;
     history.append(-1);
-    for (int i = prompt_length_; i < index_.size(); ++i) history.append(index_.tokens()[i]);
+    const auto indexed = index_.tokens();
+    for (int i = prompt_length_; i < context_size(); ++i) {
+      const int from_index = static_cast<int>(indexed.size());
+      history.append(i < from_index ? indexed[static_cast<std::size_t>(i)] : unindexed_[static_cast<std::size_t>(i - from_index)]);
+    }
   }
 
   // Scores the candidate children of `node` and queues those that can enter the tree.
@@ -438,6 +454,7 @@ class ContextTreeDrafter {
 
   bool with_history_;  // HistoryTreeDrafter
   index::ContinuationAutomaton index_;
+  std::vector<token_t> unindexed_;  // committed since the index last caught up (observe)
   HistoryRef history_;
   std::uint64_t history_version_ = 0;  // history_->version when history_match_ was computed
   Match history_match_;

@@ -260,6 +260,29 @@ TEST_CASE("Llama2cTarget: forward and commit reject bad input", "[llama2c][error
   CHECK_THROWS_WITH(target.prefill(too_long), Contains("513"));
 }
 
+TEST_CASE("Llama2cTarget: decode is generate's second half, and rejects bad input", "[llama2c]") {
+  auto model = stories();
+  if (!model) return;
+  Llama2cTarget target(model);
+  CHECK_THROWS_WITH(target.decode(5, 3), Contains("prefill() first"));
+  const std::vector<token_t> prompt{1, 403, 407, 261, 378};
+  const std::vector<token_t> reference = target.generate(prompt, 40);
+  target.prefill(std::span(prompt).first(prompt.size() - 1));
+  CHECK(target.decode(prompt.back(), 40) == reference);
+  CHECK(target.cached() == static_cast<int>(prompt.size()) - 1 + 40);
+  // Stops after a stop token, included.
+  const std::vector<token_t> stop{reference[10]};
+  target.prefill(std::span(prompt).first(prompt.size() - 1));
+  const std::vector<token_t> stopped = target.decode(prompt.back(), 40, stop);
+  CHECK(stopped == std::vector<token_t>(reference.begin(), std::find(reference.begin(), reference.end(), stop[0]) + 1));
+  target.prefill(std::span(prompt).first(prompt.size() - 1));
+  CHECK_THROWS_WITH(target.decode(prompt.back(), -1), Contains("n must be >= 0"));
+  CHECK_THROWS_WITH(target.decode(512, 1), Contains("512") && Contains("outside the vocabulary"));
+  CHECK_THROWS_WITH(target.decode(prompt.back(), 509), Contains("4 cached tokens + 509") && Contains("512 positions"));
+  CHECK(target.decode(prompt.back(), 0).empty());
+  CHECK(target.decode(prompt.back(), 508).size() == 508);  // up to the last position
+}
+
 // ---- bad files ----------------------------------------------------------------------------
 
 namespace {

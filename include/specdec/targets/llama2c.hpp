@@ -113,7 +113,8 @@ class Llama2cTarget {
   }
 
   /// Plain autoregressive greedy decoding: `n` new tokens after `prompt`, one forward per token
-  /// (stops after a token of `stop`, included). Starts a new sequence.
+  /// (stops after a token of `stop`, included). Starts a new sequence: prefill() of all but the
+  /// prompt's last token, then decode() from it.
   std::vector<token_t> generate(std::span<const token_t> prompt, int n, std::span<const token_t> stop = {}) {
     if (prompt.empty()) throw error("Llama2cTarget::generate: the prompt is empty");
     if (n < 0) throw error("Llama2cTarget::generate: n must be >= 0, got " + std::to_string(n));
@@ -121,10 +122,22 @@ class Llama2cTarget {
       throw error("Llama2cTarget::generate: " + std::to_string(prompt.size()) + " prompt tokens + " +
                   std::to_string(n) + " new tokens exceed the model's " + std::to_string(max_positions()) +
                   " positions");
-    prefill(prompt.first(prompt.size() - 1));
     check_token(prompt.back(), "generate: the last prompt token");
+    prefill(prompt.first(prompt.size() - 1));
+    return decode(prompt.back(), n, stop);
+  }
+
+  /// Plain greedy decoding on the sequence in the cache: `n` new tokens after `last`, the token
+  /// that follows the cached ones (one forward per token; stops after a token of `stop`, included).
+  std::vector<token_t> decode(token_t last, int n, std::span<const token_t> stop = {}) {
+    if (!started_) throw error("Llama2cTarget::decode: call prefill() first");
+    if (n < 0) throw error("Llama2cTarget::decode: n must be >= 0, got " + std::to_string(n));
+    if (static_cast<long>(cache_.cached) + n > max_positions())
+      throw error("Llama2cTarget::decode: " + std::to_string(cache_.cached) + " cached tokens + " + std::to_string(n) +
+                  " new tokens exceed the model's " + std::to_string(max_positions()) + " positions");
+    check_token(last, "decode: the last token");
+    pending_parent_.clear();
     std::vector<token_t> out;
-    token_t last = prompt.back();
     const node_t root = -1;
     for (int i = 0; i < n; ++i) {
       const llama::SequenceRun run{&cache_, &last, 1, &root};
