@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -468,8 +469,9 @@ TEST_CASE("batch, automatic budget: a step's nodes go to the requests whose draf
   };
   // Each extra node costs a fifth of the weights' read: only likely nodes pay. One request's
   // oracle is right 95% of the time, the other's 20%: the first gets the nodes.
-  SpeculativeBatch<HashTarget, OracleDrafter, ExactVerifier> batch(target, 2, BatchOptions{.cost = LinearCost{1.0, 0.2}},
-                                                                   OracleDrafter({}, 1), ExactVerifier{});
+  // (The pause weighs the model's times here: the hash target's own are far less.)
+  SpeculativeBatch<HashTarget, OracleDrafter, ExactVerifier> batch(
+      target, 2, BatchOptions{.cost = LinearCost{1.0, 0.2}, .measured_pause = false}, OracleDrafter({}, 1), ExactVerifier{});
   const request_id good = batch.add(good_prompt, request(500, 8), OracleDrafter(reference(good_prompt), 8, 0.05, 1, 3));
   const request_id bad = batch.add(bad_prompt, request(500, 8), OracleDrafter(reference(bad_prompt), 8, 0.8, 1, 4));
   for (int i = 0; i < 40; ++i) batch.step();  // both requests still run (40 steps of at most 9 tokens)
@@ -483,7 +485,7 @@ TEST_CASE("batch, automatic budget: a request whose share is no node stops being
   HashTarget target(kVocab, 11, 4.0f, 3);
   using testing::CountingOracle;
   // A node costs as much as a forward: no share ever pays.
-  SpeculativeBatch<HashTarget, CountingOracle, ExactVerifier> batch(target, 3, BatchOptions{.cost = LinearCost{0.0, 1.0}},
+  SpeculativeBatch<HashTarget, CountingOracle, ExactVerifier> batch(target, 3, BatchOptions{.cost = LinearCost{0.0, 1.0}, .measured_pause = false},
                                                                     CountingOracle({}, 1), ExactVerifier{});
   std::vector<std::shared_ptr<int>> counts;
   std::vector<request_id> ids;
@@ -510,7 +512,8 @@ TEST_CASE("batch, automatic budget: a request whose drafting costs more than its
   // A forward of 10 us + 1 us a node: every oracle node is accepted, and a request's 8 nodes save
   // about 8 root shares (5 us each) of a plain batch step; drafting them for 300 us does not pay.
   SpeculativeBatch<HashTarget, CountingOracle, ExactVerifier> batch(
-      target, 2, BatchOptions{.cost = LinearCost{10e-6, 1e-6}}, CountingOracle({}, 1), ExactVerifier{});
+      target, 2, BatchOptions{.cost = LinearCost{10e-6, 1e-6}, .measured_pause = false}, CountingOracle({}, 1),
+      ExactVerifier{});
   std::vector<std::shared_ptr<int>> counts;
   std::vector<request_id> ids;
   std::vector<std::vector<token_t>> truths;
@@ -534,5 +537,54 @@ TEST_CASE("batch, automatic budget: a request whose drafting costs more than its
   for (std::size_t r = 0; r < ids.size(); ++r) {  // lossless
     const std::span<const token_t> context = batch.context(ids[r]);
     CHECK(std::equal(context.begin(), context.end(), truths[r].begin()));
+  }
+}
+
+namespace {
+
+// The hash target, but its batched forward really takes `per_node` for every node of every tree
+// (busy-waiting): a compute-bound target, whatever its cost model says.
+struct SpinningTarget : HashTarget {
+  using HashTarget::HashTarget;
+  const BatchOutput& forward(const TreeBatchView& batch) {
+    int nodes = 0;
+    for (const TreeView& tree : batch.trees) nodes += tree.size;
+    const auto until = std::chrono::steady_clock::now() + per_node * nodes;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    return HashTarget::forward(batch);
+  }
+  std::chrono::microseconds per_node{50};
+};
+
+}  // namespace
+
+TEST_CASE("batch, automatic budget: the pause weighs measured steps, not an optimistic cost model", "[batch][budget]") {
+  using testing::CountingOracle;
+  // The model says a node costs 1 % of a plain step; each really costs a root's forward. The
+  // oracles' 8-node chains are half wrong per node: about one token more per request and step,
+  // for 8 roots' time.
+  for (const bool measured : {true, false}) {
+    SpinningTarget target(kVocab, 11, 4.0f, 2);
+    SpeculativeBatch<SpinningTarget, CountingOracle, ExactVerifier> batch(
+        target, 2, BatchOptions{.cost = LinearCost{100e-6, 1e-6}, .measured_pause = measured}, CountingOracle({}, 1),
+        ExactVerifier{});
+    std::vector<request_id> ids;
+    std::vector<std::vector<token_t>> truths;
+    for (const token_t first : {1, 7}) {
+      const std::vector<token_t> prompt{first, 2, 3};
+      std::vector<token_t>& truth = truths.emplace_back(prompt);
+      const auto g = target.generate(prompt, 600);
+      truth.insert(truth.end(), g.begin(), g.end());
+      ids.push_back(batch.add(prompt, request(500, 8), CountingOracle(truth, 8, 0.5, 1, static_cast<std::uint64_t>(first))));
+    }
+    for (int i = 0; i < 150; ++i) batch.step();
+    for (std::size_t r = 0; r < ids.size(); ++r) {
+      const DecodeStats& s = batch.stats(ids[r]);
+      if (measured) CHECK(s.paused_steps > s.steps * 7 / 10);  // probes only
+      else CHECK(s.paused_steps < s.steps / 10);                // the model's word: every step pays
+      const std::span<const token_t> context = batch.context(ids[r]);
+      CHECK(std::equal(context.begin(), context.end(), truths[r].begin()));  // lossless
+    }
   }
 }
