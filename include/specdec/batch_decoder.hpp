@@ -244,7 +244,7 @@ class SpeculativeBatch {
       updates_.clear();
       batch_slots_.clear();
       batch_trees_.clear();
-      const auto t_step = clock::now();
+      const auto t_step = acceptance_ ? clock::now() : clock::time_point{};  // for weigh_step() only
       // draft + merge: one tree per active request (its root only when it does not speculate)
       for (std::size_t s = 0; s < requests_.size(); ++s) {
         if (!requests_[s] || requests_[s]->finished) continue;
