@@ -103,23 +103,38 @@ Device describe_device() {
 
 int repeat = 200;
 
-/// Mean microseconds per call of `launch` (which must only enqueue work on the default stream).
+/// Mean microseconds per call of `launch` (which must only enqueue work on `stream`), launched back
+/// to back: the device's time per call once launches overlap the previous call's work.
 template <class Launch>
-double time_us(Launch&& launch) {
+double time_us(Launch&& launch, cudaStream_t stream = nullptr) {
   for (int i = 0; i < 10; ++i) launch();
-  check(cudaDeviceSynchronize(), "warm-up");
+  check(cudaStreamSynchronize(stream), "warm-up");
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
-  check(cudaEventRecord(start), "cudaEventRecord");
+  check(cudaEventRecord(start, stream), "cudaEventRecord");
   for (int i = 0; i < repeat; ++i) launch();
-  check(cudaEventRecord(stop), "cudaEventRecord");
+  check(cudaEventRecord(stop, stream), "cudaEventRecord");
   check(cudaEventSynchronize(stop), "cudaEventSynchronize");
   float ms = 0;
   check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
   check(cudaEventDestroy(start), "cudaEventDestroy");
   check(cudaEventDestroy(stop), "cudaEventDestroy");
   return 1e3 * ms / repeat;
+}
+
+/// Mean wall-clock microseconds per call of `launch` followed by a synchronisation of `stream`:
+/// what a decoding step waits for (launch latency included), since a step reads its result.
+template <class Launch>
+double latency_us(Launch&& launch, cudaStream_t stream) {
+  for (int i = 0; i < 10; ++i) launch();
+  check(cudaStreamSynchronize(stream), "warm-up");
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < repeat; ++i) {
+    launch();
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / repeat;
 }
 
 /// Mean microseconds per call of the host backend (this machine's CPU, one thread): repeated
@@ -574,13 +589,34 @@ void bench_step(const Device& dev) {
     c.path = g.path;
     c.length = g.length;
     c.status = device_alloc<core::compaction_status>(batch);
-    const double us = time_us([&] {
-      check(backend::build_trees(backend::cuda{}, t), "build_trees");
+    // The step's three launches on one stream, as the decoder's device step issues them, then the
+    // same launches captured once into a CUDA graph and replayed (one launch for the three).
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    backend::cuda on_stream{};
+    on_stream.stream = stream;
+    tag.stream = stream;
+    const auto step = [&] {
+      check(backend::build_trees(on_stream, t), "build_trees");
       check(backend::greedy_verify(tag, g), "greedy_verify");
-      check(backend::compact_kv(backend::cuda{}, c), "compact_kv");
-    });
-    report(dev, "step", "batch " + std::to_string(batch) + " x 64 nodes, vocab 128256, 32L 8H 128D", us,
-           static_cast<double>(rows) * vocab * sizeof(float));
+      check(backend::compact_kv(on_stream, c), "compact_kv");
+    };
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    step();
+    check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    const auto replay = [&] { check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); };
+    const std::string shape = "batch " + std::to_string(batch) + " x 64 nodes, vocab 128256, 32L 8H 128D";
+    const double bytes = static_cast<double>(rows) * vocab * sizeof(float);
+    report(dev, "step", shape, time_us(step, stream), bytes);
+    report(dev, "step (graph)", shape, time_us(replay, stream), bytes);
+    report(dev, "step +sync", shape, latency_us(step, stream), bytes);
+    report(dev, "graph +sync", shape, latency_us(replay, stream), bytes);
+    check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+    check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+    check(cudaStreamDestroy(stream), "cudaStreamDestroy");
     for (void* p : {static_cast<void*>(logits), static_cast<void*>(g.argmax), static_cast<void*>(g.path),
                     static_cast<void*>(g.length), static_cast<void*>(g.next_token), static_cast<void*>(g.status),
                     tag.workspace, static_cast<void*>(c.k_cache), static_cast<void*>(c.v_cache),
@@ -615,7 +651,9 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs, peak memory bandwidth %.0f GB/s (2 x memory clock x bus width)\n",
               dev.name.c_str(), dev.sms, dev.peak_bytes_per_second / 1e9);
   std::printf("mean over %d launches after 10 warm-ups; bytes = what the kernel must read/write at least;\n"
-              "host = the host backend on the same input (batch 1 for verify and suffix match), and its ratio\n\n",
+              "host = the host backend on the same input (batch 1 for verify and suffix match), and its ratio;\n"
+              "step: tree build, greedy verification and KV compaction on one stream, (graph) the same captured\n"
+              "in a CUDA graph; +sync: wall clock of one step launched and waited for (a decoding step's latency)\n\n",
               repeat);
   bench_tree_build(dev);
   bench_greedy_verify(dev);

@@ -102,13 +102,14 @@ inline std::size_t row_parallel_bytes(const StochasticVerifyBatch& b, int splits
 }  // namespace detail
 
 /// The launch shape `automatic` stands for: row-parallel while the batch's rows are few enough
-/// for the whole GPU to read them all sooner than one block per tree reads the visited ones
-/// (batch * max_nodes <= 4 rows per multiprocessor), and rows long enough for that to outweigh
-/// the pre-pass's two extra launches (vocab >= 8192). First estimates, to be tuned on a GPU with
-/// bench/kernels_bench, which times both shapes.
+/// for the whole GPU to read them all sooner than one block per tree reads the visited ones, and
+/// rows long enough for that to outweigh the pre-pass's two extra launches (vocab >= 8192).
+/// Measured on an H200 (bench/kernels_bench, docs/performance.md): row-parallel was 2-23x faster
+/// at every shape timed, up to 64 trees x 64 nodes (31 rows per multiprocessor), hence the bound
+/// of 32 rows per multiprocessor; past it (more trees than were timed) per tree.
 inline StochasticLaunch stochastic_launch(const StochasticVerifyBatch& b, StochasticLaunch requested) {
   if (requested != StochasticLaunch::automatic) return requested;
-  const bool few_rows = static_cast<long long>(b.batch) * b.max_nodes <= 4LL * detail::multiprocessors();
+  const bool few_rows = static_cast<long long>(b.batch) * b.max_nodes <= 32LL * detail::multiprocessors();
   return few_rows && b.vocab_size >= 8192 ? StochasticLaunch::row_parallel : StochasticLaunch::per_tree;
 }
 

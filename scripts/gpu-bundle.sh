@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # Builds the GPU tests and the kernel benchmarks (CUDA required) and gathers them, with the CUDA
-# runtime they link, into build/gpu-bundle: a folder that runs on a GPU machine that has a driver
-# but none of the build dependencies (Catch2 and the rest are compiled in). On that machine:
+# runtime and the Debian libraries they link, into build/gpu-bundle: a folder that runs on a GPU
+# machine that has a driver but none of the build dependencies (Catch2 and the rest are compiled
+# in). cuBLAS (gpu_dense_search_gpu_test and specdec-dense-datastore's gpu-flat search) is too
+# large to carry: it comes from that machine's CUDA toolkit (/usr/local/cuda). On that machine:
 #   build/gpu-bundle/run.sh [LOG_DIR]    # every gpu test, then kernels_bench and decoder_step_bench
+#   DENSE_DS=FILE build/gpu-bundle/run.sh  # also specdec-dense-datastore bench FILE --backend gpu-flat
 #   SANITIZE=1 build/gpu-bundle/run.sh [LOG_DIR]   # the gpu tests under compute-sanitizer instead
 #                                                  # (memcheck, racecheck, synccheck; slow)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake --preset cuda >/dev/null
-tests=(tree_build_gpu_test greedy_verify_gpu_test stochastic_verify_gpu_test suffix_match_gpu_test
-       kv_compaction_gpu_test step_gpu_test backend_step_gpu_test)
-cmake --build --preset cuda -j "$(nproc)" --target "${tests[@]}" kernels_bench decoder_step_bench
+# Every test labelled gpu (tests/CMakeLists.txt), by the name of its program.
+mapfile -t tests < <(ctest --test-dir build/cuda -L gpu -N | awk '/Test +#/ {print $3}')
+[ "${#tests[@]}" -gt 0 ] || { echo "gpu-bundle: no test labelled gpu in build/cuda" >&2; exit 1; }
+cmake --build --preset cuda -j "$(nproc)" --target "${tests[@]}" kernels_bench decoder_step_bench specdec_dense_datastore
 bundle=build/gpu-bundle
 rm -rf "$bundle"
 mkdir -p "$bundle"
-for t in "${tests[@]}"; do cp "build/cuda/tests/$t" "$bundle/"; done
-cp build/cuda/bench/kernels_bench build/cuda/bench/decoder_step_bench "$bundle/"
-cp -L "$(ldd build/cuda/bench/kernels_bench | awk '/libcudart/ {print $3}')" "$bundle/"
+programs=(build/cuda/bench/kernels_bench build/cuda/bench/decoder_step_bench
+          build/cuda/tools/dense_datastore/specdec-dense-datastore)
+for t in "${tests[@]}"; do programs+=("$(find build/cuda/tests -name "$t" -type f | head -1)"); done
+cp "${programs[@]}" "$bundle/"
+# The libraries they link that a bare machine lacks: all but glibc's, the C++ runtime, the driver
+# (libcuda) and cuBLAS.
+ldd "${programs[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+  grep -Ev '^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libcuda|libcublas|libcublasLt)\.so' |
+  while read -r _ path; do cp -L "$path" "$bundle/"; done
 cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs every GPU test, then the benchmarks; logs go to $1 (default .). Any exit but 0 counts as a
@@ -27,7 +37,7 @@ cat > "$bundle/run.sh" <<'RUN'
 here="$(cd "$(dirname "$0")" && pwd)"
 logs="${1:-.}"
 mkdir -p "$logs"
-export LD_LIBRARY_PATH="$here${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$here:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>&1 | tee "$logs/device.txt"
 if [ "${SANITIZE:-0}" = 1 ] && ! command -v compute-sanitizer >/dev/null; then
   export PATH="/usr/local/cuda/bin:$PATH"
@@ -53,6 +63,10 @@ done
 if [ "${SANITIZE:-0}" != 1 ]; then
   "$here/kernels_bench" >"$logs/kernels_bench.txt" 2>&1 || failed=1
   "$here/decoder_step_bench" --tokens 128 >"$logs/decoder_step_bench.txt" 2>&1 || failed=1
+  if [ -n "${DENSE_DS:-}" ]; then
+    "$here/specdec-dense-datastore" bench "$DENSE_DS" --queries 200 --backend gpu-flat >"$logs/dense_bench.txt" 2>&1 ||
+      failed=1
+  fi
 fi
 echo "failed: $failed" | tee -a "$logs/summary.txt"
 exit "$failed"

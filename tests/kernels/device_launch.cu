@@ -80,6 +80,14 @@ backend::status finish(Mirror& m, backend::status s) {
 
 }  // namespace
 
+// The mirrors copy every array a batch points to; an array the device cannot read fails only on a
+// GPU (KvCompactionBatch::sequence was once left pointing at host memory). These sizes make a new
+// field fail the build here, in CI, until its mirror is written.
+static_assert(sizeof(core::KvCompactionBatch) == 112, "KvCompactionBatch changed: mirror its new arrays in mirror_caches");
+static_assert(sizeof(core::SuffixMatchBatch) == 80, "SuffixMatchBatch changed: mirror its new arrays in run_on_device");
+static_assert(sizeof(core::GreedyVerifyBatch) == 112, "GreedyVerifyBatch changed: mirror its new arrays");
+static_assert(sizeof(core::TreeBatch) == 112, "TreeBatch changed: mirror its new arrays in mirror_trees");
+
 static core::TreeBatch mirror_trees(Mirror& m, const core::TreeBatch& host) {
   core::TreeBatch d = host;
   const long long nodes = host.batch > 0 ? host.offsets[host.batch] : 0;
@@ -142,18 +150,23 @@ backend::status run_on_device(const core::SuffixMatchBatch& host) {
   return finish(m, backend::suffix_match(tag_with_workspace(m, d), d));
 }
 
-// The caches, bases and statuses; path and length are the caller's business.
+// The caches, bases, statuses and the entries' sequences; path and length are the caller's business.
 static core::KvCompactionBatch mirror_caches(Mirror& m, const core::KvCompactionBatch& host) {
   core::KvCompactionBatch d = host;
   const core::KvCacheLayout& l = host.layout;
+  // The caches hold every sequence an entry names (more than `batch` when `sequence` picks some).
+  long long sequences = host.batch;
+  for (int b = 0; host.sequence && b < host.batch; ++b)
+    sequences = std::max<long long>(sequences, host.sequence[b] + 1LL);
   // One past the last byte any (sequence, layer, position, head) row of the layout touches.
-  const long long cache_bytes = (host.batch - 1) * l.sequence_stride + (l.layers - 1) * l.layer_stride +
+  const long long cache_bytes = (sequences - 1) * l.sequence_stride + (l.layers - 1) * l.layer_stride +
                                 (l.max_positions - 1) * l.position_stride + (l.kv_heads - 1) * l.head_stride +
                                 l.row_bytes;
   d.k_cache = m.copy(host.k_cache, cache_bytes, true);
   d.v_cache = m.copy(host.v_cache, cache_bytes, true);
   d.base = m.copy(host.base, host.batch, false);
   d.status = m.copy(host.status, host.batch, true);
+  d.sequence = m.copy(host.sequence, host.batch, false);
   return d;
 }
 
