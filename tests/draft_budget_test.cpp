@@ -214,15 +214,30 @@ TEST_CASE("MeasuredPlainStep scales the cost model by what root-only steps measu
   MeasuredPlainStep plain;
   CHECK(plain.seconds(2e-3) == 2e-3);  // nothing measured: the model
   plain.observe(3e-3, 2e-3);
-  CHECK(plain.seconds(4e-3) == Approx(6e-3));
-  plain.observe(1e-3, 1e-3);
-  CHECK(plain.seconds(1.0) == Approx(1.25));  // the mean ratio: (1.5 + 1) / 2
+  CHECK(plain.seconds(4e-3) == 4e-3);  // ratios {1 (the model), 1.5}: the lower median
+  plain.observe(3e-3, 2e-3);
+  CHECK(plain.seconds(4e-3) == Approx(6e-3));  // {1, 1.5, 1.5}: two steps outvote the model
   for (int i = 0; i < 50; ++i) plain.observe(2e-3, 1e-3);
-  CHECK(plain.seconds(1.0) == Approx(2.0).epsilon(0.01));  // the recent steps' ratio
+  CHECK(plain.seconds(1.0) == Approx(2.0));  // the recent steps' ratio
   CHECK_THROWS_WITH(plain.observe(-1.0, 1.0), Catch::Contains("measured time"));
   CHECK_THROWS_WITH(plain.observe(NAN, 1.0), Catch::Contains("measured time"));
   CHECK_THROWS_WITH(plain.observe(1.0, 0.0), Catch::Contains("modelled time"));
   CHECK_THROWS_WITH(plain.observe(1.0, INFINITY), Catch::Contains("modelled time"));
+}
+
+TEST_CASE("MeasuredPlainStep: a descheduled step does not move the scale, half the window does", "[draft_budget]") {
+  MeasuredPlainStep first;
+  first.observe(50e-3, 1e-3);  // the very first root-only step lost 49 ms to another process
+  CHECK(first.seconds(1e-3) == 1e-3);  // the model's word still counts
+
+  MeasuredPlainStep plain;
+  for (int i = 0; i < 8; ++i) plain.observe(1.2e-3, 1e-3);
+  for (int i = 0; i < 4; ++i) {
+    plain.observe(50e-3, 1e-3);  // up to half the window descheduled: the typical step stays
+    CHECK(plain.seconds(1.0) == Approx(1.2));
+  }
+  plain.observe(50e-3, 1e-3);  // most of the window slow: the steps really are slower now
+  CHECK(plain.seconds(1.0) == Approx(50.0));
 }
 
 TEST_CASE("DraftingPause asks for twice the most a recent step sent, at least 4", "[draft_budget]") {

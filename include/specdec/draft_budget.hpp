@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <concepts>
@@ -105,11 +106,15 @@ DraftSizeChoice choose_draft_size(std::span<const double> path_probability, cons
 /// What a plain step (the root alone) measures against what the cost model says, so that a
 /// drafting step's measured time can be weighed against the plain steps it replaces: a cost model
 /// times a forward, while a step also pays the decoder's own work and, after drafting, caches the
-/// drafters disturbed. Each root-only step tells its measured and modelled seconds; the mean
-/// ratio of the recent ones (weight 1/8, the first alone at first) scales the model.
+/// drafters disturbed. Each root-only step tells its measured and modelled seconds; the model is
+/// scaled by the lower median of the recent ratios (the last 8), the model's own ratio 1 counting
+/// as one of them until 8 were measured. A median because a step that the operating system
+/// descheduled measures many plain steps' time: one such step scaled by a mean made drafting look
+/// paying for as long as the drafters then kept the root from going alone (a test caught it on a
+/// loaded machine); half the window has to agree to move the scale.
 class MeasuredPlainStep {
  public:
-  static constexpr int window = 8;  ///< root-only steps the mean averages over, at most
+  static constexpr int window = 8;  ///< root-only steps the median is taken over, at most
 
   /// A root-only step took `measured_seconds` where the cost model says `modelled_seconds`.
   /// Throws specdec::error unless measured >= 0 and modelled > 0, both finite.
@@ -118,16 +123,28 @@ class MeasuredPlainStep {
       throw error("MeasuredPlainStep: measured time must be finite and >= 0, got " + std::to_string(measured_seconds));
     if (!(modelled_seconds > 0.0) || !std::isfinite(modelled_seconds))
       throw error("MeasuredPlainStep: modelled time must be finite and > 0, got " + std::to_string(modelled_seconds));
-    steps_ = std::min(steps_ + 1, window);
-    scale_ += (measured_seconds / modelled_seconds - scale_) / steps_;
+    ratios_[static_cast<std::size_t>(observed_ % window)] = measured_seconds / modelled_seconds;
+    ++observed_;
+    const auto count = static_cast<std::size_t>(std::min<long long>(observed_, window));
+    std::array<double, window + 1> sorted{};  // insertion sort: at most 9 values
+    std::size_t n = 0;
+    const auto insert = [&](double ratio) {
+      std::size_t i = n++;
+      for (; i > 0 && sorted[i - 1] > ratio; --i) sorted[i] = sorted[i - 1];
+      sorted[i] = ratio;
+    };
+    for (std::size_t i = 0; i < count; ++i) insert(ratios_[i]);
+    if (count < window) insert(1.0);  // the model's own word
+    scale_ = sorted[(n - 1) / 2];
   }
   /// A plain step's measured seconds where the model says `modelled_seconds` (the model's own
   /// time before any root-only step was measured).
-  double seconds(double modelled_seconds) const { return steps_ > 0 ? scale_ * modelled_seconds : modelled_seconds; }
+  double seconds(double modelled_seconds) const { return scale_ * modelled_seconds; }
 
  private:
-  double scale_ = 0;  // measured / modelled, the recent root-only steps' mean
-  int steps_ = 0;     // root-only steps in the mean, at most window
+  std::array<double, window> ratios_{};  // measured / modelled of the recent root-only steps
+  long long observed_ = 0;               // root-only steps observed
+  double scale_ = 1.0;                   // the lower median of the ratios (and 1 while few)
 };
 
 /// The automatic budget's pause: whether a step asks its drafters at all. Drafting costs its time
