@@ -139,6 +139,32 @@ TEST_CASE("DraftingPause: a probe restarts the mean, and paying steps shorten th
   CHECK(streak.skip_step());
 }
 
+TEST_CASE("DraftingPause: a paying probe alone does not shorten the next pause", "[draft_budget]") {
+  DraftingPause pause;
+  CHECK(pause.probing());  // the first step
+  for (int probe = 0; probe < 5; ++probe) {  // pauses 1, 2, 4, 8, 16
+    pause.drafted(0, -1e-6, 1e-6);
+    CHECK(pause.probing());
+    while (pause.skip_step()) {
+    }
+  }
+  pause.drafted(2, 1e-3, 1e-6);  // the probe pays
+  CHECK_FALSE(pause.probing());
+  CHECK_FALSE(pause.skip_step());
+  pause.drafted(0, -1e-2, 1e-6);  // the next step turns the mean: the pause is the one learnt (32)
+  int paused = 0;
+  while (pause.skip_step()) ++paused;
+  CHECK(paused == 32);
+  pause.drafted(2, 1e-3, 1e-6);  // a probe, then a paying step: that one halves it
+  pause.drafted(2, 1e-3, 1e-6);
+  pause.drafted(0, -1e-1, 1e-6);
+  paused = 0;
+  while (pause.skip_step()) ++paused;
+  CHECK(paused == 16);  // 32 (the longest) learnt by the last pause, halved once
+  pause.restart();
+  CHECK(pause.probing());  // a new sequence's first drafting step is a probe too
+}
+
 TEST_CASE("DraftingPause keeps the mean drafting time of drafting steps and refuses bad reports", "[draft_budget]") {
   DraftingPause pause;
   CHECK(pause.drafting_seconds() == 0.0);

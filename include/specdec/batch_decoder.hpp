@@ -487,12 +487,18 @@ class SpeculativeBatch {
     if (options_.measured_pause && sizing_.nodes == 0) plain_step_.observe(std::max(0.0, forward_seconds), sizing_.plain_seconds);
     const double plain = options_.measured_pause ? plain_step_.seconds(sizing_.plain_seconds) : sizing_.plain_seconds;
     const double growth = (options_.measured_pause ? forward_seconds : sizing_.forward_seconds) - plain;
+    const double modelled_growth = sizing_.forward_seconds - sizing_.plain_seconds;
     for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
       Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
       if (!r.ranked) continue;
+      // A request's probe is weighed by the model, as SpeculativeDecoder's (it runs cold).
+      const bool measured = options_.measured_pause && !r.pause.probing();
+      const double request_plain = measured ? plain : sizing_.plain_seconds;
+      const double request_growth = measured ? growth : modelled_growth;
       const double gain = share_[b] == 0 ? -r.draft_seconds
-                                         : share_tokens_[b] * plain / roots - growth * share_[b] / sizing_.nodes - r.draft_seconds;
-      r.pause.drafted(share_[b], gain, r.draft_seconds, plain / roots);
+                                         : share_tokens_[b] * request_plain / roots -
+                                               request_growth * share_[b] / sizing_.nodes - r.draft_seconds;
+      r.pause.drafted(share_[b], gain, r.draft_seconds, request_plain / roots);
     }
   }
 

@@ -349,12 +349,15 @@ class SpeculativeDecoder {
       if (options_.measured_pause) plain_step_.observe(step_seconds, sizing_.plain_seconds);
       return;
     }
-    // A step that sent no node gained nothing but lost its drafting, whatever its time's noise.
-    const double plain_seconds = options_.measured_pause ? plain_step_.seconds(sizing_.plain_seconds) : sizing_.plain_seconds;
+    // A step that sent no node gained nothing but lost its drafting, whatever its time's noise. A
+    // probe is weighed by the model: after a pause it runs cold (caches, a forward's threads), as
+    // the drafting steps that follow it do not.
+    const bool measured = options_.measured_pause && !pause_.probing();
+    const double plain_seconds = measured ? plain_step_.seconds(sizing_.plain_seconds) : sizing_.plain_seconds;
     const double tokens = sizing_.expected_tokens;
-    const double gain = sizing_.nodes == 0         ? -drafting
-                        : options_.measured_pause ? tokens * plain_seconds - step_seconds
-                                                  : tokens * plain_seconds - sizing_.forward_seconds - drafting;
+    const double gain = sizing_.nodes == 0 ? -drafting
+                        : measured        ? tokens * plain_seconds - step_seconds
+                                          : tokens * plain_seconds - sizing_.forward_seconds - drafting;
     pause_.drafted(sizing_.nodes, gain, drafting, plain_seconds);
   }
 

@@ -156,12 +156,14 @@ class MeasuredPlainStep {
 ///
 /// measured (DecoderOptions::measured_pause): the step's own time from drafting to commit, and a
 /// plain step's as MeasuredPlainStep has it; or modelled: the cost model's forward times plus the
-/// measured drafting. A step that sends no node gains minus its drafting time. The drafters then
+/// measured drafting. A probe (probing()) is weighed as modelled even when the rest are measured:
+/// after a pause it runs cold (its drafter catches up a pause's tokens, the forward's caches and
+/// threads are cold), which the drafting steps after it do not. A step that sends no node gains minus its drafting time. The drafters then
 /// pause for 1, 2, 4, ... steps (up to `longest`, or longer: see probe_share) after a step that
 /// leaves the mean gain of the recent drafting steps not positive: the mean of the drafting steps
 /// since the last pause, the last 8 of them (weight 1/8 each) once there are more;
 /// the first drafting step after a pause is a probe, whose gain alone restarts the mean, and each
-/// drafting step that keeps the mean positive halves the next pause. So a drafter that costs
+/// later drafting step that keeps the mean positive halves the next pause. So a drafter that costs
 /// little next to a forward goes on drafting through steps where it finds nothing, as long as its
 /// finds pay for them, and one lucky probe of a costly drafter buys a few steps, not eight.
 ///
@@ -203,16 +205,19 @@ class DraftingPause {
     drafting_steps_ = std::min(drafting_steps_ + 1, window);
     drafting_ += (drafting_seconds - drafting_) / drafting_steps_;
     largest_ = std::max(nodes, largest_ - (largest_ + window - 1) / window);  // forgets a high by 1/8 a step
+    const bool probe = since_pause_ == 0;
     since_pause_ = std::min(since_pause_ + 1, window);
     gain_ += (gain_seconds - gain_) / since_pause_;
     if (!(gain_ > 0)) {
       paused_ = next_pause_;
       next_pause_ = std::min(2 * next_pause_, longest_pause(plain_seconds));
       since_pause_ = 0;
-    } else {
+    } else if (!probe) {  // one probe is too little evidence to shorten the pauses
       next_pause_ = std::max(1, next_pause_ / 2);
     }
   }
+  /// The next drafting step is a probe: the first after a pause or a restart.
+  bool probing() const { return since_pause_ == 0; }
   /// The mean drafting time of the recent drafting steps (0 before the first).
   double drafting_seconds() const { return drafting_; }
   /// The longest pause where a plain step takes `plain_seconds` (0: unknown): `longest`, or
