@@ -5,7 +5,7 @@
 //     64-bit keys (m << 32 | p: a larger key is a longer match, then a more recent one, exactly
 //     core::ranks_before), and cub::BlockReduce merges the threads' top lists into one per block;
 //     the lists hold K = k rounded up to a power of two keys (K is a template argument: merging
-//     lists of suffix_max_k keys when k is 2 made the two launches 3x slower on an H200);
+//     lists of suffix_max_k keys when k is 2 made the two launches 2-2.7x slower on an H200);
 //  2. select: one block per sequence merges its blocks' lists (cub::BlockReduce again), writes the
 //     k best occurrences and gathers their continuations into the draft slots.
 // Results equal core::suffix_match_in_batch (core::find_suffix_matches + continuation_end).

@@ -251,7 +251,7 @@ TEST_CASE("MeasuredPlainStep scales the cost model by what root-only steps measu
   CHECK_THROWS_WITH(plain.observe(1.0, INFINITY), Catch::Contains("modelled time"));
 }
 
-TEST_CASE("MeasuredPlainStep: a descheduled step does not move the scale, half the window does", "[draft_budget]") {
+TEST_CASE("MeasuredPlainStep: a descheduled step does not move the scale, most of the window does", "[draft_budget]") {
   MeasuredPlainStep first;
   first.observe(50e-3, 1e-3);  // the very first root-only step lost 49 ms to another process
   CHECK(first.seconds(1e-3) == 1e-3);  // the model's word still counts

@@ -111,7 +111,7 @@ DraftSizeChoice choose_draft_size(std::span<const double> path_probability, cons
 /// as one of them until 8 were measured. A median because a step that the operating system
 /// descheduled measures many plain steps' time: one such step scaled by a mean made drafting look
 /// paying for as long as the drafters then kept the root from going alone (a test caught it on a
-/// loaded machine); half the window has to agree to move the scale.
+/// loaded machine); more than half the window has to agree to move the scale.
 class MeasuredPlainStep {
  public:
   static constexpr int window = 8;  ///< root-only steps the median is taken over, at most
@@ -158,11 +158,11 @@ class MeasuredPlainStep {
 /// plain step's as MeasuredPlainStep has it; or modelled: the cost model's forward times plus the
 /// measured drafting. A probe (probing()) is weighed as modelled even when the rest are measured:
 /// after a pause it runs cold (its drafter catches up a pause's tokens, the forward's caches and
-/// threads are cold), which the drafting steps after it do not. A step that sends no node gains minus its drafting time. The drafters then
-/// pause for 1, 2, 4, ... steps (up to `longest`, or longer: see probe_share) after a step that
-/// leaves the mean gain of the recent drafting steps not positive: the mean of the drafting steps
-/// since the last pause, the last 8 of them (weight 1/8 each) once there are more;
-/// the first drafting step after a pause is a probe, whose gain alone restarts the mean, and each
+/// threads are cold), which the drafting steps after it do not. A step that sends no node gains
+/// minus its drafting time. The drafters then pause for 1, 2, 4, ... steps (up to `longest`, or
+/// longer: see probe_share) after a step that leaves the mean gain of the recent drafting steps
+/// not positive: the mean of the drafting steps since the last pause, the last 8 of them (weight
+/// 1/8 each) once there are more; the first drafting step after a pause is a probe, whose gain alone restarts the mean, and each
 /// later drafting step that keeps the mean positive halves the next pause. So a drafter that costs
 /// little next to a forward goes on drafting through steps where it finds nothing, as long as its
 /// finds pay for them, and one lucky probe of a costly drafter buys a few steps, not eight.
