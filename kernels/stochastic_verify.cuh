@@ -104,7 +104,7 @@ inline std::size_t row_parallel_bytes(const StochasticVerifyBatch& b, int splits
 /// The launch shape `automatic` stands for: row-parallel while the batch's rows are few enough
 /// for the whole GPU to read them all sooner than one block per tree reads the visited ones, and
 /// rows long enough for that to outweigh the pre-pass's two extra launches (vocab >= 8192).
-/// Measured on an H200 (bench/kernels_bench, docs/performance.md): row-parallel was 2-23x faster
+/// Measured on an H200 (bench/kernels_bench, docs/performance.md): row-parallel was 2-24x faster
 /// at every shape timed, up to 64 trees x 64 nodes (31 rows per multiprocessor), hence the bound
 /// of 32 rows per multiprocessor; past it (more trees than were timed) per tree.
 inline StochasticLaunch stochastic_launch(const StochasticVerifyBatch& b, StochasticLaunch requested) {
