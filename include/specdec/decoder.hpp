@@ -76,8 +76,8 @@ struct DecoderOptions {
   /// of recent drafting steps); while drafting does not pay over the recent drafting steps
   /// (measured_pause), the drafters are not asked for 1, 2, 4, ... up to 32 steps, or up to 256
   /// where one probe costs a fair part of them (DraftingPause; a new sequence drafts at once).
-  /// The cost model must answer for every size up to budget + 1. Without one, every step sends up to `budget` nodes ranked by the drafters' own
-  /// scores. Either way the committed tokens are the same: the budget changes what is drafted,
+  /// The cost model must answer for every size up to budget + 1. Without one, every step sends
+  /// up to `budget` nodes ranked by the drafters' own scores. Either way the committed tokens are the same: the budget changes what is drafted,
   /// never what is accepted.
   AnyCostModel cost{};
   AcceptanceModelOptions acceptance{};  ///< the automatic budget's calibration

@@ -162,10 +162,11 @@ class MeasuredPlainStep {
 /// minus its drafting time. The drafters then pause for 1, 2, 4, ... steps (up to `longest`, or
 /// longer: see probe_share) after a step that leaves the mean gain of the recent drafting steps
 /// not positive: the mean of the drafting steps since the last pause, the last 8 of them (weight
-/// 1/8 each) once there are more; the first drafting step after a pause is a probe, whose gain alone restarts the mean, and each
-/// later drafting step that keeps the mean positive halves the next pause. So a drafter that costs
-/// little next to a forward goes on drafting through steps where it finds nothing, as long as its
-/// finds pay for them, and one lucky probe of a costly drafter buys a few steps, not eight.
+/// 1/8 each) once there are more; the first drafting step after a pause is a probe, whose gain
+/// alone restarts the mean, and each later drafting step that keeps the mean positive halves the
+/// next pause. So a drafter that costs little next to a forward goes on drafting through steps
+/// where it finds nothing, as long as its finds pay for them, and one lucky probe of a costly
+/// drafter buys a few steps, not eight.
 ///
 /// It also says how many nodes to ask the drafters for (ask_nodes): twice the most a recent
 /// drafting step sent, at least 4, so that a step that will send one node does not pay for
