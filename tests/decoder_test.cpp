@@ -336,3 +336,141 @@ TEST_CASE("a target with few positions is never overrun", "[decoder]") {
   CHECK(std::equal(dec.context().begin() + 3, dec.context().end(), all.begin(), all.end()));
   CHECK_THROWS_WITH(dec.step(), Catch::Contains("target is full (20 positions)"));
 }
+
+namespace {
+/// A HashTarget with its own plain decoding loop (a PlainDecodingTarget), counting its decode()
+/// calls; `bad` makes decode() return a token outside the vocabulary.
+struct PlainHashTarget : HashTarget {
+  using HashTarget::HashTarget;
+  int decode_calls = 0;
+  bool bad = false;
+  std::vector<token_t> decode(token_t last, int n, std::span<const token_t> stop) {
+    ++decode_calls;
+    const node_t none = -1, root = 0;
+    const int depth = 0;
+    const std::uint32_t mask = 1;
+    std::vector<token_t> out;
+    for (int i = 0; i < n; ++i) {
+      const TreeView tree{.size = 1, .words_per_row = 1, .base_position = cached(), .parent = &none, .token = &last,
+                          .depth = &depth, .mask = &mask, .first_child = &none, .next_sibling = &none};
+      last = forward(tree).argmax(0);
+      commit(std::span<const node_t>(&root, 1));
+      out.push_back(bad ? vocab_size() : last);
+      if (std::find(stop.begin(), stop.end(), last) != stop.end()) break;
+    }
+    return out;
+  }
+};
+static_assert(PlainDecodingTarget<PlainHashTarget> && !PlainDecodingTarget<HashTarget>);
+
+/// The exact verifier, counting its calls.
+struct CountingVerifier : ExactVerifier {
+  int* calls;
+  template <class Out>
+  void verify(const TreeView& tree, const Out& out, Verdict& verdict) const {
+    ++*calls;
+    ExactVerifier::verify(tree, out, verdict);
+  }
+};
+
+/// A cost model under which no draft node ever pays: the automatic budget pauses its drafters.
+struct DearNodes {
+  double step_seconds(int nodes, int) const { return nodes; }
+};
+
+/// The counters two runs of the same decoding must share (not the times).
+void check_same_counters(const DecodeStats& a, const DecodeStats& b) {
+  CHECK(a.steps == b.steps);
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.drafted_nodes == b.drafted_nodes);
+  CHECK(a.tokens_per_step == b.tokens_per_step);
+  CHECK(a.nodes_per_step == b.nodes_per_step);
+  CHECK(a.accepted_by_drafter == b.accepted_by_drafter);
+  CHECK(a.sized_steps == b.sized_steps);
+  CHECK(a.paused_steps == b.paused_steps);
+  CHECK(a.expected_tokens == Approx(b.expected_tokens));
+  CHECK(a.expected_seconds == Approx(b.expected_seconds));
+}
+}  // namespace
+
+TEST_CASE("plain runs: generate() gives root-only steps to the target's own loop", "[decoder][plain_runs][lossless]") {
+  const auto prompt = prompt_for(3);
+  const auto decode = [&](DecoderOptions options, int n, std::vector<token_t> stop, int* verifications, int* decodes) {
+    PlainHashTarget target(kVocab, 21);
+    const auto truth = reference(target, prompt, n);
+    SpeculativeDecoder<PlainHashTarget, OracleDrafter, CountingVerifier> dec(
+        target, options, OracleDrafter(truth, 4, 1.0, 2, 5), CountingVerifier{{}, verifications});
+    dec.prefill(prompt);
+    const auto out = dec.generate(n, stop);
+    CHECK(std::equal(dec.context().begin(), dec.context().end(), truth.begin()));  // lossless
+    CHECK(target.cached() == static_cast<int>(dec.context().size()) - 1);
+    CHECK(dec.last_verdict().next_token == dec.context().back());
+    CHECK(dec.last_tree().size() == 1);
+    *decodes = target.decode_calls;
+    return std::make_pair(out, dec.stats());
+  };
+
+  SECTION("budget 0: one call for all the tokens, none for the verifier") {
+    int verified = 0, decoded = 0, verified_by_step = 0, decoded_by_step = 0;
+    const auto [out, stats] = decode({.budget = 0}, 120, {}, &verified, &decoded);
+    const auto [by_step, by_step_stats] = decode({.budget = 0, .plain_runs = false}, 120, {}, &verified_by_step, &decoded_by_step);
+    CHECK(out == by_step);
+    CHECK(out.size() == 120);
+    CHECK(decoded == 1);
+    CHECK(verified == 0);
+    CHECK(decoded_by_step == 0);
+    CHECK(verified_by_step == 120);
+    check_same_counters(stats, by_step_stats);
+    CHECK(stats.tokens_per_step == std::vector<std::int64_t>{0, 120});
+    CHECK(stats.accepted_by_drafter == std::vector<std::vector<std::int64_t>>{{120}});
+    CHECK(stats.target_seconds > 0);
+  }
+  SECTION("a stop token ends the run where a step would end") {
+    PlainHashTarget probe(kVocab, 21);
+    const token_t stop = probe.generate(prompt, 60)[41];
+    int verified = 0, decoded = 0, verified_by_step = 0, decoded_by_step = 0;
+    const auto [out, stats] = decode({.budget = 0}, 120, {stop}, &verified, &decoded);
+    const auto [by_step, by_step_stats] = decode({.budget = 0, .plain_runs = false}, 120, {stop}, &verified_by_step, &decoded_by_step);
+    CHECK(out == by_step);
+    CHECK(out.back() == stop);
+    CHECK(out.size() <= 42);
+    check_same_counters(stats, by_step_stats);
+  }
+  SECTION("the automatic budget's pauses, counted down by the runs") {
+    // Measured times would make the pause's length depend on the machine; the model's do not.
+    const DecoderOptions automatic{.budget = 8, .cost = DearNodes{}, .measured_pause = false};
+    DecoderOptions by_steps = automatic;
+    by_steps.plain_runs = false;
+    int verified = 0, decoded = 0, verified_by_step = 0, decoded_by_step = 0;
+    const auto [out, stats] = decode(automatic, 300, {}, &verified, &decoded);
+    const auto [by_step, by_step_stats] = decode(by_steps, 300, {}, &verified_by_step, &decoded_by_step);
+    CHECK(out == by_step);
+    check_same_counters(stats, by_step_stats);
+    CHECK(stats.paused_steps > 200);
+    CHECK(decoded > 3);
+    CHECK(verified == stats.steps - stats.paused_steps);  // the drafting steps only
+    CHECK(verified_by_step == stats.steps);
+  }
+}
+
+TEST_CASE("plain runs: a bounded target, and a target's bad tokens", "[decoder][plain_runs]") {
+  struct SmallPlainTarget : PlainHashTarget {
+    using PlainHashTarget::PlainHashTarget;
+    int max_positions() const { return 20; }
+  };
+  SmallPlainTarget target(kVocab, 12);
+  const std::vector<token_t> prompt{1, 2, 3};
+  SpeculativeDecoder<SmallPlainTarget, EmptyDrafter, ExactVerifier> dec(target, DecoderOptions{.budget = 0});
+  dec.prefill(prompt);
+  CHECK(dec.generate(16) == target.generate(prompt, 16));
+  // 20 positions: the root at position 19 is the last one the run forwards, then the step refuses.
+  CHECK_THROWS_WITH(dec.generate(5), Catch::Contains("target is full (20 positions)"));
+  CHECK(target.cached() == 20);
+  const auto all = target.generate(prompt, 18);
+  CHECK(std::equal(dec.context().begin() + 3, dec.context().end(), all.begin(), all.end()));
+
+  target.bad = true;
+  dec.prefill(prompt);
+  CHECK_THROWS_WITH(dec.generate(5), Catch::Contains("the target's decode(): token 0 is 50, outside the vocabulary [0, 50)"));
+  CHECK_THROWS_WITH(dec.step(), Catch::Contains("call prefill() first"));
+}

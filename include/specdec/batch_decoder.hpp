@@ -534,7 +534,7 @@ class SpeculativeBatch {
     const int vocab = static_cast<int>(target_.vocab_size());
     if (prompt.empty()) throw error("SpeculativeBatch::add: the prompt is empty (it needs at least one token)");
     for (std::size_t i = 0; i < prompt.size(); ++i)
-      detail::check_token(prompt[i], vocab, "SpeculativeBatch::add: prompt token " + std::to_string(i));
+      detail::check_token(prompt[i], vocab, [i] { return "SpeculativeBatch::add: prompt token " + std::to_string(i); });
     if constexpr (bounded) {
       if (prompt.size() > static_cast<std::size_t>(max_positions()))
         throw error("SpeculativeBatch::add: the prompt has " + std::to_string(prompt.size()) +
@@ -549,7 +549,7 @@ class SpeculativeBatch {
                     "step verifies and compacts (" + std::to_string(backend_step_type::max_budget) + " draft nodes)");
     }
     for (std::size_t i = 0; i < options.eos.size(); ++i)
-      detail::check_token(options.eos[i], vocab, "SpeculativeBatch::add: eos token " + std::to_string(i));
+      detail::check_token(options.eos[i], vocab, [i] { return "SpeculativeBatch::add: eos token " + std::to_string(i); });
     if (!core::valid(options.sampling)) {
       throw error("SpeculativeBatch::add: bad sampling parameters: temperature " +
                   std::to_string(options.sampling.temperature) + " (>= 0), top_k " + std::to_string(options.sampling.top_k) +

@@ -26,6 +26,7 @@
 #include <span>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <specdec/config.hpp>
 #include <specdec/core/kv_compaction.hpp>
@@ -142,6 +143,16 @@ concept RewindableTarget = Target<T> && requires(T& t, int tokens) { t.rewind(to
 template <class T>
 concept BoundedTarget = requires(const T& ct) {
   { ct.max_positions() } -> std::convertible_to<int>;
+};
+
+/// Optional: a target with its own loop of plain greedy decoding. decode(last, n, stop): `last` is
+/// the token after the cached ones; runs one forward per token, each input joining the cache, and
+/// returns the n argmax tokens (fewer when one of `stop` came: it is included), the last of them
+/// not yet cached. SpeculativeDecoder::generate() hands it the steps that would send the root
+/// alone (DecoderOptions::plain_runs).
+template <class T>
+concept PlainDecodingTarget = Target<T> && requires(T& t, token_t last, int n, std::span<const token_t> stop) {
+  { t.decode(last, n, stop) } -> std::convertible_to<std::vector<token_t>>;
 };
 
 // ---- batch target -------------------------------------------------------------------------
@@ -275,7 +286,8 @@ struct drafter_traits {
 ///  - begin(prompt): a new sequence starts with these tokens.
 ///  - propose(ctx, tree): write a draft below the root; `tree` arrives reset to ctx.tokens.back().
 ///    An empty draft (root only) is always allowed.
-///  - observe(tokens): these tokens were just committed (accepted drafts, then the next token).
+///  - observe(tokens): these tokens were just committed (accepted drafts, then the next token; or
+///    the tokens of several root-only steps at once: DecoderOptions::plain_runs).
 /// A drafter that declares `needs_target_features` is told the target's features instead:
 ///  - begin(prompt, features): rows for positions 0 .. prompt.size() - 2 (the prefilled tokens;
 ///    the last prompt token is the first root, which the target has not read yet).

@@ -87,6 +87,13 @@ struct DecoderOptions {
   /// cost model's forward times plus the measured drafting (false: for a target whose own time is
   /// not the step's, e.g. a replay priced by a cost table).
   bool measured_pause = true;
+  /// Whether generate() hands the steps that would send the root alone (all of them at budget 0,
+  /// or without drafters; the rest of a pause under the automatic budget) to the target's own
+  /// decoding loop, in one call, where it has one (a PlainDecodingTarget) and the verifier is
+  /// greedy (needs output_need::argmax), the target's features unread and the target not a
+  /// BackendTarget: the same tokens and counters as step by step (the verifier is then not
+  /// called), without the decoder's work and clock reads per token.
+  bool plain_runs = true;
 };
 
 /// Speculative decoding of `Target` with drafts from every `Drafter` merged into one tree and
@@ -132,6 +139,12 @@ class SpeculativeDecoder {
   /// Some drafter reads the target's features: each step gathers the accepted path's rows.
   static constexpr bool gathers_features = checked && detail::any_feature_drafter<drafter_list>::value;
 
+  /// generate() may run plain steps in the target's own loop (DecoderOptions::plain_runs).
+  static constexpr bool runs_plainly = [] {
+    if constexpr (!checked || BackendTarget<Target> || !PlainDecodingTarget<Target>) return false;
+    else return !gathers_features && verifier_type::needs == output_need::argmax;
+  }();
+
   /// Policies given in template order: drafters, then the verifier.
   SpeculativeDecoder(Target& target, Policies... policies)
       : SpeculativeDecoder(target, DecoderOptions{}, std::move(policies)...) {}
@@ -157,7 +170,8 @@ class SpeculativeDecoder {
       if (options_.budget < 0)
         throw error("SpeculativeDecoder: budget must be >= 0, got " + std::to_string(options_.budget));
       const int vocab = static_cast<int>(target_.vocab_size());
-      for (std::size_t i = 0; i < prompt.size(); ++i) detail::check_token(prompt[i], vocab, "prompt token " + std::to_string(i));
+      for (std::size_t i = 0; i < prompt.size(); ++i)
+        detail::check_token(prompt[i], vocab, [i] { return "prompt token " + std::to_string(i); });
       if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget, vocab);
       target_.prefill(prompt.first(prompt.size() - 1));
       TargetFeatures features{};
@@ -209,26 +223,29 @@ class SpeculativeDecoder {
       const auto t1 = clock::now();
       const double drafting = asks ? seconds(t1 - t0).count() : 0.0;
 
+      // [t2, t3): the verifier's time, read where the tree has draft nodes; a step that sends the
+      // root alone counts its verification as the target's (see DecodeStats): two clock reads
+      // fewer, which cost about what that verification does.
       auto t2 = t1, t3 = t1;
       if constexpr (BackendTarget<Target>) {
         // Forward, verification and compaction run behind each other on the backend: their time
-        // is the target's (see DecodeStats).
+        // is the target's.
         try {
           backend_step_.run(target_, verifier_, view, seq_.verdict());
         } catch (...) {
           seq_.stop();  // the cache may be partly compacted: only a new prefill can go on
           throw;
         }
-        t2 = t3 = clock::now();
         seq_.check_verdict(view);
         if (acceptance_) seq_.record_verdict(*acceptance_);
       } else {
         decltype(auto) out = target_.forward(view);
-        t2 = clock::now();
+        const bool split = view.size > 1;
+        if (split) t2 = clock::now();
         verifier_.verify(view, out, seq_.verdict());
         seq_.check_verdict(view);
         if (acceptance_) seq_.record_verdict(*acceptance_);
-        t3 = clock::now();
+        if (split) t3 = clock::now();
         if constexpr (gathers_features) gather_features(out);  // before commit: it ends the output's life
         target_.commit(std::span<const node_t>(seq_.verdict().path));
       }
@@ -254,6 +271,15 @@ class SpeculativeDecoder {
       throw error("SpeculativeDecoder::generate: max_new_tokens must be >= 0, got " + std::to_string(max_new_tokens));
     std::vector<token_t> out;
     while (static_cast<int>(out.size()) < max_new_tokens) {
+      if constexpr (runs_plainly) {
+        const int steps = plain_steps(max_new_tokens - static_cast<int>(out.size()));
+        if (steps > 0) {
+          const std::span<const token_t> run = decode_plainly(steps, stop_tokens);
+          out.insert(out.end(), run.begin(), run.end());
+          if (std::find(stop_tokens.begin(), stop_tokens.end(), run.back()) != stop_tokens.end()) return out;
+          continue;
+        }
+      }
       for (token_t t : step()) {
         out.push_back(t);
         if (static_cast<int>(out.size()) == max_new_tokens ||
@@ -284,7 +310,7 @@ class SpeculativeDecoder {
       if (!seq_.started()) throw error("SpeculativeDecoder::resume: call prefill() first");
       if (context.empty()) throw error("SpeculativeDecoder::resume: the context is empty (it needs at least one token)");
       for (std::size_t i = 0; i < context.size(); ++i)
-        detail::check_token(context[i], seq_.vocab(), "resume: token " + std::to_string(i));
+        detail::check_token(context[i], seq_.vocab(), [i] { return "resume: token " + std::to_string(i); });
       const std::span<const token_t> before = seq_.context();
       const std::size_t cacheable = context.size() - 1;
       std::size_t keep = 0;
@@ -378,6 +404,53 @@ class SpeculativeDecoder {
     sizing_.forward_seconds = choice.seconds - drafting;
     sizing_.plain_seconds = options_.cost.step_seconds(1, seq_.cached());
     return seq_.keep(choice.nodes);
+  }
+
+  // How many of the next steps, at most `most`, would send the root alone without asking a
+  // drafter (every step at budget 0, or without drafters and cost model; else the rest of the
+  // automatic budget's pause) and fit the target's positions; 0 where generate() steps one by one.
+  int plain_steps(int most) const {
+    if (!options_.plain_runs || !seq_.started()) return 0;
+    const bool all = options_.budget == 0 || (num_drafters == 0 && !options_.cost);
+    int steps = all ? most : options_.cost ? std::min(most, pause_.remaining()) : 0;
+    if constexpr (BoundedTarget<Target>) steps = std::min(steps, static_cast<int>(target_.max_positions()) - seq_.cached());
+    return std::max(steps, 0);
+  }
+
+  // `steps` plain steps (plain_steps) in the target's own loop, fewer after a stop token: the
+  // tokens and counters of as many root-only steps, the pause counted down, and for the automatic
+  // budget one measure of a plain step, the run's mean (MeasuredPlainStep: one entry, so that a
+  // descheduled run moves its median no more than one step does). Returns the committed tokens.
+  std::span<const token_t> decode_plainly(int steps, std::span<const token_t> stop_tokens) {
+    using clock = std::chrono::steady_clock;
+    using seconds = std::chrono::duration<double>;
+    const int cached = seq_.cached();
+    const auto t0 = clock::now();
+    std::vector<token_t> run;
+    try {
+      run = target_.decode(seq_.context().back(), steps, stop_tokens);
+      if (run.empty() || static_cast<int>(run.size()) > steps)
+        throw error("SpeculativeDecoder::generate: the target's decode() returned " + std::to_string(run.size()) +
+                    " tokens for " + std::to_string(steps) + " steps");
+      for (std::size_t i = 0; i < run.size(); ++i)
+        detail::check_token(run[i], seq_.vocab(), [i] { return "the target's decode(): token " + std::to_string(i); });
+    } catch (...) {
+      seq_.stop();  // the target's cache went on without the decoder: only a new prefill can go on
+      throw;
+    }
+    const auto t1 = clock::now();
+    const std::span<const token_t> committed = seq_.commit_plain(run);
+    seq_.observe(TargetFeatures{});
+    const auto t2 = clock::now();
+    const int done = static_cast<int>(committed.size());
+    if (options_.cost) {
+      double modelled = 0;
+      for (int i = 0; i < done; ++i) modelled += options_.cost.step_seconds(1, cached + i);
+      seq_.record_sizing(done, modelled, done);
+      if (options_.measured_pause) plain_step_.observe(seconds(t2 - t0).count() / done, modelled / done);
+    }
+    seq_.record_plain(pause_.skip_steps(done), seconds(t1 - t0).count(), seconds(t2 - t1).count());
+    return committed;
   }
 
   int feature_dim() const {

@@ -189,6 +189,15 @@ class DraftingPause {
     --paused_;
     return true;
   }
+  /// Steps left in this pause.
+  int remaining() const { return paused_; }
+  /// `steps` steps went by without asking the drafters (a plain run): the pause counts down by
+  /// them, as by as many skip_step(). Returns the pause's steps among them.
+  int skip_steps(int steps) {
+    const int skipped = std::clamp(steps, 0, paused_);
+    paused_ -= skipped;
+    return skipped;
+  }
   /// The nodes to ask the drafters for this step, at most `budget`.
   int ask_nodes(int budget) const { return std::min(budget, std::max(smallest_ask, 2 * largest_)); }
 

@@ -36,10 +36,12 @@ namespace specdec::detail {
 template <class T>
 inline constexpr bool complete = requires { sizeof(T); };
 
-/// Throws specdec::error naming `what` when token `t` lies outside [0, vocab).
-inline void check_token(token_t t, int vocab, const std::string& what) {
+/// Throws specdec::error naming `what` (a string, or a callable that builds one: subject(),
+/// error.hpp) when token `t` lies outside [0, vocab).
+template <class What>
+void check_token(token_t t, int vocab, const What& what) {
   if (t < 0 || t >= vocab)
-    throw error(what + " is " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    throw error(subject(what) + " is " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
 }
 
 /// Whether a drafter of the list reads the target's features (the decoders then gather them).
@@ -160,6 +162,19 @@ class SequenceStep<type_list<Drafters...>> {
     return committed_;
   }
 
+  /// commit of a plain run: `tokens` were committed by as many steps that sent the root alone
+  /// (the target's own decoding loop, SpeculativeDecoder::generate); they join the context, all
+  /// but the last the cache. The last step's tree and verdict are left as that step's.
+  std::span<const token_t> commit_plain(std::span<const token_t> tokens) {
+    committed_.assign(tokens.begin(), tokens.end());
+    context_.insert(context_.end(), tokens.begin(), tokens.end());
+    cached_ += static_cast<int>(tokens.size());
+    merger_.root_only(context_[context_.size() - 2]);
+    verdict_.path.assign(1, 0);
+    verdict_.next_token = tokens.back();
+    return committed_;
+  }
+
   /// observe: every drafter is told the committed tokens (and, for a feature drafter, `features`).
   void observe(const TargetFeatures& features) {
     std::apply([&](auto&... drafter) { (observe_one(drafter, features), ...); }, drafters_);
@@ -185,6 +200,20 @@ class SequenceStep<type_list<Drafters...>> {
     stats_.verify_seconds += verify_seconds;
   }
 
+  /// record of a plain run (commit_plain): its steps' counters, `paused` of them in a pause, and
+  /// its time split into the target's (the decoding loop) and the host's (commit, observe).
+  void record_plain(int paused, double target_seconds, double host_seconds) {
+    const auto steps = static_cast<std::int64_t>(committed_.size());
+    stats_.steps += steps;
+    stats_.tokens += steps;
+    stats_.paused_steps += paused;
+    DecodeStats::count(stats_.tokens_per_step, 1, steps);
+    DecodeStats::count(stats_.nodes_per_step, 0, steps);
+    for (auto& accepted : stats_.accepted_by_drafter) DecodeStats::count(accepted, 0, steps);
+    stats_.draft_seconds += host_seconds;
+    stats_.target_seconds += target_seconds;
+  }
+
   /// Goes back to the first `keep` tokens of the cache with `root` as the next root (resume()).
   void rewind(int keep, std::span<const token_t> context) {
     cached_ = keep;
@@ -207,9 +236,9 @@ class SequenceStep<type_list<Drafters...>> {
   const DecodeStats& stats() const { return stats_; }
   /// The drafters were not asked this step (DraftingPause).
   void record_pause() { ++stats_.paused_steps; }
-  /// The automatic budget sized this step: it expected these tokens and seconds.
-  void record_sizing(double expected_tokens, double expected_seconds) {
-    ++stats_.sized_steps;
+  /// The automatic budget sized this step (or `steps` steps): it expected these tokens and seconds.
+  void record_sizing(double expected_tokens, double expected_seconds, std::int64_t steps = 1) {
+    stats_.sized_steps += steps;
     stats_.expected_tokens += expected_tokens;
     stats_.expected_seconds += expected_seconds;
   }

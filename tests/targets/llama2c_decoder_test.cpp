@@ -158,3 +158,35 @@ TEST_CASE("stories260K: decoding up to the last position never drafts past it", 
   CHECK(target.cached() <= target.max_positions());
   CHECK_THROWS_WITH(decoder.step(), Catch::Matchers::Contains("full"));
 }
+
+// Llama2cTarget is a PlainDecodingTarget: generate() hands it the steps that send the root alone
+// (DecoderOptions::plain_runs). The same tokens and counters as step by step.
+TEST_CASE("stories260K plain runs: budget 0 and the automatic budget's pauses", "[llama2c][lossless][plain_runs]") {
+  const Fixture* f = Fixture::get();
+  if (!f) return;
+  STATIC_REQUIRE(SpeculativeDecoder<Llama2cTarget, OracleDrafter, ExactVerifier>::runs_plainly);
+  struct DearNodes {  // no draft node ever pays: the drafters pause
+    double step_seconds(int nodes, int) const { return nodes; }
+  };
+  Llama2cTarget target(f->model);
+  for (const DecoderOptions options : {DecoderOptions{.budget = 0},
+                                       DecoderOptions{.budget = 8, .cost = DearNodes{}, .measured_pause = false}}) {
+    DecoderOptions by_steps = options;
+    by_steps.plain_runs = false;
+    for (std::size_t p = 0; p < f->prompts.size(); p += 4) {
+      INFO("prompt " << p << ", budget " << options.budget);
+      const auto ref = f->reference(p);
+      const auto [out, stats] = decode(target, f->prompts[p], options, OracleDrafter(ref, 4, 1.0, 3, 1), ExactVerifier{});
+      const auto [out_by_step, stats_by_step] =
+          decode(target, f->prompts[p], by_steps, OracleDrafter(ref, 4, 1.0, 3, 1), ExactVerifier{});
+      CHECK(out == f->expected(p));
+      CHECK(out_by_step == out);
+      CHECK(stats.steps == stats_by_step.steps);
+      CHECK(stats.paused_steps == stats_by_step.paused_steps);
+      CHECK(stats.sized_steps == stats_by_step.sized_steps);
+      CHECK(stats.tokens_per_step == stats_by_step.tokens_per_step);
+      CHECK(stats.nodes_per_step == stats_by_step.nodes_per_step);
+      CHECK(stats.accepted_by_drafter == stats_by_step.accepted_by_drafter);
+    }
+  }
+}
