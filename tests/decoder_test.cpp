@@ -413,7 +413,8 @@ TEST_CASE("plain runs: generate() gives root-only steps to the target's own loop
   SECTION("budget 0: one call for all the tokens, none for the verifier") {
     int verified = 0, decoded = 0, verified_by_step = 0, decoded_by_step = 0;
     const auto [out, stats] = decode({.budget = 0}, 120, {}, &verified, &decoded);
-    const auto [by_step, by_step_stats] = decode({.budget = 0, .plain_runs = false}, 120, {}, &verified_by_step, &decoded_by_step);
+    const auto [by_step, by_step_stats] =
+        decode({.budget = 0, .plain_runs = false}, 120, {}, &verified_by_step, &decoded_by_step);
     CHECK(out == by_step);
     CHECK(out.size() == 120);
     CHECK(decoded == 1);
@@ -430,7 +431,8 @@ TEST_CASE("plain runs: generate() gives root-only steps to the target's own loop
     const token_t stop = probe.generate(prompt, 60)[41];
     int verified = 0, decoded = 0, verified_by_step = 0, decoded_by_step = 0;
     const auto [out, stats] = decode({.budget = 0}, 120, {stop}, &verified, &decoded);
-    const auto [by_step, by_step_stats] = decode({.budget = 0, .plain_runs = false}, 120, {stop}, &verified_by_step, &decoded_by_step);
+    const auto [by_step, by_step_stats] =
+        decode({.budget = 0, .plain_runs = false}, 120, {stop}, &verified_by_step, &decoded_by_step);
     CHECK(out == by_step);
     CHECK(out.back() == stop);
     CHECK(out.size() <= 42);
@@ -471,6 +473,7 @@ TEST_CASE("plain runs: a bounded target, and a target's bad tokens", "[decoder][
 
   target.bad = true;
   dec.prefill(prompt);
-  CHECK_THROWS_WITH(dec.generate(5), Catch::Contains("the target's decode(): token 0 is 50, outside the vocabulary [0, 50)"));
+  CHECK_THROWS_WITH(dec.generate(5),
+                    Catch::Contains("the target's decode(): token 0 is 50, outside the vocabulary [0, 50)"));
   CHECK_THROWS_WITH(dec.step(), Catch::Contains("call prefill() first"));
 }

@@ -413,7 +413,8 @@ class SpeculativeDecoder {
     if (!options_.plain_runs || !seq_.started()) return 0;
     const bool all = options_.budget == 0 || (num_drafters == 0 && !options_.cost);
     int steps = all ? most : options_.cost ? std::min(most, pause_.remaining()) : 0;
-    if constexpr (BoundedTarget<Target>) steps = std::min(steps, static_cast<int>(target_.max_positions()) - seq_.cached());
+    if constexpr (BoundedTarget<Target>)
+      steps = std::min(steps, static_cast<int>(target_.max_positions()) - seq_.cached());
     return std::max(steps, 0);
   }
 

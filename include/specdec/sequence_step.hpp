@@ -41,7 +41,8 @@ inline constexpr bool complete = requires { sizeof(T); };
 template <class What>
 void check_token(token_t t, int vocab, const What& what) {
   if (t < 0 || t >= vocab)
-    throw error(subject(what) + " is " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    throw error(subject(what) + " is " + std::to_string(t) + ", outside the vocabulary [0, " + std::to_string(vocab) +
+                ")");
 }
 
 /// Whether a drafter of the list reads the target's features (the decoders then gather them).

@@ -176,7 +176,8 @@ TEST_CASE("stories260K plain runs: budget 0 and the automatic budget's pauses", 
     for (std::size_t p = 0; p < f->prompts.size(); p += 4) {
       INFO("prompt " << p << ", budget " << options.budget);
       const auto ref = f->reference(p);
-      const auto [out, stats] = decode(target, f->prompts[p], options, OracleDrafter(ref, 4, 1.0, 3, 1), ExactVerifier{});
+      const auto [out, stats] =
+          decode(target, f->prompts[p], options, OracleDrafter(ref, 4, 1.0, 3, 1), ExactVerifier{});
       const auto [out_by_step, stats_by_step] =
           decode(target, f->prompts[p], by_steps, OracleDrafter(ref, 4, 1.0, 3, 1), ExactVerifier{});
       CHECK(out == f->expected(p));
