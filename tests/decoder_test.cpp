@@ -8,6 +8,7 @@
 #include <specdec/policies/drafters/fixed_tree.hpp>
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
+#include <specdec/policies/verifiers/rejection_sampling.hpp>
 #include <specdec/testing/hash_target.hpp>
 
 using namespace specdec;
@@ -362,6 +363,11 @@ struct PlainHashTarget : HashTarget {
   }
 };
 static_assert(PlainDecodingTarget<PlainHashTarget> && !PlainDecodingTarget<HashTarget>);
+// Plain runs need the target's own loop and a greedy verifier (a sampling one draws the root's
+// next token from the logits).
+static_assert(SpeculativeDecoder<PlainHashTarget, OracleDrafter, ExactVerifier>::runs_plainly);
+static_assert(!SpeculativeDecoder<HashTarget, OracleDrafter, ExactVerifier>::runs_plainly);
+static_assert(!SpeculativeDecoder<PlainHashTarget, OracleDrafter, RejectionSampling>::runs_plainly);
 
 /// The exact verifier, counting its calls.
 struct CountingVerifier : ExactVerifier {
