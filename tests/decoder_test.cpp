@@ -11,6 +11,8 @@
 #include <specdec/policies/verifiers/rejection_sampling.hpp>
 #include <specdec/testing/hash_target.hpp>
 
+#include "support/same_counters.hpp"
+
 using namespace specdec;
 
 namespace {
@@ -383,20 +385,6 @@ struct CountingVerifier : ExactVerifier {
 struct DearNodes {
   double step_seconds(int nodes, int) const { return nodes; }
 };
-
-/// The counters two runs of the same decoding must share (not the times).
-void check_same_counters(const DecodeStats& a, const DecodeStats& b) {
-  CHECK(a.steps == b.steps);
-  CHECK(a.tokens == b.tokens);
-  CHECK(a.drafted_nodes == b.drafted_nodes);
-  CHECK(a.tokens_per_step == b.tokens_per_step);
-  CHECK(a.nodes_per_step == b.nodes_per_step);
-  CHECK(a.accepted_by_drafter == b.accepted_by_drafter);
-  CHECK(a.sized_steps == b.sized_steps);
-  CHECK(a.paused_steps == b.paused_steps);
-  CHECK(a.expected_tokens == Approx(b.expected_tokens));
-  CHECK(a.expected_seconds == Approx(b.expected_seconds));
-}
 }  // namespace
 
 TEST_CASE("plain runs: generate() gives root-only steps to the target's own loop", "[decoder][plain_runs][lossless]") {
@@ -427,7 +415,7 @@ TEST_CASE("plain runs: generate() gives root-only steps to the target's own loop
     CHECK(verified == 0);
     CHECK(decoded_by_step == 0);
     CHECK(verified_by_step == 120);
-    check_same_counters(stats, by_step_stats);
+    testing::check_same_counters(stats, by_step_stats);
     CHECK(stats.tokens_per_step == std::vector<std::int64_t>{0, 120});
     CHECK(stats.accepted_by_drafter == std::vector<std::vector<std::int64_t>>{{120}});
     CHECK(stats.target_seconds > 0);
@@ -442,7 +430,7 @@ TEST_CASE("plain runs: generate() gives root-only steps to the target's own loop
     CHECK(out == by_step);
     CHECK(out.back() == stop);
     CHECK(out.size() <= 42);
-    check_same_counters(stats, by_step_stats);
+    testing::check_same_counters(stats, by_step_stats);
   }
   SECTION("the automatic budget's pauses, counted down by the runs") {
     // Measured times would make the pause's length depend on the machine; the model's do not.
@@ -453,7 +441,7 @@ TEST_CASE("plain runs: generate() gives root-only steps to the target's own loop
     const auto [out, stats] = decode(automatic, 300, {}, &verified, &decoded);
     const auto [by_step, by_step_stats] = decode(by_steps, 300, {}, &verified_by_step, &decoded_by_step);
     CHECK(out == by_step);
-    check_same_counters(stats, by_step_stats);
+    testing::check_same_counters(stats, by_step_stats);
     CHECK(stats.paused_steps > 200);
     CHECK(decoded > 3);
     CHECK(verified == stats.steps - stats.paused_steps);  // the drafting steps only

@@ -15,6 +15,7 @@
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
+#include "support/same_counters.hpp"
 #include "support/stories260k.hpp"
 
 using namespace specdec;
@@ -169,7 +170,7 @@ TEST_CASE("stories260K plain runs: budget 0 and the automatic budget's pauses", 
     double step_seconds(int nodes, int) const { return nodes; }
   };
   Llama2cTarget target(f->model);
-  for (const DecoderOptions options : {DecoderOptions{.budget = 0},
+  for (const DecoderOptions& options : {DecoderOptions{.budget = 0},
                                        DecoderOptions{.budget = 8, .cost = DearNodes{}, .measured_pause = false}}) {
     DecoderOptions by_steps = options;
     by_steps.plain_runs = false;
@@ -182,12 +183,7 @@ TEST_CASE("stories260K plain runs: budget 0 and the automatic budget's pauses", 
           decode(target, f->prompts[p], by_steps, OracleDrafter(ref, 4, 1.0, 3, 1), ExactVerifier{});
       CHECK(out == f->expected(p));
       CHECK(out_by_step == out);
-      CHECK(stats.steps == stats_by_step.steps);
-      CHECK(stats.paused_steps == stats_by_step.paused_steps);
-      CHECK(stats.sized_steps == stats_by_step.sized_steps);
-      CHECK(stats.tokens_per_step == stats_by_step.tokens_per_step);
-      CHECK(stats.nodes_per_step == stats_by_step.nodes_per_step);
-      CHECK(stats.accepted_by_drafter == stats_by_step.accepted_by_drafter);
+      testing::check_same_counters(stats, stats_by_step);
     }
   }
 }
