@@ -151,9 +151,11 @@ class Llama2cTarget {
   }
 
  private:
-  void check_token(token_t t, const std::string& what) const {
+  // `what` is a literal: decode() checks its token on every call (each of a decoder's plain runs),
+  // and a std::string parameter would be built for it every time.
+  void check_token(token_t t, const char* what) const {
     if (t < 0 || t >= vocab_size())
-      throw error("Llama2cTarget::" + what + " is " + std::to_string(t) + ", outside the vocabulary [0, " +
+      throw error(std::string("Llama2cTarget::") + what + " is " + std::to_string(t) + ", outside the vocabulary [0, " +
                   std::to_string(vocab_size()) + ")");
   }
 
