@@ -38,9 +38,34 @@ namespace specdec {
 /// own copy of it, unless it share()s one: SpeculativeBatch has every request's drafter share its
 /// prototype's (shared_state_type), so each request drafts from the outputs of all requests that
 /// ended before it.
+///
+/// An ended sequence's output waits in `pending` and joins `tokens` a slice per drafting step
+/// (catch_up()): appending to an automaton that the target's forward has pushed out of cache
+/// costs about a microsecond per token, which only steps that draft should pay.
 struct TreeHistory {
   index::ContinuationAutomaton tokens;
-  std::uint64_t version = 0;  ///< counts changes; a drafter's matches into an older one are redone
+  std::vector<token_t> pending;     ///< outputs not in `tokens` yet, each after a separator (-1)
+  std::size_t pending_joined = 0;   ///< how many of `pending` have joined `tokens`
+  std::uint64_t version = 0;        ///< counts clear()s: a drafter's matches into an older history are void
+
+  /// Tokens held: in the automaton and waiting.
+  std::size_t size() const { return static_cast<std::size_t>(tokens.size()) + (pending.size() - pending_joined); }
+  /// Up to `max_tokens` waiting tokens join the automaton.
+  void catch_up(int max_tokens) {
+    const std::size_t end = pending_joined + std::min(pending.size() - pending_joined, static_cast<std::size_t>(max_tokens));
+    for (; pending_joined < end; ++pending_joined) tokens.append(pending[pending_joined]);
+    if (pending_joined == pending.size()) {
+      pending.clear();
+      pending_joined = 0;
+    }
+  }
+  /// Forgets every output.
+  void clear() {
+    tokens.clear();
+    pending.clear();
+    pending_joined = 0;
+    ++version;
+  }
 };
 
 /// Options of the tree drafters (defaults are what docs/drafters/context_tree.md reports).
@@ -61,6 +86,10 @@ struct ContextTreeOptions {
   /// HistoryTreeDrafter: history size in tokens; when an output does not fit, the history is
   /// forgotten and restarts.
   int history_tokens = 1 << 22;
+  /// HistoryTreeDrafter: tokens of ended outputs that join the history per drafting step (a step
+  /// that asks the drafter). Under a fixed budget a new output is in after a few steps; while the
+  /// automatic budget pauses drafting, the history waits and costs nothing.
+  int history_catch_up = 32;
 };
 
 class ContextTreeDrafter {
@@ -76,8 +105,7 @@ class ContextTreeDrafter {
     if (with_history_) remember_output();
     index_.clear();
     unindexed_.clear();
-    history_match_ = {};
-    history_version_ = history_->version;
+    forget_history_match();
     prompt_length_ = static_cast<int>(prompt.size());
     for (token_t t : prompt) append(t);
   }
@@ -89,9 +117,9 @@ class ContextTreeDrafter {
   void propose(const DraftContext& ctx, DraftTree& tree) {
     catch_up();
     if (!in_sync(ctx.tokens)) resync(ctx);
-    rematch_if_history_changed();
     const int budget = std::min(options_.budget, ctx.budget);
     if (budget <= 0 || ctx.max_depth <= 0) return;
+    match_history();
     ++step_;
     nodes_.assign(1, Node{index_.suffix_match(), history_match_, 0, 0, 1.0f});
     frontier_.clear();
@@ -127,6 +155,7 @@ class ContextTreeDrafter {
     check_option("ContextTreeDrafter", "node_breadth", options.node_breadth);
     check_option("ContextTreeDrafter", "node_contexts", options.node_contexts);
     check_option("ContextTreeDrafter", "history_tokens", options.history_tokens);
+    check_option("ContextTreeDrafter", "history_catch_up", options.history_catch_up);
     if (!(options.min_probability >= 0.0f && options.min_probability < 1.0f)) {
       std::ostringstream value;
       value << options.min_probability;
@@ -218,9 +247,11 @@ class ContextTreeDrafter {
 
   /// The candidates for the token after the context that begin() and observe() gave, collected
   /// and scored as propose() does at the root (`root`), or with a deeper node's settings and
-  /// weights for that same context. Drafts nothing; valid until the next non-const call.
+  /// weights for that same context. Drafts nothing (but, like propose(), lets a slice of the
+  /// waiting outputs join the history); valid until the next non-const call.
   std::span<const Candidate> candidates(bool root) {
-    rematch_if_history_changed();
+    catch_up();
+    match_history();
     ++step_;
     collect(Node{index_.suffix_match(), history_match_, 0, root ? 0 : 1, 1.0f});
     score(root);
@@ -237,18 +268,33 @@ class ContextTreeDrafter {
   void append(token_t t) {
     if (t < 0) throw error("ContextTreeDrafter: token " + std::to_string(t) + " is negative");
     index_.append(t);
-    if (with_history_) history_match_ = history_->tokens.extend(history_match_, t);
   }
 
-  // Another request's drafter changed the shared history since this one matched into it: match
-  // the context's recent tokens afresh (only draft quality depends on how far back).
-  void rematch_if_history_changed() {
-    if (!with_history_ || history_version_ == history_->version) return;
-    history_version_ = history_->version;
+  void forget_history_match() {
     history_match_ = {};
+    history_matched_ = 0;
+    history_version_ = history_->version;
+  }
+
+  // A drafting step: a slice of the waiting outputs joins the history, and the context's match in
+  // it is brought up to date (a paused drafter, or a long prompt, costs no lookups in a history
+  // out of cache). The match follows the context token by token, the state it is in following
+  // the history's growth; the last max_context tokens decide it, so after a longer gap, or a
+  // clear()ed history, it is matched afresh from there.
+  void match_history() {
+    if (!with_history_) return;
+    history_->catch_up(options_.history_catch_up);
+    const index::ContinuationAutomaton& history = history_->tokens;
+    if (history_version_ != history_->version) forget_history_match();
+    history_match_ = history.current(history_match_);
     const auto tokens = index_.tokens();
-    for (std::size_t i = tokens.size() - std::min<std::size_t>(tokens.size(), kRematchTokens); i < tokens.size(); ++i)
-      history_match_ = history_->tokens.extend(history_match_, tokens[i]);
+    std::size_t from = history_matched_;
+    if (tokens.size() - from > static_cast<std::size_t>(history.max_context())) {
+      history_match_ = {};
+      from = tokens.size() - static_cast<std::size_t>(history.max_context());
+    }
+    for (std::size_t i = from; i < tokens.size(); ++i) history_match_ = history.extend(history_match_, tokens[i]);
+    history_matched_ = tokens.size();
   }
 
   bool in_sync(std::span<const token_t> tokens) const {
@@ -259,15 +305,13 @@ class ContextTreeDrafter {
   // propose() without the begin()/observe() protocol: index the context afresh.
   void resync(const DraftContext& ctx) {
     index_.clear();
-    history_match_ = {};
-    history_version_ = history_->version;
+    forget_history_match();
     prompt_length_ = ctx.prompt_length;
     for (token_t t : ctx.tokens) append(t);
   }
 
   // The committed tokens not in the index yet join it.
   void catch_up() {
-    rematch_if_history_changed();
     for (token_t t : unindexed_) append(t);
     unindexed_.clear();
   }
@@ -275,21 +319,21 @@ class ContextTreeDrafter {
   // Tokens of the sequence: the index's and those it has not caught up with.
   int context_size() const { return index_.size() + static_cast<int>(unindexed_.size()); }
 
-  // The finished sequence's output joins the history (after a separator that is no token).
+  // The finished sequence's output waits to join the history (after a separator that is no token).
   void remember_output() {
     const int output = context_size() - prompt_length_;
     if (output <= 0) return;
     // history + separator + output must fit; compared without the sum, which can pass INT_MAX
-    index::ContinuationAutomaton& history = history_->tokens;
-    ++history_->version;
-    if (output >= options_.history_tokens - history.size()) history.clear();
+    TreeHistory& history = *history_.get();
+    if (output >= options_.history_tokens - static_cast<int>(history.size())) history.clear();
     if (output >= options_.history_tokens) return;
-    history.append(-1);
+    history.pending.push_back(-1);
     const auto indexed = index_.tokens();
-    for (int i = prompt_length_; i < context_size(); ++i) {
-      const int from_index = static_cast<int>(indexed.size());
-      history.append(i < from_index ? indexed[static_cast<std::size_t>(i)] : unindexed_[static_cast<std::size_t>(i - from_index)]);
-    }
+    const auto from_index = indexed.subspan(std::min<std::size_t>(indexed.size(), static_cast<std::size_t>(prompt_length_)));
+    const auto from_queue = std::span<const token_t>(unindexed_).subspan(
+        static_cast<std::size_t>(std::max(0, prompt_length_ - static_cast<int>(indexed.size()))));
+    history.pending.insert(history.pending.end(), from_index.begin(), from_index.end());
+    history.pending.insert(history.pending.end(), from_queue.begin(), from_queue.end());
   }
 
   // Scores the candidate children of `node` and queues those that can enter the tree.
@@ -450,14 +494,13 @@ class ContextTreeDrafter {
     std::shared_ptr<TreeHistory> history_;
     bool shared_ = false;
   };
-  static constexpr std::size_t kRematchTokens = 256;
-
   bool with_history_;  // HistoryTreeDrafter
   index::ContinuationAutomaton index_;
   std::vector<token_t> unindexed_;  // committed since the index last caught up (observe)
   HistoryRef history_;
   std::uint64_t history_version_ = 0;  // history_->version when history_match_ was computed
   Match history_match_;
+  std::size_t history_matched_ = 0;  // tokens of the index that history_match_ has read
   int prompt_length_ = 0;
   std::uint64_t step_ = 0;
   // Scratch storage of propose(), reused across steps.

@@ -2,12 +2,12 @@
 #include <catch2/catch.hpp>
 
 #include <array>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include <specdec/draft_budget.hpp>
 #include <specdec/testing/laid_out_tree.hpp>
+
+#include "support/temp_dir.hpp"
 
 #include "corpus.hpp"
 #include "cost.hpp"
@@ -17,17 +17,10 @@ using namespace specbench;
 
 namespace {
 
+// In a directory of its own: ctest runs each test case as a process, two at a time in CI.
 CostTable table_from(const std::string& json) {
-  const auto file = std::filesystem::temp_directory_path() / "specbench_cost_test.json";
-  std::ofstream(file) << json;
-  try {
-    CostTable t = CostTable::load(file);
-    std::filesystem::remove(file);
-    return t;
-  } catch (...) {
-    std::filesystem::remove(file);
-    throw;
-  }
+  const specdec::testing::TempDir dir;
+  return CostTable::load(dir.write("table.json", json));
 }
 
 const char* kTable = R"({"machine": "test", "nodes": [1, 4, 16],

@@ -100,6 +100,37 @@ TEST_CASE("continuation automaton agrees with brute force", "[index]") {
   }
 }
 
+TEST_CASE("continuation automaton: a match taken before appends is moved to the state holding its text", "[index]") {
+  // Matches of every query taken at every length of the sequence, then followed while it grows:
+  // current() must name the state that a fresh match of the same text finds (appends split states).
+  const int alphabet = GENERATE(2, 3, 20);
+  std::mt19937 rng(static_cast<unsigned>(alphabet) + 7);
+  const auto seq = random_sequence(rng, 300, alphabet);
+  ContinuationAutomaton a;
+  std::vector<std::pair<std::vector<token_t>, ContinuationAutomaton::Match>> taken;
+  int moved = 0;
+  for (token_t t : seq) {
+    a.append(t);
+    std::vector<token_t> query;
+    for (int k = 0, n = 1 + static_cast<int>(rng() % 6); k < n; ++k) query.push_back(static_cast<token_t>(rng() % alphabet));
+    ContinuationAutomaton::Match m;
+    for (token_t q : query) m = a.extend(m, q);
+    taken.emplace_back(query, m);
+    for (auto& [text, match] : taken) {
+      const auto now = a.current(match);
+      CHECK(now.length == match.length);
+      // the same text, matched afresh down to its length, is in the same state
+      ContinuationAutomaton::Match fresh;
+      for (std::size_t k = text.size() - static_cast<std::size_t>(match.length); k < text.size(); ++k) fresh = a.extend(fresh, text[k]);
+      REQUIRE(fresh.length == match.length);
+      CHECK(now.state == fresh.state);
+      moved += now.state != match.state;
+      match = now;
+    }
+  }
+  CHECK(moved > 0);  // some appends did split a matched state
+}
+
 TEST_CASE("continuation automaton: back-off, unseen tokens and reuse", "[index]") {
   ContinuationAutomaton a;
   for (token_t t : {5, 6, 7, 5, 6, 8, 5, 6}) a.append(t);

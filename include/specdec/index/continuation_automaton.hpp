@@ -129,6 +129,13 @@ class ContinuationAutomaton {
     }
   }
 
+  /// A match taken before later append()s, in the state that holds its text now (an append can
+  /// move a state's shorter texts to a new state between it and its suffix link).
+  Match current(Match match) const {
+    while (match.state > 0 && match.length <= link_length(match.state)) match.state = states_[match.state].link;
+    return match;
+  }
+
   /// The next shorter context of a match (one back-off step), or a match with state -1 after the root.
   Match shorter(Match match) const {
     const std::int32_t link = states_[match.state].link;

@@ -281,7 +281,9 @@ TEST_CASE("tree drafter: candidates() are what propose() scores", "[tree][histor
     drafter.propose(context_of(second_prompt), tree);
     return tree;
   };
-  HistoryTreeDrafter inspected, untouched;
+  // The output joins the history at once: candidates(), like propose(), takes a drafting step's slice.
+  const ContextTreeOptions whole_output{.history_catch_up = 100};
+  HistoryTreeDrafter inspected(whole_output), untouched(whole_output);
   prepare(inspected);
   prepare(untouched);
   const auto deep = inspected.candidates(false);
@@ -309,6 +311,77 @@ TEST_CASE("tree drafter: candidates() are what propose() scores", "[tree][histor
     CHECK(reference.token(i) == tree.token(i));
     CHECK(reference.score(i) == tree.score(i));
   }
+}
+
+TEST_CASE("tree_history: an output joins the history a slice per drafting step", "[tree][history]") {
+  std::vector<token_t> output;  // 100 tokens: 300..309 ten times
+  for (int r = 0; r < 10; ++r)
+    for (token_t t = 300; t < 310; ++t) output.push_back(t);
+  HistoryTreeDrafter drafter(ContextTreeOptions{.history_catch_up = 40});
+  const auto history = drafter.shared_state();
+  drafter.begin(std::vector<token_t>{1, 2, 3});
+  drafter.observe(output);
+  std::vector<token_t> context = {4, 5, 300, 301};
+  drafter.begin(context);
+  CHECK(history->tokens.size() == 0);  // waiting: no step has drafted
+  CHECK(history->size() == 101);       // the separator and the output
+  // Steps that do not ask the drafter (the automatic budget's pause) leave it waiting.
+  drafter.observe(std::vector<token_t>{302});
+  context.push_back(302);
+  CHECK(history->tokens.size() == 0);
+  DraftTree tree;
+  for (int expected : {40, 80, 101, 101}) {
+    tree.reset(context.back());
+    drafter.propose(context_of(context), tree);
+    CHECK(history->tokens.size() == expected);
+    CHECK(history->size() == 101);
+  }
+  CHECK(history->pending.empty());
+  // It drafts the output's continuation from the history, as a drafter that saw it whole at once.
+  HistoryTreeDrafter at_once(ContextTreeOptions{.history_catch_up = 1000});
+  at_once.begin(std::vector<token_t>{1, 2, 3});
+  at_once.observe(output);
+  at_once.begin(context);
+  DraftTree reference;
+  reference.reset(context.back());
+  at_once.propose(context_of(context), reference);
+  CHECK(chain_length(tree, std::vector<token_t>{303, 304, 305}) == 3);
+  CHECK(std::vector<token_t>(tree.tokens().begin(), tree.tokens().end()) ==
+        std::vector<token_t>(reference.tokens().begin(), reference.tokens().end()));
+  // A drafter asked for no nodes drafts nothing and lets the history wait.
+  HistoryTreeDrafter idle;
+  idle.begin(std::vector<token_t>{1, 2, 3});
+  idle.observe(output);
+  idle.begin(context);
+  DraftContext none = context_of(context);
+  none.budget = 0;
+  DraftTree empty;
+  empty.reset(context.back());
+  idle.propose(none, empty);
+  CHECK(empty.size() == 1);
+  CHECK(idle.shared_state()->tokens.size() == 0);
+}
+
+TEST_CASE("tree drafter: candidates() see the tokens observe() queued", "[tree][history]") {
+  const std::vector<token_t> prompt = {1, 2, 3, 4, 1, 2};
+  const std::vector<token_t> committed = {3, 4, 1};
+  std::vector<token_t> whole = prompt;
+  whole.insert(whole.end(), committed.begin(), committed.end());
+  HistoryTreeDrafter observed, begun;
+  observed.begin(prompt);
+  observed.observe(committed);
+  begun.begin(whole);
+  for (bool root : {true, false}) {
+    const auto a = observed.candidates(root);
+    const std::vector<HistoryTreeDrafter::Candidate> seen(a.begin(), a.end());
+    const auto b = begun.candidates(root);
+    REQUIRE(seen.size() == b.size());
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      CHECK(seen[i].token == b[i].token);
+      CHECK(seen[i].probability == b[i].probability);
+    }
+  }
+  CHECK(observed.candidates(true).front().token == 2);  // "1" was followed by 2, twice
 }
 
 TEST_CASE("tree drafter: history that does not fit is forgotten", "[tree][history]") {
