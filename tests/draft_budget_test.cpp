@@ -200,17 +200,50 @@ TEST_CASE("DraftingPause: one lucky probe buys a costly drafter a few steps, not
 }
 
 TEST_CASE("DraftingPause: pauses grow past 32 steps while a probe costs a fair part of them", "[draft_budget]") {
-  // A probe of 12 us next to 26 us plain steps (a tiny model): pauses double up to 256 steps.
+  // A probe of 12 us next to 26 us plain steps (a tiny model): pauses double up to 512 steps,
+  // where a probe is less than 0.1 % of them.
   DraftingPause costly;
   std::vector<int> pauses;
-  for (int probe = 0; probe < 10; ++probe) {
+  for (int probe = 0; probe < 11; ++probe) {
     costly.drafted(0, -12e-6, 12e-6, 26e-6);
     int paused = 0;
     while (costly.skip_step()) ++paused;
     pauses.push_back(paused);
   }
-  CHECK(pauses == std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256, 256});
-  CHECK(costly.longest_pause(26e-6) == DraftingPause::longest_costly);
+  CHECK(pauses == std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 512});
+  CHECK(costly.longest_pause(26e-6) == 512);
+  // A probe that costs 300 plain steps (a dense search next to that model): up to the longest.
+  DraftingPause search;
+  search.drafted(0, -8e-3, 8e-3, 26e-6);
+  CHECK(search.longest_pause(26e-6) == DraftingPause::longest_costly);
+  // And, where a step can commit at most 65 tokens, it cannot pay at all: the longest pause at once.
+  DraftingPause hopeless;
+  hopeless.drafted(4, 26e-6, 8e-3, 26e-6, 65);
+  int paused = 0;
+  while (hopeless.skip_step()) ++paused;
+  CHECK(paused == DraftingPause::longest_costly);
+  CHECK(hopeless.probing());
+  // 1.5 ms of drafting is less than 65 plain steps, but more than 32: a losing probe that costly
+  // pauses the longest too.
+  DraftingPause dear;
+  dear.drafted(4, -1e-3, 1.5e-3, 26e-6, 65);
+  paused = 0;
+  while (dear.skip_step()) ++paused;
+  CHECK(paused == DraftingPause::longest_costly);
+  // 0.5 ms, less than 32 plain steps: it pauses 1 step, as any loss does; so does a dear step
+  // that is not a probe.
+  DraftingPause cheaper;
+  cheaper.drafted(4, -1e-3, 0.5e-3, 26e-6, 65);
+  paused = 0;
+  while (cheaper.skip_step()) ++paused;
+  CHECK(paused == 1);
+  DraftingPause streak;
+  streak.drafted(4, 1e-3, 0.5e-3, 26e-6, 65);  // a paying probe
+  streak.drafted(4, -3e-3, 1.5e-3, 26e-6, 65);  // then a dear step that turns the mean
+  paused = 0;
+  while (streak.skip_step()) ++paused;
+  CHECK(paused == 1);
+  CHECK_THROWS_WITH(dear.drafted(1, 1.0, 0.0, 1.0, -1), Catch::Contains("most_tokens must be >= 0, got -1"));
   // The same probe next to a 44 ms step costs nothing to speak of: pauses stop at 32.
   CHECK(costly.longest_pause(44e-3) == DraftingPause::longest);
   CHECK(costly.longest_pause(0.0) == DraftingPause::longest);  // unknown
@@ -234,6 +267,31 @@ TEST_CASE("DraftingPause: a new sequence probes at once and keeps the pause it l
   int paused = 0;
   while (pause.skip_step()) ++paused;
   CHECK(paused == 16);
+}
+
+TEST_CASE("DraftingPause: a probe that costs more than 32 plain steps is not forced at a new sequence", "[draft_budget]") {
+  // A probe of 1 ms where a plain step takes 26 us (38 of them): the longest pause, and a new
+  // sequence does not cut it short.
+  DraftingPause costly;
+  costly.drafted(0, -1e-3, 1e-3, 26e-6);
+  CHECK(costly.skip_step());
+  costly.restart();
+  int paused = 0;
+  while (costly.skip_step()) ++paused;
+  CHECK(paused == DraftingPause::longest_costly - 1);  // the rest of it
+  CHECK(costly.probing());
+  // 0.5 ms (19 plain steps), once the probe of a drafting streak: the new sequence probes at once,
+  // although the mean drafting time since is higher.
+  DraftingPause cheap;
+  cheap.drafted(0, -0.5e-3, 0.5e-3, 26e-6);
+  CHECK(cheap.skip_step());
+  cheap.restart();
+  CHECK_FALSE(cheap.skip_step());
+  // A plain step not known yet (no drafted() told one): the new sequence probes.
+  DraftingPause unknown;
+  unknown.drafted(0, -1e-3, 1e-3);
+  unknown.restart();
+  CHECK_FALSE(unknown.skip_step());
 }
 
 TEST_CASE("MeasuredPlainStep scales the cost model by what root-only steps measure", "[draft_budget]") {

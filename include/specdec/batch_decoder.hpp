@@ -498,7 +498,7 @@ class SpeculativeBatch {
       const double gain = share_[b] == 0 ? -r.draft_seconds
                                          : share_tokens_[b] * request_plain / roots -
                                                request_growth * share_[b] / sizing_.nodes - r.draft_seconds;
-      r.pause.drafted(share_[b], gain, r.draft_seconds, request_plain / roots);
+      r.pause.drafted(share_[b], gain, r.draft_seconds, request_plain / roots, r.options.budget + 1);
     }
   }
 

@@ -155,6 +155,18 @@ concept PlainDecodingTarget = Target<T> && requires(T& t, token_t last, int n, s
   { t.decode(last, n, stop) } -> std::convertible_to<std::vector<token_t>>;
 };
 
+/// Optional: a FeatureTarget whose plain decoding loop also gives the features:
+/// decode(last, n, stop, features) decodes as above and sets `features` to one row of
+/// feature_dim() floats per returned token, row i for the token fed at step i (`last`, then the
+/// returned tokens), what forward()'s features(0) gives at that position. Decoders whose drafters
+/// read features hand it their plain runs.
+template <class T>
+concept PlainDecodingFeatureTarget =
+    PlainDecodingTarget<T> && FeatureTarget<T> &&
+    requires(T& t, token_t last, int n, std::span<const token_t> stop, std::vector<float>& features) {
+      { t.decode(last, n, stop, features) } -> std::convertible_to<std::vector<token_t>>;
+    };
+
 // ---- batch target -------------------------------------------------------------------------
 
 /// The trees of one batched forward: trees[b] is the tree of the sequence in slot slots[b], laid

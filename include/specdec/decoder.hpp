@@ -142,7 +142,8 @@ class SpeculativeDecoder {
   /// generate() may run plain steps in the target's own loop (DecoderOptions::plain_runs).
   static constexpr bool runs_plainly = [] {
     if constexpr (!checked || BackendTarget<Target> || !PlainDecodingTarget<Target>) return false;
-    else return !gathers_features && verifier_type::needs == output_need::argmax;
+    else if constexpr (gathers_features && !PlainDecodingFeatureTarget<Target>) return false;
+    else return verifier_type::needs == output_need::argmax;
   }();
 
   /// Policies given in template order: drafters, then the verifier.
@@ -384,7 +385,7 @@ class SpeculativeDecoder {
     const double gain = sizing_.nodes == 0 ? -drafting
                         : measured        ? tokens * plain_seconds - step_seconds
                                           : tokens * plain_seconds - sizing_.forward_seconds - drafting;
-    pause_.drafted(sizing_.nodes, gain, drafting, plain_seconds);
+    pause_.drafted(sizing_.nodes, gain, drafting, plain_seconds, options_.budget + 1);
   }
 
   // The automatic budget's draft: rank up to `most` nodes by calibrated path probability and
@@ -429,10 +430,15 @@ class SpeculativeDecoder {
     const auto t0 = clock::now();
     std::vector<token_t> run;
     try {
-      run = target_.decode(seq_.context().back(), steps, stop_tokens);
+      if constexpr (gathers_features) run = target_.decode(seq_.context().back(), steps, stop_tokens, feature_rows_);
+      else run = target_.decode(seq_.context().back(), steps, stop_tokens);
       if (run.empty() || static_cast<int>(run.size()) > steps)
         throw error("SpeculativeDecoder::generate: the target's decode() returned " + std::to_string(run.size()) +
                     " tokens for " + std::to_string(steps) + " steps");
+      if (gathers_features && feature_rows_.size() != run.size() * static_cast<std::size_t>(feature_dim()))
+        throw error("SpeculativeDecoder::generate: the target's decode() gave " + std::to_string(feature_rows_.size()) +
+                    " feature floats for " + std::to_string(run.size()) + " tokens of feature_dim() " +
+                    std::to_string(feature_dim()));
       for (std::size_t i = 0; i < run.size(); ++i)
         detail::check_token(run[i], seq_.vocab(), [i] { return "the target's decode(): token " + std::to_string(i); });
     } catch (...) {
@@ -441,7 +447,8 @@ class SpeculativeDecoder {
     }
     const auto t1 = clock::now();
     const std::span<const token_t> committed = seq_.commit_plain(run);
-    seq_.observe(TargetFeatures{});
+    seq_.observe(gathers_features ? TargetFeatures{cached, static_cast<int>(run.size()), feature_dim(), feature_rows_.data()}
+                                  : TargetFeatures{});
     const auto t2 = clock::now();
     const int done = static_cast<int>(committed.size());
     if (options_.cost) {

@@ -176,10 +176,11 @@ class DraftingPause {
   static constexpr int longest = 32;  ///< steps, at most, of one pause (but see probe_share)
   /// Past `longest` steps, pauses go on doubling, up to `longest_costly`, while one probe (the
   /// mean drafting time) would cost more than this share of the pause's plain steps: a drafter
-  /// that costs a fair part of a cheap target's step probes rarely, one next to a slow target
+  /// that costs a fair part of a cheap target's step probes rarely (one that costs hundreds of
+  /// its steps, a dense search next to a tiny model, all but never), one next to a slow target
   /// every 32 steps.
   static constexpr double probe_share = 0.001;
-  static constexpr int longest_costly = 256;
+  static constexpr int longest_costly = 1 << 16;
   static constexpr int window = 8;         ///< drafting steps the means average over, at most
   static constexpr int smallest_ask = 4;   ///< nodes, at least, asked of the drafters
 
@@ -203,22 +204,37 @@ class DraftingPause {
 
   /// A drafting step sent `nodes` draft nodes and gained `gain_seconds`; drafting took
   /// `drafting_seconds`, where a plain step takes `plain_seconds` (0: unknown; pauses then stop at
-  /// `longest`). Throws specdec::error for negative nodes, a gain that is not finite, or a
+  /// `longest`). `most_tokens`: the most tokens a step can commit (the budget's cap + 1; 0:
+  /// unknown): where the mean drafting time is more than that many plain steps, drafting cannot
+  /// pay however good its drafts, and the pause is at once the longest (a dense search of
+  /// milliseconds next to a forward of microseconds is asked once, not once per doubling). So is
+  /// it after a losing probe that alone cost more than `longest` plain steps (a drafter whose
+  /// model catches up a pause's tokens): probing 1, 2, 4 ... steps apart would cost more than
+  /// the steps paused.
+  /// Throws specdec::error for negative nodes or most_tokens, a gain that is not finite, or a
   /// drafting or plain time that is not finite and >= 0.
-  void drafted(int nodes, double gain_seconds, double drafting_seconds, double plain_seconds = 0.0) {
+  void drafted(int nodes, double gain_seconds, double drafting_seconds, double plain_seconds = 0.0, int most_tokens = 0) {
     if (nodes < 0) throw error("DraftingPause: nodes must be >= 0, got " + std::to_string(nodes));
     if (!std::isfinite(gain_seconds)) throw error("DraftingPause: the gain must be finite, got " + std::to_string(gain_seconds));
     if (!(drafting_seconds >= 0.0) || !std::isfinite(drafting_seconds))
       throw error("DraftingPause: drafting time must be finite and >= 0, got " + std::to_string(drafting_seconds));
     if (!(plain_seconds >= 0.0) || !std::isfinite(plain_seconds))
       throw error("DraftingPause: plain step time must be finite and >= 0, got " + std::to_string(plain_seconds));
+    if (most_tokens < 0) throw error("DraftingPause: most_tokens must be >= 0, got " + std::to_string(most_tokens));
+    if (plain_seconds > 0) plain_ = plain_seconds;
     drafting_steps_ = std::min(drafting_steps_ + 1, window);
     drafting_ += (drafting_seconds - drafting_) / drafting_steps_;
     largest_ = std::max(nodes, largest_ - (largest_ + window - 1) / window);  // forgets a high by 1/8 a step
     const bool probe = since_pause_ == 0;
+    if (probe) probe_ = drafting_seconds;
     since_pause_ = std::min(since_pause_ + 1, window);
     gain_ += (gain_seconds - gain_) / since_pause_;
-    if (!(gain_ > 0)) {
+    const bool hopeless = most_tokens > 0 && plain_seconds > 0 && drafting_ > most_tokens * plain_seconds;
+    const bool dear_probe = probe && !(gain_seconds > 0) && plain_seconds > 0 && drafting_seconds > longest * plain_seconds;
+    if (hopeless || dear_probe) {
+      paused_ = next_pause_ = longest_pause(plain_seconds);
+      since_pause_ = 0;
+    } else if (!(gain_ > 0)) {
       paused_ = next_pause_;
       next_pause_ = std::min(2 * next_pause_, longest_pause(plain_seconds));
       since_pause_ = 0;
@@ -239,8 +255,11 @@ class DraftingPause {
   }
   /// A new sequence: its first step drafts, a probe; the next pause's length and the drafting
   /// time are kept (a drafter that did not pay on the last sequence is not asked 1, 2, 4 ... steps
-  /// apart all over again).
+  /// apart all over again). Unless the last probe cost more than `longest` plain steps (against
+  /// the last plain step drafted() was told): then the pause under way goes on, since a probe at
+  /// every sequence would cost more than the sequences' plain steps can make up for.
   void restart() {
+    if (plain_ > 0 && probe_ > longest * plain_) return;
     paused_ = 0;
     since_pause_ = 0;
   }
@@ -251,6 +270,8 @@ class DraftingPause {
   int since_pause_ = 0;  // drafting steps since the last pause (or restart), at most window
   double gain_ = 0;
   double drafting_ = 0;
+  double plain_ = 0;         // the last plain step's seconds drafted() was told (0: unknown)
+  double probe_ = 0;         // the last probe's drafting seconds
   int drafting_steps_ = 0;  // drafting steps so far, at most window
   int largest_ = 32;  // the most a recent step sent, decaying (at first: ask for 64)
 };

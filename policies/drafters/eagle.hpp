@@ -91,31 +91,38 @@ class EagleDrafter {
   const EagleHead& head() const { return *head_; }
   /// Tokens the head has read: its KV cache holds one entry for each.
   int cached() const { return fed_; }
+  /// Tokens the head was told of (begin() and observe()): it reads those it has not yet, with
+  /// their features, in one forward at the next propose(), so that a drafter the automatic
+  /// budget does not ask costs no forward of the head per step.
+  int told() const { return fed_ + static_cast<int>(waiting_tokens_.size()); }
 
   void begin(std::span<const token_t> prompt, const TargetFeatures& features) {
     fed_ = 0;
+    waiting_tokens_.clear();
+    waiting_features_.clear();
     if (prompt.empty()) throw error("eagle: begin() with an empty prompt");
     check_features(features, 0, static_cast<int>(prompt.size()) - 1);
     // Element 0 reads the first token with a zero feature, element k the feature of position k - 1.
-    feed(prompt.first(1), nullptr);
-    feed(prompt.subspan(1), features.data);
+    wait(prompt.first(1), nullptr);
+    wait(prompt.subspan(1), features.data);
   }
 
   void observe(std::span<const token_t> committed, const TargetFeatures& features) {
-    check_features(features, fed_ - 1, static_cast<int>(committed.size()));
-    feed(committed, features.data);  // overwrites the draft's scratch slots: the rollback
+    check_features(features, told() - 1, static_cast<int>(committed.size()));
+    wait(committed, features.data);
   }
 
   void propose(const DraftContext& ctx, DraftTree& tree) {
-    if (ctx.tokens.size() != static_cast<std::size_t>(fed_) || (fed_ > 0 && ctx.tokens.back() != last_token_))
-      throw error("eagle: the context has " + std::to_string(ctx.tokens.size()) + " tokens but the head has read " +
-                  std::to_string(fed_) + " (begin() and observe() must see every committed token)");
+    if (ctx.tokens.size() != static_cast<std::size_t>(told()) || (told() > 0 && ctx.tokens.back() != last_token_))
+      throw error("eagle: the context has " + std::to_string(ctx.tokens.size()) + " tokens but the head was told " +
+                  std::to_string(told()) + " (begin() and observe() must see every committed token)");
     if (ctx.vocab_size != head_->config().vocab_size)
       throw error("eagle: the target's vocabulary has " + std::to_string(ctx.vocab_size) + " tokens, the head's " +
                   std::to_string(head_->config().vocab_size));
     const int levels = std::min(options_.depth, ctx.max_depth);
     const int keep = std::min(options_.budget, ctx.budget);
     if (levels < 1 || keep < 1) return;
+    read_waiting();  // overwrites the last draft's scratch slots: the rollback
     candidates_.clear();
     drafted_features_.clear();
     up_.clear();
@@ -163,22 +170,41 @@ class EagleDrafter {
                   std::to_string(rows) + ") of dim " + std::to_string(dim()));
   }
 
-  // Appends tokens[i] with feature row i of `rows` (zeros when null) at positions fed_ + i, one
-  // element at a time (a chain), and keeps the last one's predicted feature for the next draft.
-  void feed(std::span<const token_t> tokens, const float* rows) {
+  // Queues tokens[i] with feature row i of `rows` (zeros when null) for the head to read.
+  void wait(std::span<const token_t> tokens, const float* rows) {
     const int vocab = head_->config().vocab_size;
-    root_feature_.resize(static_cast<std::size_t>(dim()));
+    const std::size_t d = static_cast<std::size_t>(dim());
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       const token_t t = tokens[i];
       if (t < 0 || t >= vocab)
         throw error("eagle: token " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-      const int position = fed_;
-      const float* row = rows ? rows + i * static_cast<std::size_t>(dim()) : nullptr;
-      const int up[] = {-1};
-      head_->run(cache_, fed_, fed_, 1, &t, row, &position, up, 1, target_->embedding().data(), root_feature_.data());
-      ++fed_;
+      waiting_tokens_.push_back(t);
+      if (rows) waiting_features_.insert(waiting_features_.end(), rows + i * d, rows + (i + 1) * d);
+      else waiting_features_.resize(waiting_features_.size() + d, 0.0f);
       last_token_ = t;
     }
+  }
+
+  // The head reads the waiting tokens at positions fed_, fed_ + 1, ... in one forward (a chain:
+  // each attends to the cache and the waiting tokens before it) and keeps the last one's
+  // predicted feature for the next draft.
+  void read_waiting() {
+    const int n = static_cast<int>(waiting_tokens_.size());
+    if (n == 0) return;
+    const std::size_t d = static_cast<std::size_t>(dim());
+    batch_positions_.resize(static_cast<std::size_t>(n));
+    up_.resize(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      batch_positions_[static_cast<std::size_t>(i)] = fed_ + i;
+      up_[static_cast<std::size_t>(i)] = i == 0 ? -1 : fed_ + i - 1;
+    }
+    read_features_.resize(static_cast<std::size_t>(n) * d);
+    head_->run(cache_, fed_, fed_, n, waiting_tokens_.data(), waiting_features_.data(), batch_positions_.data(),
+               up_.data(), n, target_->embedding().data(), read_features_.data());
+    root_feature_.assign(read_features_.end() - static_cast<std::ptrdiff_t>(d), read_features_.end());
+    fed_ += n;
+    waiting_tokens_.clear();
+    waiting_features_.clear();
   }
 
   // Feeds the frontier's tokens as one batch of draft elements in scratch slots behind the
@@ -262,7 +288,9 @@ class EagleDrafter {
   EagleOptions options_;
   EagleHead::Cache cache_;
   int fed_ = 0;                      // committed tokens the head has read (its cache's entries)
-  token_t last_token_ = 0;
+  token_t last_token_ = 0;           // the last token it was told of
+  std::vector<token_t> waiting_tokens_;   // told, not read yet, and their feature rows
+  std::vector<float> waiting_features_, read_features_;
   std::vector<float> root_feature_;  // the head's predicted feature after the last committed token
   // This draft's candidates and the predicted features of its fed elements, by slot - fed_.
   std::vector<Candidate> candidates_;

@@ -183,22 +183,13 @@ class StagedDrafter {
                     " tokens, more than the draft model's " + std::to_string(positions) + " positions");
     }
     context_.assign(prompt.begin(), prompt.end());
-    guarded([&] { stage_->decoder.prefill(prompt); });
+    synced_ = 0;  // the draft model reads the prompt at the first propose()
   }
 
-  // The inner decoder's context always starts with context_ (it only appends between two
-  // observes), so only the committed tokens need comparing. Once the sequence is longer than the
-  // draft model's positions, the draft model cannot read it: the inner decoder stays where it is
-  // and propose() drafts nothing (the target goes on alone, as past its own positions).
-  void observe(std::span<const token_t> committed) {
-    const std::size_t before = context_.size();
-    context_.insert(context_.end(), committed.begin(), committed.end());
-    if constexpr (BoundedTarget<DraftTarget>)
-      if (context_.size() > static_cast<std::size_t>(stage_->recorder.max_positions())) return;
-    const std::span<const token_t> drafted = stage_->decoder.context();
-    if (drafted.size() < context_.size() || !std::equal(committed.begin(), committed.end(), drafted.begin() + before))
-      guarded([&] { stage_->decoder.resume(context_); });
-  }
+  // The draft model catches up with the committed tokens in propose(): a drafter that the
+  // automatic budget does not ask costs nothing per step (a draft model's forward per step would
+  // be a large part of a small target's).
+  void observe(std::span<const token_t> committed) { context_.insert(context_.end(), committed.begin(), committed.end()); }
 
   void propose(const DraftContext& ctx, DraftTree& tree) {
     recorder_type& draft = stage_->recorder;
@@ -213,6 +204,7 @@ class StagedDrafter {
     if constexpr (BoundedTarget<DraftTarget>) depth = std::min(depth, draft.max_positions() - 1 - root);
     const int keep = std::min(options_.budget, ctx.budget);
     if (depth < 1 || keep < 1) return;
+    sync();
 
     // The spine: the inner decoder's cache must hold positions root .. root + depth - 1.
     const std::size_t needed = static_cast<std::size_t>(root + depth + 1);
@@ -265,6 +257,21 @@ class StagedDrafter {
     return o;
   }
 
+  // The inner decoder goes on from context_: prefilled on it after begin(), resumed where the
+  // committed tokens are not what it decoded ahead (its context starts with context_[0, synced_)).
+  void sync() {
+    if (synced_ == context_.size()) return;
+    const std::span<const token_t> drafted = stage_->decoder.context();
+    if (synced_ == 0) {
+      guarded([&] { stage_->decoder.prefill(context_); });
+    } else if (drafted.size() < context_.size() ||
+               !std::equal(context_.begin() + static_cast<std::ptrdiff_t>(synced_), context_.end(),
+                           drafted.begin() + static_cast<std::ptrdiff_t>(synced_))) {
+      guarded([&] { stage_->decoder.resume(context_); });
+    }
+    synced_ = context_.size();
+  }
+
   // The inner decoder's errors, as this drafter's.
   template <class F>
   void guarded(F&& f) {
@@ -299,6 +306,7 @@ class StagedDrafter {
   StagedOptions options_;
   std::unique_ptr<Stage> stage_;  // the inner decoder holds the recorder by reference: it must not move
   std::vector<token_t> context_;  // the target's committed tokens
+  std::size_t synced_ = 0;        // tokens of context_ the inner decoder's context starts with (0: not begun)
   std::vector<Candidate> candidates_;
   std::vector<node_t> spine_nodes_;
 };

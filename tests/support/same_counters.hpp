@@ -18,7 +18,8 @@ inline void check_same_counters(const DecodeStats& a, const DecodeStats& b) {
   CHECK(a.sized_steps == b.sized_steps);
   CHECK(a.paused_steps == b.paused_steps);
   CHECK(a.expected_tokens == Approx(b.expected_tokens));
-  CHECK(a.expected_seconds == Approx(b.expected_seconds));
+  // The cost model's seconds plus the measured drafting time: alike up to the clock's noise.
+  CHECK(a.expected_seconds == Approx(b.expected_seconds).epsilon(0.01));
 }
 
 }  // namespace specdec::testing

@@ -283,6 +283,33 @@ TEST_CASE("Llama2cTarget: decode is generate's second half, and rejects bad inpu
   CHECK(target.decode(prompt.back(), 508).size() == 508);  // up to the last position
 }
 
+TEST_CASE("Llama2cTarget: decode with features gives forward()'s features(0) of each step, bit for bit",
+          "[llama2c]") {
+  auto model = stories();
+  if (!model) return;
+  Llama2cTarget target(model);
+  const std::vector<token_t> prompt{1, 403, 407, 261, 378};
+  const std::vector<token_t> stop{};
+  std::vector<float> features{1.0f};  // replaced, not appended to
+  target.prefill(std::span(prompt).first(prompt.size() - 1));
+  const std::vector<token_t> tokens = target.decode(prompt.back(), 30, stop, features);
+  REQUIRE(tokens.size() == 30);
+  REQUIRE(features.size() == 30 * static_cast<std::size_t>(target.feature_dim()));
+  // Step by step through forward(): the root alone, committed.
+  target.prefill(std::span(prompt).first(prompt.size() - 1));
+  token_t last = prompt.back();
+  const std::vector<node_t> root{0};
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const LaidOutTree tree({-1}, {last});
+    const auto& out = target.forward(tree.view(target.cached()));
+    const std::span<const float> row = out.features(0);
+    CHECK(std::equal(row.begin(), row.end(), features.begin() + static_cast<std::ptrdiff_t>(i * row.size())));
+    last = out.argmax(0);
+    CHECK(last == tokens[i]);
+    target.commit(root);
+  }
+}
+
 // ---- bad files ----------------------------------------------------------------------------
 
 namespace {

@@ -130,6 +130,18 @@ class Llama2cTarget {
   /// Plain greedy decoding on the sequence in the cache: `n` new tokens after `last`, the token
   /// that follows the cached ones (one forward per token; stops after a token of `stop`, included).
   std::vector<token_t> decode(token_t last, int n, std::span<const token_t> stop = {}) {
+    return decode_into(last, n, stop, nullptr);
+  }
+
+  /// decode(), also setting `features` to each step's features: row i (feature_dim() floats) for
+  /// the token fed at step i, what forward()'s features(0) gives at its position.
+  std::vector<token_t> decode(token_t last, int n, std::span<const token_t> stop, std::vector<float>& features) {
+    features.clear();
+    return decode_into(last, n, stop, &features);
+  }
+
+ private:
+  std::vector<token_t> decode_into(token_t last, int n, std::span<const token_t> stop, std::vector<float>* features) {
     if (!started_) throw error("Llama2cTarget::decode: call prefill() first");
     if (n < 0) throw error("Llama2cTarget::decode: n must be >= 0, got " + std::to_string(n));
     if (static_cast<long>(cache_.cached) + n > max_positions())
@@ -143,14 +155,18 @@ class Llama2cTarget {
       const llama::SequenceRun run{&cache_, &last, 1, &root};
       forward_.run({&run, 1}, /*with_output=*/true);
       ++cache_.cached;
-      last = forward_.output(0, 1).argmax(0);
+      const auto output = forward_.output(0, 1);
+      if (features) {
+        const std::span<const float> row = output.features(0);
+        features->insert(features->end(), row.begin(), row.end());
+      }
+      last = output.argmax(0);
       out.push_back(last);
       if (std::find(stop.begin(), stop.end(), last) != stop.end()) break;
     }
     return out;
   }
 
- private:
   // `what` is a literal: decode() checks its token on every call (each of a decoder's plain runs),
   // and a std::string parameter would be built for it every time.
   void check_token(token_t t, const char* what) const {
@@ -168,6 +184,7 @@ class Llama2cTarget {
 };
 
 static_assert(FeatureTarget<Llama2cTarget>, "Llama2cTarget must model specdec::FeatureTarget");
+static_assert(PlainDecodingFeatureTarget<Llama2cTarget>, "Llama2cTarget must model specdec::PlainDecodingFeatureTarget");
 static_assert(BoundedTarget<Llama2cTarget>, "Llama2cTarget must expose max_positions()");
 static_assert(RewindableTarget<Llama2cTarget>, "Llama2cTarget must be rewindable (StagedDrafter's draft model)");
 

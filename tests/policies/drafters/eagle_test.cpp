@@ -29,6 +29,7 @@
 #include "support/data.hpp"
 #include "support/eagle_head.hpp"
 #include "support/llama_decode.hpp"
+#include "support/same_counters.hpp"
 #include "support/stories260k.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tiny_llama.hpp"
@@ -143,13 +144,46 @@ int check_rollback(const std::shared_ptr<const EagleHead>& head, const std::shar
     EagleDrafter copy = decoder.template drafter<0>();  // drafting leaves the committed state alone
     EagleDrafter fresh = fresh_drafter(head, model, context, options);
     INFO("step " << s << ", context " << context.size());
-    REQUIRE(copy.cached() == static_cast<int>(context.size()));
+    REQUIRE(copy.told() == static_cast<int>(context.size()));
     REQUIRE(draft(copy, context, 40, room, vocab) == draft(fresh, context, 40, room, vocab));
   }
   return partial;
 }
 
 }  // namespace
+
+TEST_CASE("eagle: the automatic budget's pauses run in the target's own loop, with the features", "[eagle][plain_runs]") {
+  // Llama2cTarget::decode gives each step's features, so a decoder whose drafter reads them hands
+  // the target the steps of a pause too: the same tokens and counters as step by step, and the
+  // head, told the same features, drafts the same tree afterwards.
+  STATIC_REQUIRE(SpeculativeDecoder<Llama2cTarget, EagleDrafter, ExactVerifier>::runs_plainly);
+  const Tiny tiny;
+  const auto head = tiny.mirror(0.5f);
+  struct DearNodes {  // no draft node ever pays: the drafter is paused on most steps
+    double step_seconds(int nodes, int) const { return nodes; }
+  };
+  const Tokens prompt = tiny_prompts[1];
+  auto run = [&](bool plain_runs) {
+    Llama2cTarget target(tiny.model);
+    SpeculativeDecoder<Llama2cTarget, EagleDrafter, ExactVerifier> decoder(
+        target, DecoderOptions{.budget = 8, .cost = DearNodes{}, .measured_pause = false, .plain_runs = plain_runs},
+        EagleDrafter(head, tiny.model), ExactVerifier{});
+    decoder.prefill(prompt);
+    const Tokens out = decoder.generate(100);
+    EagleDrafter drafter = decoder.template drafter<0>();
+    const Drawn next = draft(drafter, decoder.context(), 8, 8, tiny.model->config().vocab_size);
+    return std::tuple(out, decoder.stats(), next);
+  };
+  const auto [out, stats, next] = run(true);
+  const auto [out_by_step, stats_by_step, next_by_step] = run(false);
+  Llama2cTarget reference(tiny.model);
+  CHECK(out == reference.generate(prompt, 100));
+  CHECK(out_by_step == out);
+  testing::check_same_counters(stats, stats_by_step);
+  CHECK(stats.paused_steps > 50);
+  CHECK(next.tokens.size() > 1);
+  CHECK(next == next_by_step);
+}
 
 TEST_CASE("eagle: a mirror head on a one-layer model drafts the target's greedy path, every level accepted",
           "[eagle]") {
