@@ -157,6 +157,15 @@ TEST_CASE("eagle: the automatic budget's pauses run in the target's own loop, wi
   // the target the steps of a pause too: the same tokens and counters as step by step, and the
   // head, told the same features, drafts the same tree afterwards.
   STATIC_REQUIRE(SpeculativeDecoder<Llama2cTarget, EagleDrafter, ExactVerifier>::runs_plainly);
+  // A target whose loop gives no features cannot serve a drafter that reads them.
+  struct NoFeatureLoop : Llama2cTarget {
+    using Llama2cTarget::Llama2cTarget;
+    std::vector<token_t> decode(token_t last, int n, std::span<const token_t> stop) { return Llama2cTarget::decode(last, n, stop); }
+  };
+  STATIC_REQUIRE(PlainDecodingTarget<NoFeatureLoop>);
+  STATIC_REQUIRE(!PlainDecodingFeatureTarget<NoFeatureLoop>);
+  STATIC_REQUIRE(!SpeculativeDecoder<NoFeatureLoop, EagleDrafter, ExactVerifier>::runs_plainly);
+  STATIC_REQUIRE(SpeculativeDecoder<NoFeatureLoop, CasdDrafter, ExactVerifier>::runs_plainly);
   const Tiny tiny;
   const auto head = tiny.mirror(0.5f);
   struct DearNodes {  // no draft node ever pays: the drafter is paused on most steps
