@@ -160,7 +160,9 @@ TEST_CASE("eagle: the automatic budget's pauses run in the target's own loop, wi
   // A target whose loop gives no features cannot serve a drafter that reads them.
   struct NoFeatureLoop : Llama2cTarget {
     using Llama2cTarget::Llama2cTarget;
-    std::vector<token_t> decode(token_t last, int n, std::span<const token_t> stop) { return Llama2cTarget::decode(last, n, stop); }
+    std::vector<token_t> decode(token_t last, int n, std::span<const token_t> stop) {
+      return Llama2cTarget::decode(last, n, stop);
+    }
   };
   STATIC_REQUIRE(PlainDecodingTarget<NoFeatureLoop>);
   STATIC_REQUIRE(!PlainDecodingFeatureTarget<NoFeatureLoop>);
@@ -192,6 +194,27 @@ TEST_CASE("eagle: the automatic budget's pauses run in the target's own loop, wi
   CHECK(stats.paused_steps > 50);
   CHECK(next.tokens.size() > 1);
   CHECK(next == next_by_step);
+
+  // A loop that gives a feature row too few: a one-line error, and the decoder needs a new prefill.
+  struct ShortFeatureLoop : Llama2cTarget {
+    using Llama2cTarget::Llama2cTarget;
+    std::vector<token_t> decode(token_t last, int n, std::span<const token_t> stop) {
+      return Llama2cTarget::decode(last, n, stop);
+    }
+    std::vector<token_t> decode(token_t last, int n, std::span<const token_t> stop, std::vector<float>& features) {
+      std::vector<token_t> out = Llama2cTarget::decode(last, n, stop, features);
+      features.resize(features.size() - static_cast<std::size_t>(feature_dim()));
+      return out;
+    }
+  };
+  ShortFeatureLoop short_loop(tiny.model);
+  SpeculativeDecoder<ShortFeatureLoop, EagleDrafter, ExactVerifier> broken(
+      short_loop, DecoderOptions{.budget = 8, .cost = DearNodes{}, .measured_pause = false},
+      EagleDrafter(head, tiny.model), ExactVerifier{});
+  broken.prefill(prompt);
+  CHECK_THROWS_WITH(broken.generate(100),
+                    Catch::Contains("the target's decode() gave") && Catch::Contains("feature floats"));
+  CHECK_THROWS_WITH(broken.step(), Catch::Contains("call prefill() first"));
 }
 
 TEST_CASE("eagle: a mirror head on a one-layer model drafts the target's greedy path, every level accepted",
