@@ -407,6 +407,7 @@ TEST_CASE("tree drafter: options are validated", "[tree][errors]") {
   CHECK_THROWS_WITH(make({.min_probability = 1.0f}), Contains("min_probability must be in [0, 1), got 1"));
   CHECK_THROWS_WITH(make({.min_probability = -0.5f}), Contains("min_probability must be in [0, 1), got -0.5"));
   CHECK_THROWS_WITH(make({.history_tokens = 0}), Contains("history_tokens must be >= 1, got 0"));
+  CHECK_THROWS_WITH(make({.history_catch_up = 0}), Contains("history_catch_up must be >= 1, got 0"));
   CHECK_THROWS_AS(HistoryTreeDrafter(ContextTreeOptions{.budget = 0}), error);
   CHECK_NOTHROW(make({}));
   ContextTreeDrafter drafter;
