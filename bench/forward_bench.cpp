@@ -4,7 +4,8 @@
 // prints plain greedy decoding's tokens/s from BOS over the model's first 256 positions, the
 // workload of llama2.c's `run MODEL -t 0 -n 256`.
 //
-//   forward_bench [--model PATH]... [--context N] [--reps N] [--threads N]... [--plain-only]
+//   forward_bench [--model PATH]... [--context N] [--reps N] [--threads N]... [--weights fp32|bf16]
+//                 [--plain-only]
 // (--plain-only: just the decoding, e.g. to count its cycles with `perf stat` on a busy machine.)
 // Models default to stories260K and BabyLlama-936K in the data directory.
 #include <algorithm>
@@ -56,10 +57,18 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts{1, 2};
   int context = 128, reps = 200;
   bool plain_only = false;
+  specdec::WeightFormat weights = specdec::WeightFormat::fp32;
   app.add_option("--model", models, "llama2.c checkpoint(s) (default: stories260K and BabyLlama-936K in the data dir)");
   app.add_option("--context", context, "Tokens in the KV cache before the tree (default 128)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--reps", reps, "Forwards timed per size (default 200; the median is reported)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--threads", thread_counts, "Thread counts (default 1 2)")->check(CLI::Range(1, 256));
+  app.add_option_function<std::string>(
+         "--weights",
+         [&weights](const std::string& v) {
+           weights = v == "bf16" ? specdec::WeightFormat::bf16 : specdec::WeightFormat::fp32;
+         },
+         "Weight matrices: fp32 (as in the checkpoint, default) or bf16 (Intel AMX)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--plain-only", plain_only, "Only plain greedy decoding from BOS, no c(n) table");
   CLI11_PARSE(app, argc, argv);
   if (models.empty()) models = {(data / "models/stories260K.bin").string(), (data / "models/babyllama-936K.bin").string()};
@@ -67,7 +76,7 @@ int main(int argc, char** argv) {
   try {
     std::printf("%-22s %7s %5s %12s %10s\n", "model", "threads", "n", "median_us", "c(n)/c(1)");
     for (const std::string& path : models) {
-      const auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(path));
+      const auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(path, weights));
       const specdec::Llama2cConfig& c = model->config();
       const int ctx = std::min(context, c.seq_len - 129);
       if (ctx < 1) throw specdec::error(path + ": too few positions for a context and a 128-node tree");

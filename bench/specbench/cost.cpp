@@ -293,9 +293,9 @@ struct Grid {
   std::vector<double> plain_us;
 };
 
-std::shared_ptr<const specdec::Llama2cModel> load_model(const fs::path& file) {
+std::shared_ptr<const specdec::Llama2cModel> load_model(const fs::path& file, specdec::WeightFormat weights) {
   try {
-    return std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(file));
+    return std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(file, weights));
   } catch (const specdec::error& e) {
     throw input_error(e.what());
   }
@@ -389,7 +389,7 @@ double read_bandwidth_gbs() {
 }
 
 CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ostream& log) {
-  auto loaded = load_model(o.model);
+  auto loaded = load_model(o.model, o.weights);
   const specdec::Llama2cConfig config = loaded->config();
   // The contexts that leave room for the largest tree; when some do not, the largest that does
   // takes their place, so the table reaches the model's last positions.
@@ -413,7 +413,8 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
   CostTable t;
   t.nodes = o.nodes;
   nlohmann::ordered_json model{{"file", o.model.string()}, {"config", specdec::Llama2cModel::describe(config)},
-                               {"weight_bytes", 4 * specdec::Llama2cModel::weight_floats(config)}};
+                               {"weights", specdec::weight_format_name(o.weights)},
+                               {"weight_bytes", specdec::Llama2cModel::forward_weight_bytes(config, o.weights)}};
   if (const auto note = synthetic_model_note(o.model)) {
     model["shape"] = (*note).value("shape", "?");
     model["synthetic_weights"] = true;
@@ -426,7 +427,7 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
     model["layers"] = o.layers_of;
     model["scaling"] = fmt::format("measured with {} and with 1 of {} layers; T = T1 + ({} - 1) (T{} - T1) / ({} - 1)",
                                    K, o.layers_of, o.layers_of, K, K);
-    model["weight_bytes"] = 4 * specdec::Llama2cModel::weight_floats(full);
+    model["weight_bytes"] = specdec::Llama2cModel::forward_weight_bytes(full, o.weights);
   }
   t.metadata["format"] = "specdec-cost-table-1";
   t.metadata["model"] = model;
@@ -442,7 +443,7 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
     const fs::path copy = scratch.string() + ".first-layer.bin";
     write_first_layer(o.model, copy, config);
     try {
-      one_layer = measure(load_model(copy), copy, o, contexts, log);
+      one_layer = measure(load_model(copy, o.weights), copy, o, contexts, log);
     } catch (...) {
       fs::remove(copy);
       throw;
@@ -467,10 +468,12 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
   return t;
 }
 
-CostTable quick_calibration(const fs::path& model, int threads, int largest, std::string& description) {
+CostTable quick_calibration(const fs::path& model, int threads, specdec::WeightFormat weights, int largest,
+                            std::string& description) {
   CalibrateOptions o;
   o.model = model;
   o.threads = threads;
+  o.weights = weights;
   o.nodes.clear();
   for (int n = 1; n < largest; n *= 2) o.nodes.push_back(n);
   o.nodes.push_back(largest);
@@ -481,9 +484,10 @@ CostTable quick_calibration(const fs::path& model, int threads, int largest, std
   CostTable table = calibrate(o, fs::temp_directory_path() / "specbench-quick-calibration", log);
   std::string contexts;
   for (const auto& c : table.contexts) contexts += (contexts.empty() ? "" : ", ") + std::to_string(c.context);
-  description = fmt::format("calibrated at start-up in {:.2f} s ({} thread(s); trees of 1 to {} nodes at contexts "
-                            "{}; median of {})",
-                            seconds_between(t0, Clock::now()), threads, largest, contexts, o.repetitions);
+  description = fmt::format("calibrated at start-up in {:.2f} s ({} thread(s), {} weights; trees of 1 to {} nodes at "
+                            "contexts {}; median of {})",
+                            seconds_between(t0, Clock::now()), threads, specdec::weight_format_name(weights), largest,
+                            contexts, o.repetitions);
   return table;
 }
 

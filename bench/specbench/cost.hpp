@@ -122,6 +122,7 @@ std::optional<nlohmann::ordered_json> synthetic_model_note(const std::filesystem
 struct CalibrateOptions {
   std::filesystem::path model;
   int threads = 1;
+  specdec::WeightFormat weights = specdec::WeightFormat::fp32;  ///< how the model's matrices are stored
   /// > 0: the checkpoint holds only some of a model's layers (specdec-synth-model --layers K, K >= 2);
   /// the table is scaled to this many (see calibrate()).
   int layers_of = 0;
@@ -145,7 +146,8 @@ CostTable calibrate(const CalibrateOptions& options, const std::filesystem::path
 /// the automatic budget. Trees of 1, 2, 4, ... up to `largest` nodes (what the decoder may ask
 /// for: its cap + 1; a batch's steps are larger), the default contexts that fit the model, 2
 /// repetitions, no bandwidth; `description` says what was measured and how long it took.
-CostTable quick_calibration(const std::filesystem::path& model, int threads, int largest, std::string& description);
+CostTable quick_calibration(const std::filesystem::path& model, int threads, specdec::WeightFormat weights, int largest,
+                            std::string& description);
 
 /// One core's sequential read bandwidth in GB/s: the best of 3 sums of a 1 GiB array.
 double read_bandwidth_gbs();

@@ -102,6 +102,7 @@ struct ReplayArgs {
   std::vector<std::string> drafters;
   std::string timed_model;   ///< --timed-model M: measured time
   int threads = 1;
+  specdec::WeightFormat weights = specdec::WeightFormat::fp32;  ///< of the timed model
   std::string batch;         ///< --batch B[,B...]: batched decoding, plain and speculative
 };
 
@@ -116,6 +117,19 @@ CLI::Validator whole_number_at_least(long least) {
         return {};
       },
       "INT>=" + std::to_string(least));
+}
+
+/// --weights fp32|bf16: how the model's matrices are stored (models/host_kernels.hpp).
+CLI::Option* add_weights_option(CLI::App& cmd, specdec::WeightFormat& weights, const std::string& whose) {
+  return cmd
+      .add_option_function<std::string>(
+          "--weights",
+          [&weights](const std::string& v) {
+            weights = v == "bf16" ? specdec::WeightFormat::bf16 : specdec::WeightFormat::fp32;
+          },
+          "Matrices of " + whose + ": fp32 (as in the checkpoint, default) or bf16 (rounded to bfloat16, multiplied "
+          "with Intel AMX)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
 }
 
 /// Accepts a --batch list (parse_batch_sizes).
@@ -298,6 +312,7 @@ struct ModelArgs {
   BudgetArgs budget;
   std::string cost;  ///< --cost TABLE: the automatic budget's cost model
   int threads = 1;
+  specdec::WeightFormat weights = specdec::WeightFormat::fp32;
   int max_new_tokens = 256;
   int max_prompts = 0;
   int show = 0;
@@ -330,7 +345,7 @@ fs::path model_path(const ModelArgs& a) {
 std::shared_ptr<const specdec::Llama2cModel> load_model(const ModelArgs& a, std::optional<specdec::Llama2cTokenizer>& tokenizer) {
   const fs::path tokenizer_path = a.tokenizer.empty() ? data_root(a.data_dir) / "models/tok512.bin" : fs::path(a.tokenizer);
   try {
-    auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(model_path(a)));
+    auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(model_path(a), a.weights));
     tokenizer = specdec::Llama2cTokenizer::load(tokenizer_path, model->config().vocab_size);
     return model;
   } catch (const specdec::error& e) {
@@ -392,7 +407,8 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   } else if (a.budget.automatic) {
     std::string how;
     options.cost = BatchCostModel{quick_calibration(
-        model_path(a), a.threads, batch_calibration_size(options.sizes, a.budget.cap, bench.model->config()), how)};
+        model_path(a), a.threads, a.weights, batch_calibration_size(options.sizes, a.budget.cap, bench.model->config()),
+        how)};
     auto_budget = "the model, " + how;
   }
   const specdec::Llama2cConfig& c = bench.model->config();
@@ -434,7 +450,7 @@ int run_model(ModelArgs& a) {
     auto_budget = "the cost table " + a.cost + " (" + table->describe() + ")";
   } else if (a.budget.automatic) {
     std::string how;
-    options.cost = quick_calibration(model_path(a), a.threads, a.budget.cap + 1, how);
+    options.cost = quick_calibration(model_path(a), a.threads, a.weights, a.budget.cap + 1, how);
     auto_budget = "the model, " + how;
   }
   const ModelRun run = combination.model[static_cast<std::size_t>(options.verifier)](bench, options);
@@ -468,6 +484,7 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
   add_budget_options(cmd, a.budget);
   cmd.add_option("--cost", a.cost, "--budget auto: the cost table (specbench calibrate) of the decoder's cost model "
                                    "(default: a quick calibration of the model at start-up)");
+  add_weights_option(cmd, a.weights, "the model, plain and speculative alike");
   cmd.add_option("--threads", a.threads, "Threads of the target's forward, plain and speculative alike (default 1)")
       ->check(CLI::Range(1, 256));
   cmd.add_option("--max-new-tokens", a.max_new_tokens,
@@ -600,7 +617,7 @@ std::shared_ptr<const specdec::Llama2cModel> load_timed_model(const ReplayArgs& 
                                                               std::string& source) {
   std::shared_ptr<const specdec::Llama2cModel> model;
   try {
-    model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(r.timed_model));
+    model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(r.timed_model, r.weights));
   } catch (const specdec::error& e) {
     throw input_error(e.what());
   }
@@ -615,8 +632,9 @@ std::shared_ptr<const specdec::Llama2cModel> load_timed_model(const ReplayArgs& 
                              dropped, turns, c.seq_len);
   if (corpus.turns.empty()) throw input_error("--timed-model " + r.timed_model + ": no turn fits its positions");
   const auto note = synthetic_model_note(r.timed_model);
-  source = fmt::format("measured: every step also run through {} ({}{}), {} thread(s)", r.timed_model,
-                       specdec::Llama2cModel::describe(c), note ? "; SYNTHETIC weights, timing only" : "", r.threads);
+  source = fmt::format("measured: every step also run through {} ({}{}), {} weights, {} thread(s)", r.timed_model,
+                       specdec::Llama2cModel::describe(c), note ? "; SYNTHETIC weights, timing only" : "",
+                       specdec::weight_format_name(r.weights), r.threads);
   return model;
 }
 
@@ -638,7 +656,8 @@ int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
   if (a.budget.automatic) {
     std::string how;
     options.cost = BatchCostModel{
-        quick_calibration(r.timed_model, r.threads, batch_calibration_size(options.sizes, a.budget.cap, timed->config()), how)};
+        quick_calibration(r.timed_model, r.threads, r.weights,
+                          batch_calibration_size(options.sizes, a.budget.cap, timed->config()), how)};
     auto_budget = "the timed model, " + how;
   }
   options.budget = a.budget.most();
@@ -665,7 +684,7 @@ specdec::AnyCostModel auto_cost(const DataArgs& a, const std::optional<CostTable
     return *table;
   }
   std::string how;
-  CostTable calibrated = quick_calibration(r->timed_model, r->threads, a.budget.cap + 1, how);
+  CostTable calibrated = quick_calibration(r->timed_model, r->threads, r->weights, a.budget.cap + 1, how);
   source = "the timed model, " + how;
   return calibrated;
 }
@@ -773,6 +792,7 @@ int run_calibrate(CalibrateArgs& a) {
 void add_calibrate_options(CLI::App& cmd, CalibrateArgs& a) {
   cmd.add_option("--model", a.options.model, "llama2.c checkpoint to time (e.g. from specdec-synth-model)")->required();
   cmd.add_option("--threads", a.options.threads, "Threads of the forward (default 1)")->check(whole_number_at_least(1));
+  add_weights_option(cmd, a.options.weights, "the model");
   cmd.add_option("--out", a.out, "Write the cost table (JSON, docs/specbench.md) to this file");
   cmd.add_option("--plot", a.plot, "Draw c(n) / c(1) against n as SVG");
   cmd.add_option("--layers-of", a.options.layers_of,
@@ -813,6 +833,7 @@ int main(int argc, char** argv) {
   replay->add_option("--threads", replay_only.threads, "Threads of the timed model's forward (default 1)")
       ->check(whole_number_at_least(1))
       ->needs(timed);
+  add_weights_option(*replay, replay_only.weights, "the timed model")->needs(timed);
   replay->add_option("--batch", replay_only.batch, "Replay the turns B at a time, plainly and speculatively, for each "
                                                    "B of the list (e.g. 1,2,4,8; at most " +
                                                        std::to_string(max_batch_size) + ")")

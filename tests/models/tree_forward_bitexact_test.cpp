@@ -4,6 +4,7 @@
 // always there. Built twice (CMake): with the machine's best ISA and with the portable path.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -127,6 +128,44 @@ TEST_CASE("Tree forward is bit-exact per node on stories260K: sizes 1..256, chai
   const auto path = testing::data_file("models/stories260K.bin");
   if (!path) return;
   sweep(std::make_shared<const Llama2cModel>(Llama2cModel::load(*path)), {1, 2, 4, 9, 16, 33, 64, 128, 256});
+}
+
+// bf16 weights (AMX): the same sweep where the machine has AMX; elsewhere (and in the portable
+// build) loading such a model is a one-line error that says why.
+TEST_CASE("bf16 weights: tree forward is bit-exact per node, sizes 1..256, 1..4 threads", "[llama2c][bitexact][bf16]") {
+  testing::TempDir dir;
+  testing::TinyLlamaShape shape;
+  shape.dim = 48, shape.hidden = 100, shape.layers = 2, shape.heads = 6, shape.kv_heads = 2, shape.vocab = 300,
+  shape.seq_len = 300;
+  testing::write_tiny_llama(dir.path / "tiny.bin", shape, 5);
+  const std::string& why = llama::bf16_unavailable();
+  if (!why.empty()) {
+    WARN("bf16 weights not run here: " << why);
+    CHECK_THROWS_WITH(Llama2cModel::load(dir.path / "tiny.bin", WeightFormat::bf16),
+                      "llama2.c checkpoint '" + (dir.path / "tiny.bin").string() + "': " + why);
+    return;
+  }
+  const auto bf16 = std::make_shared<const Llama2cModel>(Llama2cModel::load(dir.path / "tiny.bin", WeightFormat::bf16));
+  CHECK(bf16->weights() == WeightFormat::bf16);
+  sweep(bf16, {1, 2, 3, 5, 8, 13, 16, 17, 31, 33, 64, 100, 129, 256});
+
+  // Another model's numbers than fp32's, but the same model to bf16's precision.
+  const auto fp32 = std::make_shared<const Llama2cModel>(Llama2cModel::load(dir.path / "tiny.bin"));
+  Llama2cTarget a(fp32), b(bf16);
+  const std::vector<token_t> prompt{1, 17, 230, 5, 99, 42};
+  a.prefill(prompt);
+  b.prefill(prompt);
+  const LaidOutTree next({-1}, {7});
+  const auto& la = a.forward(next.view(a.cached())).logits(0);
+  const auto& lb = b.forward(next.view(b.cached())).logits(0);
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < la.size(); ++i) {
+    diff += (la[i] - lb[i]) * (la[i] - lb[i]);
+    norm += la[i] * la[i];
+  }
+  INFO("relative difference " << std::sqrt(diff / norm));
+  CHECK(diff > 0);
+  CHECK(std::sqrt(diff / norm) < 0.02);
 }
 
 TEST_CASE("Llama2cTarget rejects a thread count out of [1, 256] in one line", "[llama2c][errors]") {

@@ -187,3 +187,30 @@ TEST_CASE("stories260K plain runs: budget 0 and the automatic budget's pauses", 
     }
   }
 }
+
+// bf16 weights (AMX) make another model's numbers, and speculative decoding of that model is as
+// lossless: drafts that branch and miss, checked against its own plain greedy decoding.
+TEST_CASE("stories260K in bf16 (AMX): a noisy tree is lossless against the bf16 model's greedy decoding",
+          "[llama2c][lossless][bf16]") {
+  const Fixture* f = Fixture::get();
+  const auto path = testing::data_file("models/stories260K.bin");
+  if (!f || !path || !llama::bf16_unavailable().empty()) return;  // the error itself: tree_forward_bitexact_test
+  const auto model = std::make_shared<const Llama2cModel>(Llama2cModel::load(*path, WeightFormat::bf16));
+  Llama2cTarget target(model, Llama2cTarget::Options{2});
+  double tokens = 0, steps = 0;
+  int differs_from_fp32 = 0;
+  for (std::size_t p = 0; p < f->prompts.size(); p += 2) {
+    std::vector<token_t> ref = f->prompts[p];
+    const std::vector<token_t> greedy = target.generate(f->prompts[p], kNew + 40);
+    ref.insert(ref.end(), greedy.begin(), greedy.end());
+    INFO("prompt " << p << ": " << kPrompts[p]);
+    const auto [out, stats] = decode(target, f->prompts[p], {.budget = 24},
+                                     OracleDrafter(ref, 5, 0.3, 3, static_cast<int>(p)), ExactVerifier{});
+    CHECK(out == std::vector<token_t>(greedy.begin(), greedy.begin() + kNew));
+    differs_from_fp32 += out != f->expected(p);
+    tokens += static_cast<double>(stats.tokens);
+    steps += static_cast<double>(stats.steps);
+  }
+  INFO("tau " << tokens / steps << "; outputs unlike the fp32 model's: " << differs_from_fp32);
+  CHECK(tokens / steps > 2.0);
+}

@@ -148,12 +148,17 @@ TEST_CASE("Llama2cTarget: a tree forward gives every node the logits of its path
       CHECK(out.argmax(i) == core::argmax_row(logits.data(), 512));
     }
     // features(i) is the classifier's input: with the shared classifier, logit v is its dot
-    // product with token v's embedding.
+    // product with token v's embedding, summed in input order, each step fused or not as the
+    // kernels are (models/host_kernels.hpp).
     const auto& emb = model->embedding();
+    const bool fused = llama::kernels().fused;
     for (int i = 0; i < n; i += 7) {
       for (int v : {0, 1, 100, 511}) {
         float dot = 0.0f;
-        for (int j = 0; j < 64; ++j) dot += emb[static_cast<std::size_t>(v) * 64 + j] * out.features(i)[j];
+        for (int j = 0; j < 64; ++j) {
+          const float w = emb[static_cast<std::size_t>(v) * 64 + j], x = out.features(i)[j];
+          dot = fused ? std::fma(w, x, dot) : dot + w * x;
+        }
         CHECK(dot == out.logits(i)[v]);
       }
     }

@@ -5,29 +5,42 @@
 // Reduction order (what makes a tree forward bit-exact): every output element is computed by the
 // same sequence of IEEE operations whatever the number of tokens, the tile it falls in, the ISA
 // path or the thread that runs it:
-//   matmul:  y[i][r] = 0; then y[i][r] += W[r][j] * x[i][j] for j = 0, 1, ..., in - 1;
-//   scores:  s = 0; s += q[e] * k[e] for e = 0 .. head_size - 1; then s / sqrt(head_size) (computed
+//   matmul:  y[i][r] = 0; then y[i][r] ⊕= W[r][j] * x[i][j] for j = 0, 1, ..., in - 1;
+//   scores:  s = 0; s ⊕= q[e] * k[e] for e = 0 .. head_size - 1; then s / sqrt(head_size) (computed
 //            as s * (1 / sqrt(head_size)) where sqrt(head_size) is a power of two: the same bits);
 //   softmax: over a row s[0 .. T) (the node's sequence, position t = index in the row):
 //            m = max (exact, so its order does not matter); e[t] = exp16(s[t] - m) (below);
 //            the sum in a fixed blocked order that depends only on T: 16 lane sums a[l] = +0,
 //            a[l] += e[t] for t ≡ l (mod 16) in increasing t; then a[l] += a[l + 8] (l < 8),
 //            a[l] += a[l + 4] (l < 4), a[l] += a[l + 2] (l < 2), a[0] += a[1]; p[t] = e[t] / a[0];
-//   values:  o[e] = 0; o[e] += p[t] * v[t][e] for the node's sequence t in order;
+//   values:  o[e] = 0; o[e] ⊕= p[t] * v[t][e] for the node's sequence t in order;
 //   swiglu:  a * (1 / (1 + exp16(-a))) * b.
 // exp16(x): no libm; x clamped to [-87.3, 88.3], n = (x * log2(e) + 1.5·2^23) - 1.5·2^23 (round to
 // nearest), r = (x - n * ln2_hi) - n * ln2_lo, p = Horner of exp's Taylor polynomial of degree 7
 // in r, result p * 2^n (exponent bits); 0 for x < -87.3. A couple of ulp from libm's expf.
-// Vector lanes hold different output elements (outputs × tokens, or sequence slots), or the 16
-// softmax lane sums above (16 on every ISA: 1, 2 or 4 vectors), never parts of one sum in another
-// order. Multiplies and adds are separate (no FMA): every ISA path gives the same bits as the
-// portable one, so a result never depends on the machine. This needs -ffp-contract=off (the
-// specdec::portable_fp CMake target), as core/portable_math.hpp does.
+// where a ⊕= b * c is one fused multiply-add (a single rounding) on the AVX2 and AVX-512 paths and
+// a multiply, then an add, on the portable path. Vector lanes hold different output elements
+// (outputs × tokens, or sequence slots), or the 16 softmax lane sums above (16 on every ISA: 1, 2
+// or 4 vectors), never parts of one sum in another order, and a loop's leftover elements get the
+// same operation as its lanes. So a result depends on the path a process runs (fused or not),
+// never on the number of tokens or threads. Everything else multiplies and adds separately, which
+// needs -ffp-contract=off (the specdec::portable_fp CMake target), as core/portable_math.hpp does;
+// the fused operations are inline assembly, which that flag does not touch.
 //
 // ISA: chosen once per process at run time, AVX-512F, else AVX2, else portable (GCC/Clang vector
 // extensions lowered to the baseline ISA), with __builtin_cpu_supports on x86-64 GCC/Clang.
 // Defining SPECDEC_HOST_ISA_PORTABLE (CMake: -DSPECDEC_HOST_ISA=portable) forces the portable
-// path. Host-only.
+// path.
+//
+// bf16 weights (WeightFormat::bf16, opt-in): matrices stored as bfloat16 (rounded to nearest even
+// from the checkpoint's fp32) and multiplied with Intel AMX (TDPBF16PS), the matrix's inputs
+// rounded to bf16 the same way, fp32 accumulation. Half the bytes per forward, and AMX computes
+// a forward of many tokens at little more than the cost of reading the weights. It is another
+// model's numbers than fp32 (as a checkpoint served in bf16 is), but a bit-exact one: y[i][r] is
+// 0, then one TDPBF16PS per 32 inputs in increasing order, each a function of token i's row and
+// column r alone (AMX computes every row of a tile independently), whatever the number of tokens
+// or threads. Needs a CPU with AMX-BF16 and a Linux kernel that grants a process the tile state
+// (arch_prctl); there is no other bf16 path, so elsewhere such a model refuses to load. Host-only.
 #pragma once
 
 #include <algorithm>
@@ -57,7 +70,23 @@
 
 #if !defined(SPECDEC_HOST_ISA_PORTABLE) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SPECDEC_HOST_ISA_X86 1
+#include <immintrin.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define SPECDEC_HOST_AMX 1
 #endif
+#endif
+
+namespace specdec {
+
+/// How a model's weight matrices are stored and multiplied (models/host_kernels.hpp): fp32 as in
+/// the checkpoint, or bf16 on Intel AMX.
+enum class WeightFormat { fp32, bf16 };
+
+inline const char* weight_format_name(WeightFormat f) { return f == WeightFormat::bf16 ? "bf16" : "fp32"; }
+
+}  // namespace specdec
 
 namespace specdec::llama {
 
@@ -100,10 +129,19 @@ struct PrefaultedAllocator {
 /// read (what the hardware prefetcher streams best when a call has few tokens). Several matrices
 /// with the same input may share one (fused q/k/v, w1/w3); each part starts at a multiple of 16
 /// columns, and padding columns are zero.
+///
+/// In bf16 (`format`), `bf16` holds the same tiles for AMX instead of `data`: the inputs padded
+/// with zeros to a multiple of 32 (in_padded()); tile c0 is at bf16 + c0 * in_padded(), chunk k of
+/// 32 inputs then block b of 16 columns (1 KB, AMX's B operand) at ((k * w / 16) + b) * 512: row
+/// p of a block holds, for each of its 16 columns r, the pair W[r][32k + 2p], W[r][32k + 2p + 1].
 struct Matrix {
-  static constexpr int align = 16, tile = 64;
+  static constexpr int align = 16, tile = 64, bf16_chunk = 32;
   int in = 0, stride = 0;
+  WeightFormat format = WeightFormat::fp32;
   std::vector<float, PrefaultedAllocator<float>> data;
+  std::vector<std::uint16_t, PrefaultedAllocator<std::uint16_t>> bf16;
+
+  int in_padded() const { return (in + bf16_chunk - 1) / bf16_chunk * bf16_chunk; }
 
   static int padded(int n) { return (n + align - 1) / align * align; }
   /// Where W[c][j] of column c's row j is, and the row length of its tile.
@@ -131,6 +169,36 @@ struct Matrix {
       column += padded(out);
     }
     return m;
+  }
+  static Matrix pack(int in, std::initializer_list<std::pair<const float*, int>> parts, WeightFormat format) {
+    Matrix m = pack(in, parts);
+    if (format == WeightFormat::bf16) m.to_bf16();
+    return m;
+  }
+
+  /// fp32 rounded to the nearest bf16, ties to even (a NaN stays a NaN).
+  static std::uint16_t round_to_bf16(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
+    return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+
+ private:
+  // Re-lays the fp32 tiles out as AMX's bf16 blocks (see above) and frees them.
+  void to_bf16() {
+    const int in_pad = in_padded();
+    bf16.assign(static_cast<std::size_t>(in_pad) * static_cast<std::size_t>(stride), 0);
+    for (int c = 0; c < stride; ++c) {
+      const int c0 = c / tile * tile, blocks = width(c) / align, b = (c - c0) / align, r = c % align;
+      std::uint16_t* tile_start = bf16.data() + static_cast<std::size_t>(c0) * in_pad;
+      for (int j = 0; j < in; ++j) {
+        const int k = j / bf16_chunk, p = j % bf16_chunk / 2, half = j % 2;
+        tile_start[(static_cast<std::size_t>(k) * blocks + b) * 512 + p * 32 + r * 2 + half] = round_to_bf16(data[at(c, j)]);
+      }
+    }
+    decltype(data)().swap(data);
+    format = WeightFormat::bf16;
   }
 };
 
@@ -168,6 +236,40 @@ template <class V>
   std::memcpy(p, &v, sizeof v);
 }
 
+// Whether the kernels of path V (the vector type of the ISA entry point) fuse multiplies and adds:
+// AVX2 and AVX-512 do, with one rounding (twice the products a cycle of a multiply and an add);
+// the portable path multiplies, then adds.
+template <class V>
+inline constexpr bool fused = sizeof(V) > sizeof(v4f);
+
+// c += a * b, fused when F. Inline assembly, so that GCC emits it whatever -ffp-contract says, and
+// in functions without a target attribute. b: a float in memory (broadcast to every lane). The
+// operands are copied to locals so that the caller's accumulators stay in registers (an array
+// element as an asm operand would make the array live in memory); by reference, so that no
+// vector crosses a call boundary by value (-Wpsabi).
+template <bool F, class W>
+[[gnu::always_inline]] inline void multiply_add(W& c, const W& a, const float& b) {
+#if defined(SPECDEC_HOST_ISA_X86)
+  if constexpr (F && sizeof(W) != sizeof(v4f)) {
+    W r = c;
+    const W x = a;
+    if constexpr (sizeof(W) == sizeof(v16f)) {
+      asm("vfmadd231ps %2%{1to16%}, %1, %0" : "+v"(r) : "v"(x), "m"(b));
+    } else if constexpr (sizeof(W) == sizeof(v8f)) {
+      W bv;
+      asm("vbroadcastss %1, %0" : "=x"(bv) : "m"(b));
+      asm("vfmadd231ps %2, %1, %0" : "+x"(r) : "x"(x), "x"(bv));
+    } else {
+      static_assert(sizeof(W) == sizeof(float));
+      asm("vfmadd231ss %2, %1, %0" : "+x"(r) : "x"(x), "m"(b));
+    }
+    c = r;
+    return;
+  }
+#endif
+  c = c + a * b;
+}
+
 // TV vectors of columns × B tokens, accumulated in registers over the whole input.
 template <class V, int TV, int B>
 [[gnu::always_inline]] inline void tile(const float* w, int stride, int in, const float* x, int ldx, float* y, int ldy) {
@@ -182,8 +284,8 @@ template <class V, int TV, int B>
         __builtin_prefetch(w + static_cast<std::size_t>(j) * stride + v * 16 + 512, 0, 3);
     _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) wv[v] = load<V>(w + static_cast<std::size_t>(j) * stride + v * L);
     _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) {
-      const float xb = x[static_cast<std::size_t>(b) * ldx + j];
-      _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) acc[b][v] += wv[v] * xb;
+      const float& xb = x[static_cast<std::size_t>(b) * ldx + j];
+      _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) multiply_add<fused<V>>(acc[b][v], wv[v], xb);
     }
   }
   _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v)
@@ -226,9 +328,8 @@ template <class V, bool Mul, int N>
   constexpr int L = sizeof(V) / sizeof(float);
   V acc[N] = {};
   for (int e = 0; e < hs; ++e) {
-    const float qe = q[e];
     const float* k = kt + e * kt_stride + t;
-    _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) acc[v] += load<V>(k + v * L) * qe;
+    _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) multiply_add<fused<V>>(acc[v], load<V>(k + v * L), q[e]);
   }
   _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) store(s + t + v * L, Mul ? acc[v] * inv : acc[v] / sqrt_hs);
 }
@@ -248,7 +349,7 @@ template <class V, bool Mul>
   for (; t + L <= t1; t += L) score_vectors<V, Mul, 1>(s, q, kt, kt_stride, hs, t, inv, sqrt_hs);
   for (; t < t1; ++t) {
     float acc = 0.0f;
-    for (int e = 0; e < hs; ++e) acc += q[e] * kt[e * kt_stride + t];
+    for (int e = 0; e < hs; ++e) multiply_add<fused<V>>(acc, kt[e * kt_stride + t], q[e]);
     s[t] = Mul ? acc * inv : acc / sqrt_hs;
   }
 }
@@ -263,13 +364,13 @@ inline bool exact_reciprocal(float x) {
 
 // For H heads h: o[h][e] += p[h][t] * v[h][t * v_stride + e] for e in [e0, e0 + lanes of W), t in
 // [t0, t1) in order. The heads' sums are independent chains, interleaved to hide the adds' latency.
-template <int H, class W>
+template <int H, class W, bool F>
 [[gnu::always_inline]] inline void values_chunk(float* const* o, const float* const* p, const float* const* v,
                                                 std::size_t v_stride, int e, int t0, int t1) {
   W acc[H];
   _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) acc[h] = load<W>(o[h] + e);
   for (int t = t0; t < t1; ++t)
-    _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) acc[h] += load<W>(v[h] + t * v_stride + e) * p[h][t];
+    _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) multiply_add<F>(acc[h], load<W>(v[h] + t * v_stride + e), p[h][t]);
   _Pragma("GCC unroll 8") for (int h = 0; h < H; ++h) store(o[h] + e, acc[h]);
 }
 
@@ -279,11 +380,11 @@ template <int H, class V>
                                             std::size_t v_stride, int hs, int t0, int t1) {
   int e = 0;
   if constexpr (sizeof(V) >= sizeof(v16f))
-    for (; e + 16 <= hs; e += 16) values_chunk<H, v16f>(o, p, v, v_stride, e, t0, t1);
-  for (; e + 8 <= hs; e += 8) values_chunk<H, v8f>(o, p, v, v_stride, e, t0, t1);
+    for (; e + 16 <= hs; e += 16) values_chunk<H, v16f, fused<V>>(o, p, v, v_stride, e, t0, t1);
+  for (; e + 8 <= hs; e += 8) values_chunk<H, v8f, fused<V>>(o, p, v, v_stride, e, t0, t1);
   for (; e < hs; ++e)
     for (int h = 0; h < H; ++h)
-      for (int t = t0; t < t1; ++t) o[h][e] += p[h][t] * v[h][t * v_stride + e];
+      for (int t = t0; t < t1; ++t) multiply_add<fused<V>>(o[h][e], v[h][t * v_stride + e], p[h][t]);
 }
 
 template <class V>
@@ -392,6 +493,7 @@ template <class V>
 /// One ISA's kernels.
 struct Kernels {
   const char* name;
+  bool fused;  ///< whether a multiply-add is one fused operation (one rounding), see the top
   void (*matmul)(const Matrix&, const float*, int, int, float*, int, int, int);
   void (*scores)(float*, const float*, const float*, std::size_t, int, int, int, float);
   void (*values)(float* const*, const float* const*, const float* const*, int, std::size_t, int, int, int);
@@ -414,18 +516,84 @@ struct Kernels {
   }                                                                                                                  \
   ATTR inline void NAME##_softmax(float* s, int n) { softmax_impl<V>(s, n); }                                        \
   ATTR inline void NAME##_swiglu(float* a, const float* b, int n) { swiglu_impl<V>(a, b, n); }                       \
-  inline constexpr Kernels NAME##_kernels{#NAME, NAME##_matmul, NAME##_scores, NAME##_values, NAME##_softmax,        \
+  inline constexpr Kernels NAME##_kernels{#NAME, fused<V>, NAME##_matmul, NAME##_scores, NAME##_values, NAME##_softmax,        \
                                           NAME##_swiglu};
 
 // Tiles: 4 AVX-512 vectors (64 columns) × 6 tokens = 24 accumulators of 32 registers; AVX2 and
 // the portable path have 16 registers.
 SPECDEC_HOST_KERNELS(portable, , v4f, 4, 2)
 #if defined(SPECDEC_HOST_ISA_X86)
-SPECDEC_HOST_KERNELS(avx2, __attribute__((target("avx2"))), v8f, 2, 6)
+SPECDEC_HOST_KERNELS(avx2, __attribute__((target("avx2,fma"))), v8f, 2, 6)
 SPECDEC_HOST_KERNELS(avx512, __attribute__((target("avx512f"))), v16f, 4, 6)
 #endif
 #undef SPECDEC_HOST_KERNELS
 #pragma GCC diagnostic pop
+
+#if defined(SPECDEC_HOST_AMX)
+// AMX tile registers of the bf16 product: tmm0-3 accumulate `rows` tokens × 16 columns (fp32),
+// tmm4 holds the tokens' 32 inputs of a chunk (bf16), tmm5-7 the weights' blocks.
+struct alignas(64) AmxTileConfig {
+  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  std::uint16_t bytes_per_row[16] = {};
+  std::uint8_t rows[16] = {};
+};
+
+[[gnu::target("amx-tile,amx-bf16")]] inline void amx_configure(int rows) {
+  AmxTileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = static_cast<std::uint8_t>(t < 5 ? rows : 16);
+    config.bytes_per_row[t] = 64;
+  }
+  _tile_loadconfig(&config);
+}
+
+// Columns [c0, c1) (multiples of 64, or c1 = stride) of y[n][ldy] = xa[n][in_padded] · m, m in
+// bf16 and xa its inputs in bf16. Tokens in blocks of 16 inside a tile of 64 columns: a tile's
+// weights stay in L2 for the next block.
+[[gnu::target("amx-tile,amx-bf16")]] inline void amx_matmul(const Matrix& m, const std::uint16_t* xa, int n, float* y,
+                                                           int ldy, int c0, int c1) {
+  const int in_pad = m.in_padded(), chunks = in_pad / Matrix::bf16_chunk;
+  const long lda = static_cast<long>(in_pad) * 2, ldc = static_cast<long>(ldy) * 4;
+  int configured = 0;
+  for (int c = c0; c < c1; c += Matrix::tile) {
+    const int blocks = m.width(c) / Matrix::align;
+    const std::uint16_t* w = m.bf16.data() + static_cast<std::size_t>(c) * in_pad;
+    for (int t = 0; t < n; t += 16) {
+      const int rows = std::min(16, n - t);
+      if (rows != configured) amx_configure(configured = rows);
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const std::uint16_t* a = xa + static_cast<std::size_t>(t) * in_pad;
+      for (int k = 0; k < chunks; ++k) {
+        _tile_loadd(4, a + k * Matrix::bf16_chunk, lda);
+        const std::uint16_t* b = w + static_cast<std::size_t>(k) * blocks * 512;
+        _tile_loadd(5, b, 64);
+        _tile_dpbf16ps(0, 4, 5);
+        if (blocks > 1) {
+          _tile_loadd(6, b + 512, 64);
+          _tile_dpbf16ps(1, 4, 6);
+        }
+        if (blocks > 2) {
+          _tile_loadd(7, b + 1024, 64);
+          _tile_dpbf16ps(2, 4, 7);
+        }
+        if (blocks > 3) {
+          _tile_loadd(5, b + 1536, 64);
+          _tile_dpbf16ps(3, 4, 5);
+        }
+      }
+      float* out = y + static_cast<std::size_t>(t) * ldy + c;
+      _tile_stored(0, out, ldc);
+      if (blocks > 1) _tile_stored(1, out + 16, ldc);
+      if (blocks > 2) _tile_stored(2, out + 32, ldc);
+      if (blocks > 3) _tile_stored(3, out + 48, ldc);
+    }
+  }
+  _tile_release();
+}
+#endif
 
 }  // namespace detail
 
@@ -434,11 +602,32 @@ inline const detail::Kernels& kernels() {
   static const detail::Kernels& k = []() -> const detail::Kernels& {
 #if defined(SPECDEC_HOST_ISA_X86)
     if (__builtin_cpu_supports("avx512f")) return detail::avx512_kernels;
-    if (__builtin_cpu_supports("avx2")) return detail::avx2_kernels;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return detail::avx2_kernels;
 #endif
     return detail::portable_kernels;
   }();
   return k;
+}
+
+/// Why this process cannot multiply bf16 weights ("" when it can): AMX-BF16 missing, the kernel
+/// refusing the tile state, or a build forced onto the portable kernels. Asks the kernel once.
+inline const std::string& bf16_unavailable() {
+  static const std::string why = [] {
+#if defined(SPECDEC_HOST_AMX)
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16"))
+      return std::string("bf16 weights need a CPU with AMX-BF16 (Intel Xeon 4th generation or later); this one has none");
+    constexpr long request_permission = 0x1023, tile_data = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+    if (syscall(SYS_arch_prctl, request_permission, tile_data) != 0)
+      return std::string("bf16 weights need AMX, which this Linux kernel does not grant (arch_prctl "
+                         "ARCH_REQ_XCOMP_PERM failed)");
+    return std::string();
+#elif defined(SPECDEC_HOST_ISA_PORTABLE)
+    return std::string("bf16 weights need AMX, and this build forces the portable kernels (SPECDEC_HOST_ISA=portable)");
+#else
+    return std::string("bf16 weights need Intel AMX on x86-64 Linux");
+#endif
+  }();
+  return why;
 }
 
 /// A fixed set of threads that run parallel_for's shares: the caller runs share 0, threads()

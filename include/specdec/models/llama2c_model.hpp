@@ -194,10 +194,14 @@ class Llama2cModel {
   /// Reads a checkpoint. Throws specdec::error naming the file when it does not exist, cannot be
   /// read, has an implausible header, its size differs from what the header implies, a weight is
   /// not finite, or its weights do not fit in memory.
-  static Llama2cModel load(const std::filesystem::path& path) {
+  /// With WeightFormat::bf16 the matrices are rounded to bf16 for AMX (models/host_kernels.hpp);
+  /// a machine or build without AMX is an error that says why.
+  static Llama2cModel load(const std::filesystem::path& path, WeightFormat weights = WeightFormat::fp32) {
     const std::string name = "llama2.c checkpoint '" + path.string() + "'";
+    if (weights == WeightFormat::bf16 && !llama::bf16_unavailable().empty())
+      throw error(name + ": " + llama::bf16_unavailable());
     try {
-      return load(path, name);
+      return load(path, name, weights);
     } catch (const std::bad_alloc&) {
       throw error(name + ": cannot allocate memory for its weights");
     }
@@ -213,11 +217,12 @@ class Llama2cModel {
   }
 
  private:
-  static Llama2cModel load(const std::filesystem::path& path, const std::string& name) {
+  static Llama2cModel load(const std::filesystem::path& path, const std::string& name, WeightFormat weights) {
     std::uintmax_t file_size = 0;
     std::ifstream in = detail::open_weights(path, name, file_size);
     Llama2cModel m;
     m.config_ = read_header(in, name, file_size);
+    m.weights_ = weights;
     const Llama2cConfig& c = m.config_;
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, L = c.n_layers;
     const std::size_t ud = static_cast<std::size_t>(d), ukv = static_cast<std::size_t>(kv),
@@ -244,18 +249,21 @@ class Llama2cModel {
       Layer& l = m.layers_[i];
       l.rms_att.assign(w + rms_att + i * ud, w + rms_att + (i + 1) * ud);
       l.rms_ffn.assign(w + rms_ffn + i * ud, w + rms_ffn + (i + 1) * ud);
-      l.wqkv = llama::Matrix::pack(d, {{w + wq + i * ud * ud, d}, {w + wk + i * ukv * ud, kv}, {w + wv + i * ukv * ud, kv}});
-      l.wo = llama::Matrix::pack(d, {{w + wo + i * ud * ud, d}});
-      l.w13 = llama::Matrix::pack(d, {{w + w1 + i * uhid * ud, hid}, {w + w3 + i * uhid * ud, hid}});
-      l.w2 = llama::Matrix::pack(hid, {{w + w2 + i * ud * uhid, d}});
+      l.wqkv = llama::Matrix::pack(d, {{w + wq + i * ud * ud, d}, {w + wk + i * ukv * ud, kv}, {w + wv + i * ukv * ud, kv}},
+                                    weights);
+      l.wo = llama::Matrix::pack(d, {{w + wo + i * ud * ud, d}}, weights);
+      l.w13 = llama::Matrix::pack(d, {{w + w1 + i * uhid * ud, hid}, {w + w3 + i * uhid * ud, hid}}, weights);
+      l.w2 = llama::Matrix::pack(hid, {{w + w2 + i * ud * uhid, d}}, weights);
     }
-    m.classifier_ = llama::Matrix::pack(d, {{w + (c.shared_classifier ? embedding : wcls), c.vocab_size}});
+    m.classifier_ = llama::Matrix::pack(d, {{w + (c.shared_classifier ? embedding : wcls), c.vocab_size}}, weights);
     return m;
   }
 
  public:
 
   const Llama2cConfig& config() const { return config_; }
+  /// How the matrices are stored and multiplied (load()'s choice).
+  WeightFormat weights() const { return weights_; }
   /// Token embedding, [vocab][dim].
   const std::vector<float>& embedding() const { return embedding_; }
   const Layer& layer(int l) const { return layers_[static_cast<std::size_t>(l)]; }
@@ -274,6 +282,15 @@ class Llama2cModel {
     n += 2ull * c.seq_len * (c.head_size() / 2);       // legacy RoPE tables
     if (!c.shared_classifier) n += V * d;              // wcls
     return n;
+  }
+
+  /// Bytes of weights a forward reads in `format`: the checkpoint's fp32 payload (weight_floats)
+  /// in fp32; in bf16, the matrices (layers and classifier) at 2 bytes and the norms at 4.
+  static std::uint64_t forward_weight_bytes(const Llama2cConfig& c, WeightFormat format) {
+    if (format == WeightFormat::fp32) return 4 * weight_floats(c);
+    const std::uint64_t d = c.dim, kv = static_cast<std::uint64_t>(c.kv_dim()), hid = c.hidden_dim, L = c.n_layers,
+                        V = c.vocab_size;
+    return 2 * (L * (2 * d * d + 2 * kv * d + 3 * hid * d) + V * d) + 4 * (2 * L + 1) * d;
   }
 
   static std::string describe(const Llama2cConfig& c) {
@@ -318,6 +335,7 @@ class Llama2cModel {
   }
 
   Llama2cConfig config_;
+  WeightFormat weights_ = WeightFormat::fp32;
   std::vector<float> embedding_;
   std::vector<Layer> layers_;
   std::vector<float> rms_final_;

@@ -11,7 +11,7 @@
 // chain (prefill) — then, outside a chain, its ancestors' slots and its own (parents from `up`),
 // root first. That sequence, and every sum over it, is the one a single-token forward of the
 // token's path runs (reduction order: host_kernels.hpp), so a token's result does not depend on
-// the batch around it, the thread count or the ISA. Host-only.
+// the batch around it or the thread count. Host-only.
 #pragma once
 
 #include <algorithm>
@@ -134,10 +134,34 @@ namespace detail {
 
 // Matrix product over `pool`'s threads, split by 64-column groups (the matrix's tiles).
 inline void matmul(ThreadPool* pool, const Matrix& m, const float* x, int ldx, int n, float* y, int ldy) {
+  const int groups = (m.stride + Matrix::tile - 1) / Matrix::tile;
+  if (m.format == WeightFormat::bf16) {
+    if (!bf16_unavailable().empty()) throw error(bf16_unavailable());
+#if defined(SPECDEC_HOST_AMX)
+    // The inputs in bf16 once for all threads, rows padded with zeros to in_padded(). The
+    // caller's thread owns the scratch: it grows to the largest call, then is reused.
+    thread_local std::vector<std::uint16_t> inputs;
+    const int in_pad = m.in_padded();
+    if (inputs.size() < static_cast<std::size_t>(n) * in_pad) inputs.resize(static_cast<std::size_t>(n) * in_pad);
+    for (int i = 0; i < n; ++i) {
+      std::uint16_t* row = inputs.data() + static_cast<std::size_t>(i) * in_pad;
+      const float* xi = x + static_cast<std::size_t>(i) * ldx;
+      for (int j = 0; j < m.in; ++j) row[j] = Matrix::round_to_bf16(xi[j]);
+      std::fill(row + m.in, row + in_pad, std::uint16_t{0});
+    }
+    // A pointer, not the name: in a worker, `inputs` would be that thread's own (empty) vector.
+    const std::uint16_t* xa = inputs.data();
+    auto part = [&](int g0, int g1) {
+      if (g0 < g1) amx_matmul(m, xa, n, y, ldy, g0 * Matrix::tile, std::min(g1 * Matrix::tile, m.stride));
+    };
+    if (pool) pool->parallel_for(groups, part);
+    else part(0, groups);
+    return;
+#endif
+  }
   const Kernels& k = kernels();
-  const int groups = (m.stride + 63) / 64;
   auto part = [&](int g0, int g1) {
-    if (g0 < g1) k.matmul(m, x, ldx, n, y, ldy, g0 * 64, std::min(g1 * 64, m.stride));
+    if (g0 < g1) k.matmul(m, x, ldx, n, y, ldy, g0 * Matrix::tile, std::min(g1 * Matrix::tile, m.stride));
   };
   if (pool) pool->parallel_for(groups, part);
   else part(0, groups);
@@ -189,15 +213,18 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
       extras[local] = count;
       most = std::max(most, contiguous[local]);
     }
-    // Scores: cached slots in blocks (outer), nodes and heads inner; then the ancestors.
-    // One node alone reads every row once anyway: no blocks (each score is its own sum, and a
-    // value sum runs over the slots in order either way, so blocks change no result).
+    // Scores: cached slots in blocks (outer), then heads, then nodes; then the ancestors. A
+    // head's block of keys (64 slots × head_size) stays in L1 for all the nodes, where the whole
+    // block (every head) would come from L2 for each node. One node alone reads every row once
+    // anyway: no blocks (each score is its own sum, and a value sum runs over the slots in order
+    // either way, so blocks change no result).
     const int block = n1 - n0 == 1 ? std::max(most, 1) : LayerScratch::slot_block;
     for (int t0 = 0; t0 < most; t0 += block)
-      for (int i = n0; i < n1; ++i) {
-        const int t1 = std::min(t0 + block, contiguous[i - n0]);
-        for (int h = h0; h < h1 && t0 < t1; ++h) k.scores(row(i - n0, h), q_of(i, h), kt_of(h), kv.slots, hs, t0, t1, sqrt_hs);
-      }
+      for (int h = h0; h < h1; ++h)
+        for (int i = n0; i < n1; ++i) {
+          const int t1 = std::min(t0 + block, contiguous[i - n0]);
+          if (t0 < t1) k.scores(row(i - n0, h), q_of(i, h), kt_of(h), kv.slots, hs, t0, t1, sqrt_hs);
+        }
     for (int i = n0; i < n1; ++i) {
       const int local = i - n0;
       const int* list = extra + static_cast<std::size_t>(local) * s.depth;
@@ -209,15 +236,18 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
     }
     // Values: the queries are spent, so each head's output overwrites its query in s.att.
     for (int i = n0; i < n1; ++i) std::fill_n(q_of(i, h0), (h1 - h0) * hs, 0.0f);
+    // The same order for the values, one head at a time: its 16-float pieces go to values() as
+    // separate "heads" (independent sums, to hide the adds' latency), which changes no element's
+    // sum: each is still o[e] += p[t] * v[t][e] over t in order, in a chunk of the same width.
+    const int pieces = hs % 16 == 0 ? std::min(hs / 16, max_heads) : 1, piece = hs / pieces;
     for (int t0 = 0; t0 < most; t0 += block)
-      for (int i = n0; i < n1; ++i) {
-        const int t1 = std::min(t0 + block, contiguous[i - n0]);
-        for (int hb = h0; hb < h1 && t0 < t1; hb += max_heads) {
-          const int heads = std::min(max_heads, h1 - hb);
-          for (int h = 0; h < heads; ++h) o[h] = q_of(i, hb + h), p[h] = row(i - n0, hb + h), v[h] = v_of(hb + h);
-          k.values(o, p, v, heads, kv_dim, hs, t0, t1);
+      for (int h = h0; h < h1; ++h)
+        for (int i = n0; i < n1; ++i) {
+          const int t1 = std::min(t0 + block, contiguous[i - n0]);
+          if (t0 >= t1) continue;
+          for (int c = 0; c < pieces; ++c) o[c] = q_of(i, h) + c * piece, p[c] = row(i - n0, h), v[c] = v_of(h) + c * piece;
+          k.values(o, p, v, pieces, kv_dim, piece, t0, t1);
         }
-      }
     for (int i = n0; i < n1; ++i) {
       const int local = i - n0;
       const int* list = extra + static_cast<std::size_t>(local) * s.depth;
