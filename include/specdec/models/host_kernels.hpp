@@ -270,6 +270,28 @@ template <bool F, class W>
   c = c + a * b;
 }
 
+// c[v] += a[v] * b for v < N, b broadcast once (fused) or a scalar operand (portable: with GCC 12
+// a splat of a runtime value can become 16 masked broadcasts, the scalar operand one broadcast).
+template <bool F, int N, class W>
+[[gnu::always_inline]] inline void multiply_add_all(W* c, const W* a, const float& b) {
+#if defined(SPECDEC_HOST_ISA_X86)
+  if constexpr (F && sizeof(W) != sizeof(v4f)) {
+    W bv;
+    if constexpr (sizeof(W) == sizeof(v16f)) asm("vbroadcastss %1, %0" : "=v"(bv) : "m"(b));
+    else asm("vbroadcastss %1, %0" : "=x"(bv) : "m"(b));
+    _Pragma("GCC unroll 16") for (int v = 0; v < N; ++v) {
+      W r = c[v];
+      const W x = a[v];
+      if constexpr (sizeof(W) == sizeof(v16f)) asm("vfmadd231ps %2, %1, %0" : "+v"(r) : "v"(x), "v"(bv));
+      else asm("vfmadd231ps %2, %1, %0" : "+x"(r) : "x"(x), "x"(bv));
+      c[v] = r;
+    }
+    return;
+  }
+#endif
+  _Pragma("GCC unroll 16") for (int v = 0; v < N; ++v) c[v] = c[v] + a[v] * b;
+}
+
 // TV vectors of columns × B tokens, accumulated in registers over the whole input.
 template <class V, int TV, int B>
 [[gnu::always_inline]] inline void tile(const float* w, int stride, int in, const float* x, int ldx, float* y, int ldy) {
@@ -283,10 +305,8 @@ template <class V, int TV, int B>
     _Pragma("GCC unroll 16") for (int v = 0; v < TV * L / 16; ++v)
         __builtin_prefetch(w + static_cast<std::size_t>(j) * stride + v * 16 + 512, 0, 3);
     _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) wv[v] = load<V>(w + static_cast<std::size_t>(j) * stride + v * L);
-    _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) {
-      const float& xb = x[static_cast<std::size_t>(b) * ldx + j];
-      _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) multiply_add<fused<V>>(acc[b][v], wv[v], xb);
-    }
+    _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b)
+        multiply_add_all<fused<V>, TV>(acc[b], wv, x[static_cast<std::size_t>(b) * ldx + j]);
   }
   _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v)
       store(y + static_cast<std::size_t>(b) * ldy + v * L, acc[b][v]);
@@ -329,7 +349,9 @@ template <class V, bool Mul, int N>
   V acc[N] = {};
   for (int e = 0; e < hs; ++e) {
     const float* k = kt + e * kt_stride + t;
-    _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) multiply_add<fused<V>>(acc[v], load<V>(k + v * L), q[e]);
+    V kv[N];
+    _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) kv[v] = load<V>(k + v * L);
+    multiply_add_all<fused<V>, N>(acc, kv, q[e]);
   }
   _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) store(s + t + v * L, Mul ? acc[v] * inv : acc[v] / sqrt_hs);
 }

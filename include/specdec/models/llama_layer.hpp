@@ -65,11 +65,18 @@ inline void rope(float* v, int width, int head_size, const float* cos_sin) {
 
 /// One layer's KV cache: K transposed, kt[(kv_head * head_size + e) * slots + slot] (a head's
 /// keys of consecutive slots are contiguous, the lanes of the score kernel), V by slot,
-/// v[slot * kv_dim + kv_head * head_size + e].
+/// v[slot * v_stride + kv_head * head_size + e], v_stride >= kv_dim.
 struct KvView {
   float* kt = nullptr;
   float* v = nullptr;
   int slots = 0;
+  int v_stride = 0;
+
+  /// A V row stride for kv_dim floats that spreads a head's rows over L1's sets: kv_dim, plus one
+  /// 64-byte line when kv_dim is a multiple of 128 floats. (768 floats, 3 KB apart, put a head's 64
+  /// rows of a block in 16 of L1's 64 sets, 16 lines each: more than its 12 ways, so every node of
+  /// a tree would read them from L2 again; 784 spreads them over all 64.)
+  static int padded_v_stride(int kv_dim) { return kv_dim % 128 == 0 ? kv_dim + 16 : kv_dim; }
 };
 
 /// The tokens of one layer call: `n` tokens whose residual streams are x[n][dim]. Token i has RoPE
@@ -178,7 +185,7 @@ void parallel(ThreadPool* pool, int tasks, F&& f) {
 inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
                    int row0, int g0, int g1, int i0, int i1) {
   const Kernels& k = kernels();
-  const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), group = c.kv_group();
+  const int dim = c.dim, hs = c.head_size(), group = c.kv_group();
   const float sqrt_hs = std::sqrt(static_cast<float>(hs));
   const std::size_t seq = static_cast<std::size_t>(s.seq);
   constexpr int nb = LayerScratch::node_block;
@@ -246,7 +253,7 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
           const int t1 = std::min(t0 + block, contiguous[i - n0]);
           if (t0 >= t1) continue;
           for (int c = 0; c < pieces; ++c) o[c] = q_of(i, h) + c * piece, p[c] = row(i - n0, h), v[c] = v_of(h) + c * piece;
-          k.values(o, p, v, pieces, kv_dim, piece, t0, t1);
+          k.values(o, p, v, pieces, kv.v_stride, piece, t0, t1);
         }
     for (int i = n0; i < n1; ++i) {
       const int local = i - n0;
@@ -256,7 +263,7 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
           const int heads = std::min(max_heads, h1 - hb);
           for (int h = 0; h < heads; ++h)
             o[h] = q_of(i, hb + h), p[h] = row(local, hb + h) + contiguous[local] + a,
-            v[h] = v_of(hb + h) + static_cast<std::size_t>(list[a]) * kv_dim;
+            v[h] = v_of(hb + h) + static_cast<std::size_t>(list[a]) * kv.v_stride;
           k.values(o, p, v, heads, 0, hs, 0, 1);
         }
     }
@@ -294,7 +301,7 @@ inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::sp
       rope(q + k_at, kv_dim, hs, cs);
       const int slot = b.first_slot + i;
       for (int e = 0; e < kv_dim; ++e) kv.kt[static_cast<std::size_t>(e) * kv.slots + slot] = q[k_at + e];
-      std::copy_n(q + v_at, kv_dim, kv.v + static_cast<std::size_t>(slot) * kv_dim);
+      std::copy_n(q + v_at, kv_dim, kv.v + static_cast<std::size_t>(slot) * kv.v_stride);
       std::copy_n(q, dim, at(s.att, q_row, dim));  // the queries; attend() replaces them by its outputs
     }
   }

@@ -55,7 +55,8 @@ class Llama2cOutput {
 namespace llama {
 
 /// One sequence's KV cache for every layer: K transposed, [layer][kv_dim][slot], V
-/// [layer][slot][kv_head][head_size] (KvView's layout). Slots [0, cached) hold the committed
+/// [layer][slot][kv_head][head_size], each slot's row padded to KvView::padded_v_stride (KvView's
+/// layout). Slots [0, cached) hold the committed
 /// tokens; a forward writes its tree's nodes after them. It grows as the sequence does.
 class SequenceCache {
  public:
@@ -70,8 +71,10 @@ class SequenceCache {
   std::size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
 
   KvView layer(int l) {
-    const std::size_t floats = static_cast<std::size_t>(slots_) * config_->kv_dim();
-    return {k_.data() + static_cast<std::size_t>(l) * floats, v_.data() + static_cast<std::size_t>(l) * floats, slots_};
+    const std::size_t k_floats = static_cast<std::size_t>(slots_) * config_->kv_dim(),
+                      v_floats = static_cast<std::size_t>(slots_) * v_stride_;
+    return {k_.data() + static_cast<std::size_t>(l) * k_floats, v_.data() + static_cast<std::size_t>(l) * v_floats, slots_,
+            v_stride_};
   }
 
   /// Makes room for `slots` slots per layer, keeping the committed entries.
@@ -79,16 +82,18 @@ class SequenceCache {
     if (slots <= slots_) return;
     const Llama2cConfig& c = *config_;
     const int new_slots = std::max(slots, slots_ + slots_ / 2);
-    const std::size_t row = static_cast<std::size_t>(c.kv_dim());
-    const std::size_t floats = static_cast<std::size_t>(c.n_layers) * static_cast<std::size_t>(new_slots) * row;
+    const std::size_t k_row = static_cast<std::size_t>(c.kv_dim()), v_row = static_cast<std::size_t>(v_stride_);
     for (Floats* cache : {&k_, &v_}) {
+      const std::size_t row = cache == &v_ ? v_row : k_row;
+      const std::size_t floats = static_cast<std::size_t>(c.n_layers) * static_cast<std::size_t>(new_slots) * row;
       Floats grown;
       try {
         grown.resize(floats);
       } catch (const std::bad_alloc&) {  // an error naming the sizes, not a bare std::bad_alloc
+        const std::size_t both = static_cast<std::size_t>(c.n_layers) * new_slots * (k_row + v_row);
         throw error("Llama2cTarget: cannot allocate the KV cache for " + std::to_string(new_slots) + " positions (" +
-                    std::to_string(2 * floats * sizeof(float)) + " bytes: 2 x " + std::to_string(c.n_layers) +
-                    " layers x " + std::to_string(row) + " floats per position)");
+                    std::to_string(both * sizeof(float)) + " bytes: " + std::to_string(c.n_layers) + " layers x " +
+                    std::to_string(k_row + v_row) + " floats per position)");
       }
       if (cache == &v_) {
         for (int l = 0; l < c.n_layers; ++l)
@@ -110,7 +115,9 @@ class SequenceCache {
     const int length = static_cast<int>(path.size());
     // V: the packed layout of one sequence. K is transposed: one-float rows, kv_dim of them per
     // slot, `slots_` floats apart.
-    const core::KvCacheLayout v_layout = core::kv_layout(c.n_layers, slots_, c.n_kv_heads, c.head_size(), sizeof(float));
+    core::KvCacheLayout v_layout = core::kv_layout(c.n_layers, slots_, c.n_kv_heads, c.head_size(), sizeof(float));
+    v_layout.position_stride = static_cast<long long>(v_stride_) * sizeof(float);
+    v_layout.layer_stride = v_layout.position_stride * slots_;
     core::KvCacheLayout k_layout = core::kv_layout(c.n_layers, slots_, c.kv_dim(), 1, sizeof(float));
     k_layout.head_stride = static_cast<long long>(slots_) * sizeof(float);
     k_layout.position_stride = sizeof(float);
@@ -122,6 +129,7 @@ class SequenceCache {
  private:
   const Llama2cConfig* config_;
   int slots_ = 0;
+  int v_stride_ = KvView::padded_v_stride(config_->kv_dim());
   using Floats = std::vector<float, PrefaultedAllocator<float>>;
   Floats k_, v_;
 };
