@@ -243,17 +243,22 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
     }
     // Values: the queries are spent, so each head's output overwrites its query in s.att.
     for (int i = n0; i < n1; ++i) std::fill_n(q_of(i, h0), (h1 - h0) * hs, 0.0f);
-    // The same order for the values, one head at a time: its 16-float pieces go to values() as
-    // separate "heads" (independent sums, to hide the adds' latency), which changes no element's
-    // sum: each is still o[e] += p[t] * v[t][e] over t in order, in a chunk of the same width.
+    // The same order for the values, a few heads at a time: their 16-float pieces go to values()
+    // as separate "heads", at least 8 independent sums to hide the adds' latency, with a block's
+    // rows of those heads (8 pieces × 64 slots × 64 bytes) in L1. No element's sum changes: each
+    // is still o[e] += p[t] * v[t][e] over t in order, in a chunk of the same width.
     const int pieces = hs % 16 == 0 ? std::min(hs / 16, max_heads) : 1, piece = hs / pieces;
+    const int heads_at_once = std::clamp(8 / pieces, 1, max_heads / pieces);
     for (int t0 = 0; t0 < most; t0 += block)
-      for (int h = h0; h < h1; ++h)
+      for (int hg = h0; hg < h1; hg += heads_at_once)
         for (int i = n0; i < n1; ++i) {
           const int t1 = std::min(t0 + block, contiguous[i - n0]);
           if (t0 >= t1) continue;
-          for (int c = 0; c < pieces; ++c) o[c] = q_of(i, h) + c * piece, p[c] = row(i - n0, h), v[c] = v_of(h) + c * piece;
-          k.values(o, p, v, pieces, kv.v_stride, piece, t0, t1);
+          int count = 0;
+          for (int h = hg; h < std::min(h1, hg + heads_at_once); ++h)
+            for (int c = 0; c < pieces; ++c, ++count)
+              o[count] = q_of(i, h) + c * piece, p[count] = row(i - n0, h), v[count] = v_of(h) + c * piece;
+          k.values(o, p, v, count, kv.v_stride, piece, t0, t1);
         }
     for (int i = n0; i < n1; ++i) {
       const int local = i - n0;
