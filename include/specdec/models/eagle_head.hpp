@@ -211,8 +211,8 @@ class EagleHead {
     }
     cache.scratch.reserve(config_, layer_.wqkv, layer_.w13, n, first_slot + max_depth, max_depth, pool);
     const llama::LayerBatch batch{n, cached, first_slot, cache.x.data(), cache.rope.data(), false, up, max_depth};
-    llama::decoder_layer(layer_, config_, batch, llama::KvView{cache.kt.data(), cache.v.data(), cache.slots, config_.kv_dim()},
-                         cache.scratch, pool);
+    const llama::KvView kv{cache.kt.data(), cache.v.data(), cache.slots, config_.kv_dim()};
+    llama::decoder_layer(layer_, config_, batch, kv, cache.scratch, pool);
     for (int i = 0; i < n; ++i)
       llama::rmsnorm(out + static_cast<std::size_t>(i) * d, cache.x.data() + static_cast<std::size_t>(i) * d,
                      rms_out_.data(), d);

@@ -113,8 +113,8 @@ class SequenceCache {
   void commit(std::span<const node_t> path) {
     const Llama2cConfig& c = *config_;
     const int length = static_cast<int>(path.size());
-    // V: the packed layout of one sequence. K is transposed: one-float rows, kv_dim of them per
-    // slot, `slots_` floats apart.
+    // V: one sequence's layout, its slots' rows v_stride_ floats apart. K is transposed: one-float
+    // rows, kv_dim of them per slot, `slots_` floats apart.
     core::KvCacheLayout v_layout = core::kv_layout(c.n_layers, slots_, c.n_kv_heads, c.head_size(), sizeof(float));
     v_layout.position_stride = static_cast<long long>(v_stride_) * sizeof(float);
     v_layout.layer_stride = v_layout.position_stride * slots_;
