@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   app.add_option_function<std::string>(
          "--weights",
          [&weights](const std::string& v) {
-           weights = v == "bf16" ? specdec::WeightFormat::bf16 : specdec::WeightFormat::fp32;
+           weights = specdec::weight_format_named(v);
          },
          "Weight matrices: fp32 (as in the checkpoint, default) or bf16 (Intel AMX)")
       ->check(CLI::IsMember({"fp32", "bf16"}));

@@ -125,7 +125,7 @@ CLI::Option* add_weights_option(CLI::App& cmd, specdec::WeightFormat& weights, c
       .add_option_function<std::string>(
           "--weights",
           [&weights](const std::string& v) {
-            weights = v == "bf16" ? specdec::WeightFormat::bf16 : specdec::WeightFormat::fp32;
+            weights = specdec::weight_format_named(v);
           },
           "Matrices of " + whose + ": fp32 (as in the checkpoint, default) or bf16 (rounded to bfloat16, multiplied "
           "with Intel AMX)")

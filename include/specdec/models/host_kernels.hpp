@@ -52,6 +52,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -85,6 +86,11 @@ namespace specdec {
 enum class WeightFormat { fp32, bf16 };
 
 inline const char* weight_format_name(WeightFormat f) { return f == WeightFormat::bf16 ? "bf16" : "fp32"; }
+/// The format a command line names: "fp32" or "bf16" (anything else: fp32; a caller checks it
+/// against those two names first).
+inline WeightFormat weight_format_named(std::string_view name) {
+  return name == "bf16" ? WeightFormat::bf16 : WeightFormat::fp32;
+}
 
 }  // namespace specdec
 
@@ -123,6 +129,27 @@ struct PrefaultedAllocator {
   bool operator==(const PrefaultedAllocator<U>&) const noexcept { return true; }
 };
 
+/// Why this process cannot multiply bf16 weights ("" when it can): AMX-BF16 missing, the kernel
+/// refusing the tile state, or a build forced onto the portable kernels. Asks the kernel once.
+inline const std::string& bf16_unavailable() {
+  static const std::string why = [] {
+#if defined(SPECDEC_HOST_AMX)
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16"))
+      return std::string("bf16 weights need a CPU with AMX-BF16 (Intel Xeon 4th generation or later); this one has none");
+    constexpr long request_permission = 0x1023, tile_data = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+    if (syscall(SYS_arch_prctl, request_permission, tile_data) != 0)
+      return std::string("bf16 weights need AMX, which this Linux kernel does not grant (arch_prctl "
+                         "ARCH_REQ_XCOMP_PERM failed)");
+    return std::string();
+#elif defined(SPECDEC_HOST_ISA_PORTABLE)
+    return std::string("bf16 weights need AMX, and this build forces the portable kernels (SPECDEC_HOST_ISA=portable)");
+#else
+    return std::string("bf16 weights need Intel AMX on x86-64 Linux");
+#endif
+  }();
+  return why;
+}
+
 /// W (stored [out][in] in checkpoints) kept transposed, `stride` output columns, in tiles of 64
 /// columns: tile c0 (a multiple of 64, width w = min(64, stride - c0)) is [in][w] at data + c0 * in,
 /// so row j of a tile holds W[r][j] for its outputs r, contiguous, and a tile is one sequential
@@ -150,8 +177,10 @@ struct Matrix {
     return static_cast<std::size_t>(c0) * in + static_cast<std::size_t>(j) * width(c) + (c - c0);
   }
   int width(int c) const { return std::min(tile, stride - c / tile * tile); }
-  /// Packs `parts`, each a pointer to [out][in] floats and its `out`, side by side.
-  static Matrix pack(int in, std::initializer_list<std::pair<const float*, int>> parts) {
+  /// Packs `parts`, each a pointer to [out][in] floats and its `out`, side by side, in `format`
+  /// (bf16: throws specdec::error saying why where this process cannot multiply it).
+  static Matrix pack(int in, std::initializer_list<std::pair<const float*, int>> parts,
+                     WeightFormat format = WeightFormat::fp32) {
     Matrix m;
     m.in = in;
     for (const auto& p : parts) m.stride += padded(p.second);
@@ -168,10 +197,6 @@ struct Matrix {
       }
       column += padded(out);
     }
-    return m;
-  }
-  static Matrix pack(int in, std::initializer_list<std::pair<const float*, int>> parts, WeightFormat format) {
-    Matrix m = pack(in, parts);
     if (format == WeightFormat::bf16) m.to_bf16();
     return m;
   }
@@ -187,6 +212,7 @@ struct Matrix {
  private:
   // Re-lays the fp32 tiles out as AMX's bf16 blocks (see above) and frees them.
   void to_bf16() {
+    if (!bf16_unavailable().empty()) throw error(bf16_unavailable());
     const int in_pad = in_padded();
     bf16.assign(static_cast<std::size_t>(in_pad) * static_cast<std::size_t>(stride), 0);
     for (int c = 0; c < stride; ++c) {
@@ -242,28 +268,47 @@ template <class V>
 template <class V>
 inline constexpr bool fused = sizeof(V) > sizeof(v4f);
 
-// c += a * b, fused when F. Inline assembly, so that GCC emits it whatever -ffp-contract says, and
-// in functions without a target attribute. b: a float in memory (broadcast to every lane). The
-// operands are copied to locals so that the caller's accumulators stay in registers (an array
-// element as an asm operand would make the array live in memory); by reference, so that no
-// vector crosses a call boundary by value (-Wpsabi).
+#if defined(SPECDEC_HOST_ISA_X86)
+// The fused operations, as inline assembly, so that GCC emits them whatever -ffp-contract says,
+// and in functions without a target attribute. W: float, v8f (VEX) or v16f (EVEX). The operands
+// are copied to locals so that the caller's accumulators stay in registers (an array element as
+// an asm operand would make the array live in memory); by reference, so that no vector crosses a
+// call boundary by value (-Wpsabi).
+template <class W>
+[[gnu::always_inline]] inline void fused_multiply_add(W& c, const W& a, const W& b) {
+  W r = c;
+  const W x = a, y = b;
+  if constexpr (sizeof(W) == sizeof(v16f)) asm("vfmadd231ps %2, %1, %0" : "+v"(r) : "v"(x), "v"(y));
+  else if constexpr (sizeof(W) == sizeof(v8f)) asm("vfmadd231ps %2, %1, %0" : "+x"(r) : "x"(x), "x"(y));
+  else asm("vfmadd231ss %2, %1, %0" : "+x"(r) : "x"(x), "x"(y));
+  c = r;
+}
+template <class W>
+[[gnu::always_inline]] inline void broadcast(W& out, const float& b) {
+  if constexpr (sizeof(W) == sizeof(v16f)) asm("vbroadcastss %1, %0" : "=v"(out) : "m"(b));
+  else asm("vbroadcastss %1, %0" : "=x"(out) : "m"(b));
+}
+#endif
+
+// c += a * b, fused when F. b: a float in memory, broadcast to every lane (on AVX-512 by the
+// multiply-add itself).
 template <bool F, class W>
 [[gnu::always_inline]] inline void multiply_add(W& c, const W& a, const float& b) {
 #if defined(SPECDEC_HOST_ISA_X86)
-  if constexpr (F && sizeof(W) != sizeof(v4f)) {
+  if constexpr (F && sizeof(W) == sizeof(v16f)) {
     W r = c;
     const W x = a;
-    if constexpr (sizeof(W) == sizeof(v16f)) {
-      asm("vfmadd231ps %2%{1to16%}, %1, %0" : "+v"(r) : "v"(x), "m"(b));
-    } else if constexpr (sizeof(W) == sizeof(v8f)) {
-      W bv;
-      asm("vbroadcastss %1, %0" : "=x"(bv) : "m"(b));
-      asm("vfmadd231ps %2, %1, %0" : "+x"(r) : "x"(x), "x"(bv));
-    } else {
-      static_assert(sizeof(W) == sizeof(float));
-      asm("vfmadd231ss %2, %1, %0" : "+x"(r) : "x"(x), "m"(b));
-    }
+    asm("vfmadd231ps %2%{1to16%}, %1, %0" : "+v"(r) : "v"(x), "m"(b));
     c = r;
+    return;
+  } else if constexpr (F && sizeof(W) == sizeof(v8f)) {
+    W bv;
+    broadcast(bv, b);
+    fused_multiply_add(c, a, bv);
+    return;
+  } else if constexpr (F) {
+    static_assert(sizeof(W) == sizeof(float));
+    fused_multiply_add(c, a, b);
     return;
   }
 #endif
@@ -277,15 +322,8 @@ template <bool F, int N, class W>
 #if defined(SPECDEC_HOST_ISA_X86)
   if constexpr (F && sizeof(W) != sizeof(v4f)) {
     W bv;
-    if constexpr (sizeof(W) == sizeof(v16f)) asm("vbroadcastss %1, %0" : "=v"(bv) : "m"(b));
-    else asm("vbroadcastss %1, %0" : "=x"(bv) : "m"(b));
-    _Pragma("GCC unroll 16") for (int v = 0; v < N; ++v) {
-      W r = c[v];
-      const W x = a[v];
-      if constexpr (sizeof(W) == sizeof(v16f)) asm("vfmadd231ps %2, %1, %0" : "+v"(r) : "v"(x), "v"(bv));
-      else asm("vfmadd231ps %2, %1, %0" : "+x"(r) : "x"(x), "x"(bv));
-      c[v] = r;
-    }
+    broadcast(bv, b);
+    _Pragma("GCC unroll 16") for (int v = 0; v < N; ++v) fused_multiply_add(c[v], a[v], bv);
     return;
   }
 #endif
@@ -629,27 +667,6 @@ inline const detail::Kernels& kernels() {
     return detail::portable_kernels;
   }();
   return k;
-}
-
-/// Why this process cannot multiply bf16 weights ("" when it can): AMX-BF16 missing, the kernel
-/// refusing the tile state, or a build forced onto the portable kernels. Asks the kernel once.
-inline const std::string& bf16_unavailable() {
-  static const std::string why = [] {
-#if defined(SPECDEC_HOST_AMX)
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16"))
-      return std::string("bf16 weights need a CPU with AMX-BF16 (Intel Xeon 4th generation or later); this one has none");
-    constexpr long request_permission = 0x1023, tile_data = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
-    if (syscall(SYS_arch_prctl, request_permission, tile_data) != 0)
-      return std::string("bf16 weights need AMX, which this Linux kernel does not grant (arch_prctl "
-                         "ARCH_REQ_XCOMP_PERM failed)");
-    return std::string();
-#elif defined(SPECDEC_HOST_ISA_PORTABLE)
-    return std::string("bf16 weights need AMX, and this build forces the portable kernels (SPECDEC_HOST_ISA=portable)");
-#else
-    return std::string("bf16 weights need Intel AMX on x86-64 Linux");
-#endif
-  }();
-  return why;
 }
 
 /// A fixed set of threads that run parallel_for's shares: the caller runs share 0, threads()

@@ -142,8 +142,7 @@ namespace detail {
 // Matrix product over `pool`'s threads, split by 64-column groups (the matrix's tiles).
 inline void matmul(ThreadPool* pool, const Matrix& m, const float* x, int ldx, int n, float* y, int ldy) {
   const int groups = (m.stride + Matrix::tile - 1) / Matrix::tile;
-  if (m.format == WeightFormat::bf16) {
-    if (!bf16_unavailable().empty()) throw error(bf16_unavailable());
+  if (m.format == WeightFormat::bf16) {  // Matrix::pack made it only where AMX can multiply it
 #if defined(SPECDEC_HOST_AMX)
     // The inputs in bf16 once for all threads, rows padded with zeros to in_padded(). The
     // caller's thread owns the scratch: it grows to the largest call, then is reused.
@@ -164,6 +163,8 @@ inline void matmul(ThreadPool* pool, const Matrix& m, const float* x, int ldx, i
     if (pool) pool->parallel_for(groups, part);
     else part(0, groups);
     return;
+#else
+    throw error(bf16_unavailable());
 #endif
   }
   const Kernels& k = kernels();
