@@ -1,8 +1,11 @@
 // The host matrix products against a reference in double: the fp32 kernels, and the bf16 (AMX)
 // one, whose packed layout a wrong index would scramble. Shapes with padded inputs (not a multiple
 // of 32), partial 64-column tiles and token counts around AMX's 16-row tiles, on 1 and 3 threads.
+// The attention kernels (scores, value sums, exp_sum) on every ISA this CPU runs: several nodes in
+// one call give each node the bits of a call of its own.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -97,4 +100,108 @@ TEST_CASE("bf16 rounding is to the nearest, ties to even, and keeps NaN", "[host
   CHECK(Matrix::round_to_bf16(from_bits(0x3f808001u)) == 0x3f81);  // above the tie
   CHECK(Matrix::round_to_bf16(from_bits(0x7f7fffffu)) == 0x7f80);  // the largest float rounds to inf
   CHECK((Matrix::round_to_bf16(std::nanf("")) & 0x7fc0) == 0x7fc0);
+}
+
+namespace {
+
+// The attention kernel tables this CPU can run: the portable one always, AVX2 and AVX-512 where
+// the CPU has them (a build forced onto the portable path has only that one).
+std::vector<const llama::detail::Kernels*> runnable_kernels() {
+  std::vector<const llama::detail::Kernels*> all{&llama::detail::portable_kernels};
+#if defined(SPECDEC_HOST_ISA_X86)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) all.push_back(&llama::detail::avx2_kernels);
+  if (__builtin_cpu_supports("avx512f")) all.push_back(&llama::detail::avx512_kernels);
+#endif
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("attention kernels: several nodes at once give each node's bits alone, near a sum in double",
+          "[host_kernels][attention]") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (const llama::detail::Kernels* k : runnable_kernels())
+    for (int hs : {8, 16, 24, 64, 128})
+      for (int nodes : {1, 2, 3, 4, 5, 9, 16})
+        for (auto [t0, t1] : {std::pair{0, 64}, std::pair{0, 200}, std::pair{5, 70}, std::pair{17, 20}}) {
+          INFO(k->name << ": head size " << hs << ", " << nodes << " nodes, slots [" << t0 << ", " << t1 << ")");
+          const int slots = 224;
+          const std::size_t v_stride = static_cast<std::size_t>(hs) + 16;
+          std::vector<float> kt(static_cast<std::size_t>(hs) * slots), v(slots * v_stride);
+          std::vector<float> q(static_cast<std::size_t>(nodes) * hs), p(static_cast<std::size_t>(nodes) * slots);
+          for (auto* data : {&kt, &v, &q, &p})
+            for (float& x : *data) x = value(rng);
+          // Scores: all nodes in one call against each node alone and against double.
+          std::vector<float> together(static_cast<std::size_t>(nodes) * slots, 0.0f), alone(together);
+          std::vector<float*> rows(static_cast<std::size_t>(nodes));
+          std::vector<const float*> queries(static_cast<std::size_t>(nodes));
+          for (int n = 0; n < nodes; ++n) rows[n] = together.data() + n * slots, queries[n] = q.data() + n * hs;
+          const float sqrt_hs = std::sqrt(static_cast<float>(hs));
+          k->scores(rows.data(), queries.data(), nodes, kt.data(), slots, hs, t0, t1, sqrt_hs);
+          int wrong = 0;
+          for (int n = 0; n < nodes; ++n) {
+            float* row = alone.data() + n * slots;
+            k->scores(&row, &queries[n], 1, kt.data(), slots, hs, t0, t1, sqrt_hs);
+            for (int t = t0; t < t1; ++t) {
+              double sum = 0, magnitude = 0;
+              for (int e = 0; e < hs; ++e) {
+                const double term = static_cast<double>(q[n * hs + e]) * kt[static_cast<std::size_t>(e) * slots + t];
+                sum += term;
+                magnitude += std::fabs(term);
+              }
+              if (std::fabs(row[t] - sum / sqrt_hs) > 1e-5 * magnitude + 1e-30) ++wrong;
+            }
+          }
+          CHECK(wrong == 0);
+          CHECK(std::memcmp(together.data(), alone.data(), together.size() * sizeof(float)) == 0);
+          // Values: values_nodes() of one head against values() node by node and against double.
+          std::vector<float> o_together(static_cast<std::size_t>(nodes) * hs);
+          for (float& x : o_together) x = value(rng);
+          std::vector<float> o_alone(o_together), o_start(o_together);
+          std::vector<float*> outs(static_cast<std::size_t>(nodes));
+          std::vector<const float*> weights(static_cast<std::size_t>(nodes));
+          for (int n = 0; n < nodes; ++n) outs[n] = o_together.data() + n * hs, weights[n] = p.data() + n * slots;
+          k->values_nodes(outs.data(), weights.data(), nodes, v.data(), v_stride, hs, t0, t1);
+          wrong = 0;
+          for (int n = 0; n < nodes; ++n) {
+            float* out = o_alone.data() + n * hs;
+            const float* vp = v.data();
+            k->values(&out, &weights[n], &vp, 1, v_stride, hs, t0, t1);
+            for (int e = 0; e < hs; ++e) {
+              double sum = o_start[n * hs + e], magnitude = std::fabs(sum);
+              for (int t = t0; t < t1; ++t) {
+                const double term = static_cast<double>(p[n * slots + t]) * v[t * v_stride + e];
+                sum += term;
+                magnitude += std::fabs(term);
+              }
+              if (std::fabs(out[e] - sum) > 1e-5 * magnitude + 1e-30) ++wrong;
+            }
+          }
+          CHECK(wrong == 0);
+          CHECK(std::memcmp(o_together.data(), o_alone.data(), o_together.size() * sizeof(float)) == 0);
+        }
+}
+
+TEST_CASE("exp_sum: exponentials of the row minus its maximum, and their sum", "[host_kernels][attention]") {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> value(-30.0f, 10.0f);
+  for (const llama::detail::Kernels* k : runnable_kernels())
+    for (int n : {1, 7, 16, 33, 200}) {
+      INFO(k->name << ": " << n << " scores");
+      std::vector<float> s(static_cast<std::size_t>(n));
+      for (float& x : s) x = value(rng);
+      const std::vector<float> original = s;
+      const float top = *std::max_element(original.begin(), original.end());
+      const float sum = k->exp_sum(s.data(), n);
+      double expected = 0;
+      int wrong = 0;
+      for (int t = 0; t < n; ++t) {
+        const double e = std::exp(static_cast<double>(original[t] - top));  // the kernel's difference
+        expected += e;
+        if (std::fabs(s[t] - e) > 4e-7 * e) ++wrong;
+      }
+      CHECK(wrong == 0);
+      CHECK(std::fabs(sum - expected) <= 1e-6 * expected);
+    }
 }

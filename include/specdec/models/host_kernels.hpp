@@ -12,8 +12,9 @@
 //            m = max (exact, so its order does not matter); e[t] = exp16(s[t] - m) (below);
 //            the sum in a fixed blocked order that depends only on T: 16 lane sums a[l] = +0,
 //            a[l] += e[t] for t ≡ l (mod 16) in increasing t; then a[l] += a[l + 8] (l < 8),
-//            a[l] += a[l + 4] (l < 4), a[l] += a[l + 2] (l < 2), a[0] += a[1]; p[t] = e[t] / a[0];
-//   values:  o[e] = 0; o[e] ⊕= p[t] * v[t][e] for the node's sequence t in order;
+//            a[l] += a[l + 4] (l < 4), a[l] += a[l + 2] (l < 2), a[0] += a[1];
+//   values:  o[e] = 0; o[e] ⊕= e[t] * v[t][e] for the node's sequence t in order; then o[e] / a[0]
+//            (normalising the head_size outputs instead of the T weights: one division each);
 //   swiglu:  a * (1 / (1 + exp16(-a))) * b.
 // exp16(x): no libm; x clamped to [-87.3, 88.3], n = (x * log2(e) + 1.5·2^23) - 1.5·2^23 (round to
 // nearest), r = (x - n * ln2_hi) - n * ln2_lo, p = Horner of exp's Taylor polynomial of degree 7
@@ -98,18 +99,32 @@ namespace specdec::llama {
 
 /// The allocator of packed weights and KV caches: a large block is mapped with its pages in place
 /// (MAP_POPULATE: one system call, where touching a fresh page at a time costs a page fault each,
-/// most of loading a model of a few MB); anything else, or without mmap, operator new.
+/// most of loading a model of a few MB); anything else, or without mmap, operator new. Blocks of
+/// 2 MB or more ask for transparent huge pages first (where the system leaves them to madvise, as
+/// Debian does): a tree's attention reads each head's keys a few lines at a time, a page apart,
+/// and with 4 KB pages every such read also missed the TLB.
 template <class T>
 struct PrefaultedAllocator {
   using value_type = T;
   static constexpr std::size_t mapped_from = std::size_t{1} << 16;  // bytes
+  static constexpr std::size_t huge_from = std::size_t{2} << 20;    // bytes
   PrefaultedAllocator() = default;
   template <class U>
   PrefaultedAllocator(const PrefaultedAllocator<U>&) noexcept {}
   T* allocate(std::size_t n) {
 #if SPECDEC_HOST_MMAP
     if (n >= mapped_from / sizeof(T) && n <= static_cast<std::size_t>(-1) / sizeof(T)) {
-      void* p = ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+      const std::size_t bytes = n * sizeof(T);
+#if defined(MADV_HUGEPAGE)
+      if (bytes >= huge_from) {
+        void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) throw std::bad_alloc();
+        ::madvise(p, bytes, MADV_HUGEPAGE);  // advice: without huge pages, the same memory in 4 KB pages
+        populate(static_cast<char*>(p), bytes);
+        return static_cast<T*>(p);
+      }
+#endif
+      void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
       return static_cast<T*>(p);
     }
@@ -127,6 +142,18 @@ struct PrefaultedAllocator {
   }
   template <class U>
   bool operator==(const PrefaultedAllocator<U>&) const noexcept { return true; }
+
+ private:
+#if SPECDEC_HOST_MMAP
+  // The pages of a fresh mapping in place: one call where the kernel has MADV_POPULATE_WRITE
+  // (Linux 5.14), else a write to each 4 KB page (a fault per huge page, or per page without).
+  static void populate(char* p, std::size_t bytes) {
+#if defined(MADV_POPULATE_WRITE)
+    if (::madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return;
+#endif
+    for (std::size_t at = 0; at < bytes; at += 4096) p[at] = 0;
+  }
+#endif
 };
 
 /// Why this process cannot multiply bf16 weights ("" when it can): AMX-BF16 missing, the kernel
@@ -414,6 +441,45 @@ template <class V, bool Mul>
   }
 }
 
+// A register tile of a tree's attention: N nodes × T vectors of slots (scores) or of a head's
+// elements (values), so that each key or value vector loaded serves N nodes. Two loads (a vector
+// and a node's broadcast) per multiply-add left the single-node kernels far below the FMA peak.
+template <class V>
+inline constexpr int tile_nodes = sizeof(V) == sizeof(v16f) ? 4 : 2;
+
+// s[n][t] for N nodes and T vectors of slots from t: score_vectors, each key vector loaded once.
+template <class V, bool Mul, int N, int T>
+[[gnu::always_inline]] inline void score_tile(float* const* s, const float* const* q, const float* kt,
+                                              std::size_t kt_stride, int hs, int t, float inv, float sqrt_hs) {
+  constexpr int L = sizeof(V) / sizeof(float);
+  V acc[N][T] = {};
+  for (int e = 0; e < hs; ++e) {
+    const float* k = kt + e * kt_stride + t;
+    V kv[T];
+    _Pragma("GCC unroll 8") for (int v = 0; v < T; ++v) kv[v] = load<V>(k + v * L);
+    _Pragma("GCC unroll 8") for (int n = 0; n < N; ++n) multiply_add_all<fused<V>, T>(acc[n], kv, q[n][e]);
+  }
+  _Pragma("GCC unroll 8") for (int n = 0; n < N; ++n) _Pragma("GCC unroll 8") for (int v = 0; v < T; ++v)
+      store(s[n] + t + v * L, Mul ? acc[n][v] * inv : acc[n][v] / sqrt_hs);
+}
+
+// scores_impl for `nodes` nodes (rows s[n], queries q[n]) over the same slots: whole tiles of
+// nodes and vectors, the rest node by node. Each score is the same sum as scores_impl's.
+template <class V, bool Mul>
+[[gnu::always_inline]] inline void scores_nodes_impl(float* const* s, const float* const* q, int nodes, const float* kt,
+                                                     std::size_t kt_stride, int hs, int t0, int t1, float sqrt_hs) {
+  constexpr int L = sizeof(V) / sizeof(float), N = tile_nodes<V>, T = 4;
+  const float inv = 1.0f / sqrt_hs;
+  int n = 0;
+  for (; n + N <= nodes; n += N) {
+    int t = t0;
+    for (; t + T * L <= t1; t += T * L) score_tile<V, Mul, N, T>(s + n, q + n, kt, kt_stride, hs, t, inv, sqrt_hs);
+    for (; t + L <= t1; t += L) score_tile<V, Mul, N, 1>(s + n, q + n, kt, kt_stride, hs, t, inv, sqrt_hs);
+    for (int m = n; m < n + N; ++m) scores_impl<V, Mul>(s[m], q[m], kt, kt_stride, hs, t, t1, sqrt_hs);
+  }
+  for (; n < nodes; ++n) scores_impl<V, Mul>(s[n], q[n], kt, kt_stride, hs, t0, t1, sqrt_hs);
+}
+
 // Whether x is a power of two whose reciprocal is a normal float.
 inline bool exact_reciprocal(float x) {
   std::uint32_t u;
@@ -457,6 +523,59 @@ template <class V>
   for (; h < heads; ++h) values_h<1, V>(o + h, p + h, v + h, v_stride, hs, t0, t1);
 }
 
+// o[n][e ..] += p[n][t] * v[t * v_stride + e ..] for N nodes and P vectors of W lanes, t in
+// [t0, t1) in order: values_chunk's sums, each value vector loaded once for N nodes.
+template <class W, bool F, int N, int P>
+[[gnu::always_inline]] inline void value_tile(float* const* o, const float* const* p, const float* v,
+                                              std::size_t v_stride, int e, int t0, int t1) {
+  constexpr int L = sizeof(W) / sizeof(float);
+  W acc[N][P];
+  _Pragma("GCC unroll 8") for (int n = 0; n < N; ++n) _Pragma("GCC unroll 8") for (int c = 0; c < P; ++c)
+      acc[n][c] = load<W>(o[n] + e + c * L);
+  for (int t = t0; t < t1; ++t) {
+    W vv[P];
+    _Pragma("GCC unroll 8") for (int c = 0; c < P; ++c) vv[c] = load<W>(v + t * v_stride + e + c * L);
+    _Pragma("GCC unroll 8") for (int n = 0; n < N; ++n) multiply_add_all<F, P>(acc[n], vv, p[n][t]);
+  }
+  _Pragma("GCC unroll 8") for (int n = 0; n < N; ++n) _Pragma("GCC unroll 8") for (int c = 0; c < P; ++c)
+      store(o[n] + e + c * L, acc[n][c]);
+}
+
+// The last r < N nodes in one tile of r.
+template <class W, bool F, int N, int P>
+[[gnu::always_inline]] inline void value_rest(float* const* o, const float* const* p, int r, const float* v,
+                                              std::size_t v_stride, int e, int t0, int t1) {
+  if constexpr (N > 1) {
+    if (r == N - 1) value_tile<W, F, N - 1, P>(o, p, v, v_stride, e, t0, t1);
+    else value_rest<W, F, N - 1, P>(o, p, r, v, v_stride, e, t0, t1);
+  }
+}
+
+template <class W, bool F, int N, int P>
+[[gnu::always_inline]] inline void value_tiles(float* const* o, const float* const* p, int nodes, const float* v,
+                                               std::size_t v_stride, int e, int t0, int t1) {
+  int n = 0;
+  for (; n + N <= nodes; n += N) value_tile<W, F, N, P>(o + n, p + n, v, v_stride, e, t0, t1);
+  if (n < nodes) value_rest<W, F, N, P>(o + n, p + n, nodes - n, v, v_stride, e, t0, t1);
+}
+
+// One head's values for `nodes` nodes (outputs o[n], weights p[n]) over the same slots, in the
+// lane widths of values_h: 4 vectors of V's lanes at a time, then one, then 8 lanes, then one.
+template <class V>
+[[gnu::always_inline]] inline void values_nodes_impl(float* const* o, const float* const* p, int nodes, const float* v,
+                                                     std::size_t v_stride, int hs, int t0, int t1) {
+  constexpr int L = sizeof(V) / sizeof(float), N = tile_nodes<V>;
+  constexpr bool F = fused<V>;
+  int e = 0;
+  for (; e + 4 * L <= hs; e += 4 * L) value_tiles<V, F, N, 4>(o, p, nodes, v, v_stride, e, t0, t1);
+  for (; e + L <= hs; e += L) value_tiles<V, F, 2 * N, 1>(o, p, nodes, v, v_stride, e, t0, t1);
+  if constexpr (sizeof(V) >= sizeof(v16f))
+    for (; e + 8 <= hs; e += 8) value_tiles<v8f, F, 2 * N, 1>(o, p, nodes, v, v_stride, e, t0, t1);
+  for (; e < hs; ++e)
+    for (int n = 0; n < nodes; ++n)
+      for (int t = t0; t < t1; ++t) multiply_add<F>(o[n][e], v[t * v_stride + e], p[n][t]);
+}
+
 // x = exp16(x) (see the top of this file), lane by lane.
 template <class V>
 [[gnu::always_inline]] inline void exp_lanes(V& x) {
@@ -480,10 +599,11 @@ template <class V>
   x = x < lo ? V{} : p * scale;
 }
 
-// s[0 .. n) = exp16(s[t] - max) / sum, the sum in 16 lanes (see the top of this file); V holds L
-// of the 16 lanes, so every ISA adds the same numbers in the same order.
+// s[0 .. n) = exp16(s[t] - max); returns their sum, in 16 lanes (see the top of this file): the
+// softmax's denominator. V holds L of the 16 lanes, so every ISA adds the same numbers in the
+// same order.
 template <class V>
-[[gnu::always_inline]] inline void softmax_impl(float* s, int n) {
+[[gnu::always_inline]] inline float exp_sum_impl(float* s, int n) {
   constexpr int L = sizeof(V) / sizeof(float), P = 16 / L;
   const int full = n / 16 * 16;
   float best = s[0];  // the exact maximum (the order of comparisons changes nothing used below)
@@ -521,9 +641,7 @@ template <class V>
   for (int q = 0; q < P; ++q) store(a + q * L, acc[q]);
   for (int w = 8; w >= 1; w /= 2)
     for (int l = 0; l < w; ++l) a[l] += a[l + w];
-  int t = 0;
-  for (; t + L <= n; t += L) store(s + t, load<V>(s + t) / a[0]);
-  for (; t < n; ++t) s[t] = s[t] / a[0];
+  return a[0];
 }
 
 // a[0 .. L) = silu(a) * b.
@@ -555,9 +673,10 @@ struct Kernels {
   const char* name;
   bool fused;  ///< whether a multiply-add is one fused operation (one rounding), see the top
   void (*matmul)(const Matrix&, const float*, int, int, float*, int, int, int);
-  void (*scores)(float*, const float*, const float*, std::size_t, int, int, int, float);
+  void (*scores)(float* const*, const float* const*, int, const float*, std::size_t, int, int, int, float);
   void (*values)(float* const*, const float* const*, const float* const*, int, std::size_t, int, int, int);
-  void (*softmax)(float*, int);
+  void (*values_nodes)(float* const*, const float* const*, int, const float*, std::size_t, int, int, int);
+  float (*exp_sum)(float*, int);
   void (*swiglu)(float*, const float*, int);
 };
 
@@ -565,19 +684,23 @@ struct Kernels {
   ATTR inline void NAME##_matmul(const Matrix& m, const float* x, int ldx, int n, float* y, int ldy, int c0, int c1) { \
     matmul_impl<V, TV, B>(m, x, ldx, n, y, ldy, c0, c1);                                                             \
   }                                                                                                                  \
-  ATTR inline void NAME##_scores(float* s, const float* q, const float* kt, std::size_t st, int hs, int t0, int t1,    \
-                                 float r) {                                                                          \
-    if (exact_reciprocal(r)) scores_impl<V, true>(s, q, kt, st, hs, t0, t1, r);                                      \
-    else scores_impl<V, false>(s, q, kt, st, hs, t0, t1, r);                                                         \
+  ATTR inline void NAME##_scores(float* const* s, const float* const* q, int nodes, const float* kt, std::size_t st,  \
+                                 int hs, int t0, int t1, float r) {                                                  \
+    if (exact_reciprocal(r)) scores_nodes_impl<V, true>(s, q, nodes, kt, st, hs, t0, t1, r);                         \
+    else scores_nodes_impl<V, false>(s, q, nodes, kt, st, hs, t0, t1, r);                                            \
   }                                                                                                                  \
   ATTR inline void NAME##_values(float* const* o, const float* const* p, const float* const* v, int heads,            \
                                  std::size_t st, int hs, int t0, int t1) {                                           \
     values_impl<V>(o, p, v, heads, st, hs, t0, t1);                                                                  \
   }                                                                                                                  \
-  ATTR inline void NAME##_softmax(float* s, int n) { softmax_impl<V>(s, n); }                                        \
+  ATTR inline void NAME##_values_nodes(float* const* o, const float* const* p, int nodes, const float* v,             \
+                                       std::size_t st, int hs, int t0, int t1) {                                     \
+    values_nodes_impl<V>(o, p, nodes, v, st, hs, t0, t1);                                                            \
+  }                                                                                                                  \
+  ATTR inline float NAME##_exp_sum(float* s, int n) { return exp_sum_impl<V>(s, n); }                              \
   ATTR inline void NAME##_swiglu(float* a, const float* b, int n) { swiglu_impl<V>(a, b, n); }                       \
-  inline constexpr Kernels NAME##_kernels{#NAME, fused<V>, NAME##_matmul, NAME##_scores, NAME##_values, NAME##_softmax,        \
-                                          NAME##_swiglu};
+  inline constexpr Kernels NAME##_kernels{#NAME, fused<V>, NAME##_matmul, NAME##_scores, NAME##_values,               \
+                                          NAME##_values_nodes, NAME##_exp_sum, NAME##_swiglu};
 
 // Tiles: 4 AVX-512 vectors (64 columns) × 6 tokens = 24 accumulators of 32 registers; AVX2 and
 // the portable path have 16 registers.

@@ -101,7 +101,8 @@ struct LayerScratch {
   static constexpr int node_block = 16;  // nodes whose scores are held at once
   static constexpr int slot_block = 64;  // cached slots read once for a block of nodes
   std::vector<float> xb, qkv, att, h13, tmp, scores;
-  std::vector<int> extra;  // per thread, per kv head: node_block ancestor lists
+  std::vector<float> sums;  // per thread: each head's softmax denominator for node_block nodes
+  std::vector<int> extra;   // per thread, per kv head: node_block ancestor lists
   int seq = 0, depth = 0, threads = 0;
 
   /// Room for a call of `n` tokens in all, whose sequences see at most `seq_needed` slots and
@@ -123,11 +124,15 @@ struct LayerScratch {
       depth = std::max(depth, max_depth);
       threads = std::max(threads, threads_needed);
       grow(scores, static_cast<std::size_t>(threads) * scores_per_thread(c));
+      grow(sums, static_cast<std::size_t>(threads) * sums_per_thread(c));
       grow(extra, static_cast<std::size_t>(threads) * extra_per_thread(c));
     }
   }
   std::size_t scores_per_thread(const Llama2cConfig& c) const {
     return static_cast<std::size_t>(c.n_heads) * node_block * seq;
+  }
+  static std::size_t sums_per_thread(const Llama2cConfig& c) {
+    return static_cast<std::size_t>(c.n_heads) * node_block;
   }
   std::size_t extra_per_thread(const Llama2cConfig& c) const {
     return static_cast<std::size_t>(c.n_kv_heads) * node_block * depth;
@@ -181,6 +186,24 @@ void parallel(ThreadPool* pool, int tasks, F&& f) {
   else f(0, tasks);
 }
 
+// Into L2, the keys and values of kv heads [g0, g1) at slots [t0, t1): the next block of a tree's
+// attention. A head's keys are hs rows of a few lines, a page apart, and its values a piece of
+// each slot's row: strides the hardware prefetchers do not follow across pages.
+inline void prefetch_keys(const KvView& kv, int g0, int g1, int hs, int t0, int t1) {
+  for (int e = g0 * hs; e < g1 * hs; ++e) {
+    const char* from = reinterpret_cast<const char*>(kv.kt + static_cast<std::size_t>(e) * kv.slots + t0);
+    const char* to = reinterpret_cast<const char*>(kv.kt + static_cast<std::size_t>(e) * kv.slots + t1);
+    for (; from < to; from += 64) __builtin_prefetch(from, 0, 2);
+  }
+}
+inline void prefetch_values(const KvView& kv, int g0, int g1, int hs, int t0, int t1) {
+  for (int t = t0; t < t1; ++t) {
+    const char* from = reinterpret_cast<const char*>(kv.v + static_cast<std::size_t>(t) * kv.v_stride + g0 * hs);
+    const char* to = reinterpret_cast<const char*>(kv.v + static_cast<std::size_t>(t) * kv.v_stride + g1 * hs);
+    for (; from < to; from += 64) __builtin_prefetch(from, 0, 2);
+  }
+}
+
 // Attention of tokens [i0, i1) of sequence `b` (rows row0 + i of s.att) for the query heads of kv
 // heads [g0, g1), with the scores and ancestor lists of thread region `region`.
 inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
@@ -194,6 +217,7 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
   int contiguous[nb], extras[nb];
   int* extra = s.extra.data() + static_cast<std::size_t>(region) * s.extra_per_thread(c) + static_cast<std::size_t>(g0) * nb * s.depth;
   float* scores = s.scores.data() + static_cast<std::size_t>(region) * s.scores_per_thread(c);
+  float* sums = s.sums.data() + static_cast<std::size_t>(region) * LayerScratch::sums_per_thread(c);
   auto q_of = [&](int i, int h) { return s.att.data() + static_cast<std::size_t>(row0 + i) * dim + h * hs; };
   auto row = [&](int local, int h) { return scores + (static_cast<std::size_t>(h) * nb + local) * seq; };
   auto kt_of = [&](int h) { return kv.kt + static_cast<std::size_t>(h / group) * hs * kv.slots; };
@@ -226,41 +250,84 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
     // block (every head) would come from L2 for each node. One node alone reads every row once
     // anyway: no blocks (each score is its own sum, and a value sum runs over the slots in order
     // either way, so blocks change no result).
-    const int block = n1 - n0 == 1 ? std::max(most, 1) : LayerScratch::slot_block;
-    for (int t0 = 0; t0 < most; t0 += block)
-      for (int h = h0; h < h1; ++h)
-        for (int i = n0; i < n1; ++i) {
-          const int t1 = std::min(t0 + block, contiguous[i - n0]);
-          if (t0 < t1) k.scores(row(i - n0, h), q_of(i, h), kt_of(h), kv.slots, hs, t0, t1, sqrt_hs);
+    const bool lone = n1 - n0 == 1;
+    const int block = lone ? std::max(most, 1) : LayerScratch::slot_block;
+    // The nodes [i, j) whose cached slots all run past this block's end or to the same slot t1
+    // (every node of a tree; in a chain, each node but those that see the whole block) go to the
+    // kernels together, so that a key or value vector loaded serves all of them.
+    auto same_end = [&](int i, int t0, int& t1) {
+      t1 = std::min(t0 + block, contiguous[i - n0]);
+      int j = i + 1;
+      while (j < n1 && std::min(t0 + block, contiguous[j - n0]) == t1) ++j;
+      return j;
+    };
+    float* rows[nb];
+    const float* queries[nb];
+    float* outputs[nb];
+    const float* weights[nb];
+    // Prefetching pays where the layer's cached K/V come from beyond L2 (1 MB or more); it costs
+    // a few percent where they are at hand.
+    const bool prefetch = !lone && static_cast<std::size_t>(most) * c.kv_dim() * 2 * sizeof(float) >= (std::size_t{1} << 20);
+    for (int t0 = 0; t0 < most; t0 += block) {
+      const int next_end = std::min(most, t0 + 2 * block);
+      for (int h = h0; h < h1; ++h) {
+        if (prefetch && h % group == 0 && t0 + block < most) prefetch_keys(kv, h / group, h / group + 1, hs, t0 + block, next_end);
+        for (int i = n0, j, t1; i < n1; i = j) {
+          j = same_end(i, t0, t1);
+          if (t0 >= t1) continue;
+          for (int m = i; m < j; ++m) rows[m - i] = row(m - n0, h), queries[m - i] = q_of(m, h);
+          k.scores(rows, queries, j - i, kt_of(h), kv.slots, hs, t0, t1, sqrt_hs);
         }
+      }
+    }
     for (int i = n0; i < n1; ++i) {
       const int local = i - n0;
       const int* list = extra + static_cast<std::size_t>(local) * s.depth;
       for (int h = h0; h < h1; ++h) {
         float* sr = row(local, h) + contiguous[local];
-        for (int a = 0; a < extras[local]; ++a) k.scores(sr + a, q_of(i, h), kt_of(h) + list[a], kv.slots, hs, 0, 1, sqrt_hs);
-        k.softmax(row(local, h), contiguous[local] + extras[local]);
+        const float* q = q_of(i, h);
+        for (int a = 0; a < extras[local]; ++a) {
+          float* score = sr + a;
+          k.scores(&score, &q, 1, kt_of(h) + list[a], kv.slots, hs, 0, 1, sqrt_hs);
+        }
+        sums[h * nb + local] = k.exp_sum(row(local, h), contiguous[local] + extras[local]);
       }
     }
     // Values: the queries are spent, so each head's output overwrites its query in s.att.
     for (int i = n0; i < n1; ++i) std::fill_n(q_of(i, h0), (h1 - h0) * hs, 0.0f);
-    // The same order for the values, a few heads at a time: their 16-float pieces go to values()
-    // as separate "heads", at least 8 independent sums to hide the adds' latency, with a block's
-    // rows of those heads (8 pieces × 64 slots × 64 bytes) in L1. No element's sum changes: each
-    // is still o[e] += p[t] * v[t][e] over t in order, in a chunk of the same width.
+    // The same order for the values: a block's rows of a head stay in L1 for all the nodes, which
+    // values_nodes() takes together when they make at least 8 independent sums of 16 floats (to
+    // hide the adds' latency). Otherwise (a lone node, few nodes of small heads) each node's heads
+    // go to values() a few at a time, their 16-float pieces as separate "heads", for 8 sums. No
+    // element's sum changes: each is still o[e] += e[t] * v[t][e] over t in order.
     const int pieces = hs % 16 == 0 ? std::min(hs / 16, max_heads) : 1, piece = hs / pieces;
     const int heads_at_once = std::clamp(8 / pieces, 1, max_heads / pieces);
-    for (int t0 = 0; t0 < most; t0 += block)
-      for (int hg = h0; hg < h1; hg += heads_at_once)
-        for (int i = n0; i < n1; ++i) {
-          const int t1 = std::min(t0 + block, contiguous[i - n0]);
-          if (t0 >= t1) continue;
-          int count = 0;
-          for (int h = hg; h < std::min(h1, hg + heads_at_once); ++h)
-            for (int c = 0; c < pieces; ++c, ++count)
-              o[count] = q_of(i, h) + c * piece, p[count] = row(i - n0, h), v[count] = v_of(h) + c * piece;
-          k.values(o, p, v, count, kv.v_stride, piece, t0, t1);
+    auto node_alone = [&](int i, int t0, int t1) {
+      for (int hg = h0; hg < h1; hg += heads_at_once) {
+        int count = 0;
+        for (int h = hg; h < std::min(h1, hg + heads_at_once); ++h)
+          for (int c = 0; c < pieces; ++c, ++count)
+            o[count] = q_of(i, h) + c * piece, p[count] = row(i - n0, h), v[count] = v_of(h) + c * piece;
+        k.values(o, p, v, count, kv.v_stride, piece, t0, t1);
+      }
+    };
+    for (int t0 = 0; t0 < most; t0 += block) {
+      const int next_end = std::min(most, t0 + 2 * block);
+      if (prefetch)
+        for (int g = g0; g < g1 && t0 + block < most; ++g) prefetch_values(kv, g, g + 1, hs, t0 + block, next_end);
+      for (int i = n0, j, t1; i < n1; i = j) {
+        j = same_end(i, t0, t1);
+        if (t0 >= t1) continue;
+        if ((j - i) * pieces < 8) {
+          for (int m = i; m < j; ++m) node_alone(m, t0, t1);
+          continue;
         }
+        for (int h = h0; h < h1; ++h) {
+          for (int m = i; m < j; ++m) outputs[m - i] = q_of(m, h), weights[m - i] = row(m - n0, h);
+          k.values_nodes(outputs, weights, j - i, v_of(h), kv.v_stride, hs, t0, t1);
+        }
+      }
+    }
     for (int i = n0; i < n1; ++i) {
       const int local = i - n0;
       const int* list = extra + static_cast<std::size_t>(local) * s.depth;
@@ -272,6 +339,12 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
             v[h] = v_of(hb + h) + static_cast<std::size_t>(list[a]) * kv.v_stride;
           k.values(o, p, v, heads, 0, hs, 0, 1);
         }
+      // The softmax's normalisation, on the outputs (see host_kernels.hpp).
+      for (int h = h0; h < h1; ++h) {
+        float* out = q_of(i, h);
+        const float sum = sums[h * nb + local];
+        for (int e = 0; e < hs; ++e) out[e] = out[e] / sum;
+      }
     }
   }
 }
