@@ -66,7 +66,8 @@ void check(WeightFormat format, const Product& p, int threads, double tolerance)
   CHECK(unlike_alone == 0);
 }
 
-const Product kProducts[] = {{5, 7, 1}, {32, 64, 16}, {48, 150, 17}, {100, 33, 3}, {64, 200, 40}, {96, 320, 33}};
+const Product kProducts[] = {{5, 7, 1},     {32, 64, 16},  {48, 150, 17}, {100, 33, 3},
+                             {64, 200, 40}, {96, 320, 33}, {40, 33, 20},  {64, 80, 32}};
 
 }  // namespace
 
