@@ -102,8 +102,8 @@ namespace specdec::llama {
 /// (MAP_POPULATE: one system call, where touching a fresh page at a time costs a page fault each,
 /// most of loading a model of a few MB); anything else, or without mmap, operator new. Blocks of
 /// 2 MB or more ask for transparent huge pages first (where the system leaves them to madvise, as
-/// Debian does): a tree's attention reads each head's keys a few lines at a time, a page apart,
-/// and with 4 KB pages every such read also missed the TLB.
+/// Debian does): with 4 KB pages, streaming hundreds of MB of weights and a tree's attention
+/// reading each head's keys a few lines at a time, KBs apart, kept missing the TLB.
 template <class T>
 struct PrefaultedAllocator {
   using value_type = T;

@@ -187,8 +187,8 @@ void parallel(ThreadPool* pool, int tasks, F&& f) {
 }
 
 // Into L2, the keys and values of kv heads [g0, g1) at slots [t0, t1): the next block of a tree's
-// attention. A head's keys are hs rows of a few lines, a page apart, and its values a piece of
-// each slot's row: strides the hardware prefetchers do not follow across pages.
+// attention. A head's keys are hs rows of a few lines, KBs apart, and its values a piece of each
+// slot's row: strides the hardware prefetchers do not follow across pages.
 inline void prefetch_keys(const KvView& kv, int g0, int g1, int hs, int t0, int t1) {
   for (int e = g0 * hs; e < g1 * hs; ++e) {
     const char* from = reinterpret_cast<const char*>(kv.kt + static_cast<std::size_t>(e) * kv.slots + t0);
@@ -267,11 +267,13 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
     const float* weights[nb];
     // Prefetching pays where the layer's cached K/V come from beyond L2 (1 MB or more); it costs
     // a few percent where they are at hand.
-    const bool prefetch = !lone && static_cast<std::size_t>(most) * c.kv_dim() * 2 * sizeof(float) >= (std::size_t{1} << 20);
+    const std::size_t layer_cache_bytes = static_cast<std::size_t>(most) * c.kv_dim() * 2 * sizeof(float);
+    const bool prefetch = !lone && layer_cache_bytes >= (std::size_t{1} << 20);
     for (int t0 = 0; t0 < most; t0 += block) {
       const int next_end = std::min(most, t0 + 2 * block);
       for (int h = h0; h < h1; ++h) {
-        if (prefetch && h % group == 0 && t0 + block < most) prefetch_keys(kv, h / group, h / group + 1, hs, t0 + block, next_end);
+        if (prefetch && h % group == 0 && t0 + block < most)
+          prefetch_keys(kv, h / group, h / group + 1, hs, t0 + block, next_end);
         for (int i = n0, j, t1; i < n1; i = j) {
           j = same_end(i, t0, t1);
           if (t0 >= t1) continue;
@@ -296,10 +298,10 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
     // Values: the queries are spent, so each head's output overwrites its query in s.att.
     for (int i = n0; i < n1; ++i) std::fill_n(q_of(i, h0), (h1 - h0) * hs, 0.0f);
     // The same order for the values: a block's rows of a head stay in L1 for all the nodes, which
-    // values_nodes() takes together when they make at least 8 independent sums of 16 floats (to
-    // hide the adds' latency). Otherwise (a lone node, few nodes of small heads) each node's heads
-    // go to values() a few at a time, their 16-float pieces as separate "heads", for 8 sums. No
-    // element's sum changes: each is still o[e] += e[t] * v[t][e] over t in order.
+    // values_nodes() takes together when they are two or more and make at least 8 independent sums
+    // of 16 floats (to hide the adds' latency). Otherwise (a lone node, few nodes of small heads)
+    // each node's heads go to values() a few at a time, their 16-float pieces as separate "heads",
+    // for 8 sums. No element's sum changes: each is still o[e] += e[t] * v[t][e] over t in order.
     const int pieces = hs % 16 == 0 ? std::min(hs / 16, max_heads) : 1, piece = hs / pieces;
     const int heads_at_once = std::clamp(8 / pieces, 1, max_heads / pieces);
     auto node_alone = [&](int i, int t0, int t1) {
@@ -313,12 +315,11 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
     };
     for (int t0 = 0; t0 < most; t0 += block) {
       const int next_end = std::min(most, t0 + 2 * block);
-      if (prefetch)
-        for (int g = g0; g < g1 && t0 + block < most; ++g) prefetch_values(kv, g, g + 1, hs, t0 + block, next_end);
+      if (prefetch && t0 + block < most) prefetch_values(kv, g0, g1, hs, t0 + block, next_end);
       for (int i = n0, j, t1; i < n1; i = j) {
         j = same_end(i, t0, t1);
         if (t0 >= t1) continue;
-        if ((j - i) * pieces < 8) {
+        if (j - i < 2 || (j - i) * pieces < 8) {
           for (int m = i; m < j; ++m) node_alone(m, t0, t1);
           continue;
         }
