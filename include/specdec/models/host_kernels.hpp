@@ -419,48 +419,14 @@ template <class V, int TV, int B>
   }
 }
 
-// N vectors of slots' scores from slot t on (scores_impl, below): each slot's sum over e in order.
-template <class V, bool Mul, int N>
-[[gnu::always_inline]] inline void score_vectors(float* s, const float* q, const float* kt, std::size_t kt_stride,
-                                                 int hs, int t, float inv, float sqrt_hs) {
-  constexpr int L = sizeof(V) / sizeof(float);
-  V acc[N] = {};
-  for (int e = 0; e < hs; ++e) {
-    const float* k = kt + e * kt_stride + t;
-    V kv[N];
-    _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) kv[v] = load<V>(k + v * L);
-    multiply_add_all<fused<V>, N>(acc, kv, q[e]);
-  }
-  _Pragma("GCC unroll 8") for (int v = 0; v < N; ++v) store(s + t + v * L, Mul ? acc[v] * inv : acc[v] / sqrt_hs);
-}
-
-// s[t] = (q · k_t) / sqrt_hs for t in [t0, t1), K transposed: kt[e * kt_stride + t]. With Mul,
-// sqrt_hs is a power of two (head size 4, 16, 64, ...) and the division a multiplication by
-// its reciprocal: the same real number, so the same rounded result, for every operand.
-template <class V, bool Mul>
-[[gnu::always_inline]] inline void scores_impl(float* s, const float* q, const float* kt, std::size_t kt_stride, int hs,
-                                               int t0, int t1, float sqrt_hs) {
-  constexpr int L = sizeof(V) / sizeof(float);
-  const float inv = 1.0f / sqrt_hs;
-  int t = t0;
-  // 8, then 4, then 1 vector of slots at once: independent sums hide the adds' latency.
-  for (; t + 8 * L <= t1; t += 8 * L) score_vectors<V, Mul, 8>(s, q, kt, kt_stride, hs, t, inv, sqrt_hs);
-  for (; t + 4 * L <= t1; t += 4 * L) score_vectors<V, Mul, 4>(s, q, kt, kt_stride, hs, t, inv, sqrt_hs);
-  for (; t + L <= t1; t += L) score_vectors<V, Mul, 1>(s, q, kt, kt_stride, hs, t, inv, sqrt_hs);
-  for (; t < t1; ++t) {
-    float acc = 0.0f;
-    for (int e = 0; e < hs; ++e) multiply_add<fused<V>>(acc, kt[e * kt_stride + t], q[e]);
-    s[t] = Mul ? acc * inv : acc / sqrt_hs;
-  }
-}
-
 // A register tile of a tree's attention: N nodes × T vectors of slots (scores) or of a head's
 // elements (values), so that each key or value vector loaded serves N nodes. Two loads (a vector
 // and a node's broadcast) per multiply-add left the single-node kernels far below the FMA peak.
 template <class V>
 inline constexpr int tile_nodes = sizeof(V) == sizeof(v16f) ? 4 : 2;
 
-// s[n][t] for N nodes and T vectors of slots from t: score_vectors, each key vector loaded once.
+// s[n][t] for N nodes and T vectors of slots from slot t on: each slot's sum over e in order,
+// each key vector loaded once for the N nodes.
 template <class V, bool Mul, int N, int T>
 [[gnu::always_inline]] inline void score_tile(float* const* s, const float* const* q, const float* kt,
                                               std::size_t kt_stride, int hs, int t, float inv, float sqrt_hs) {
@@ -474,6 +440,26 @@ template <class V, bool Mul, int N, int T>
   }
   _Pragma("GCC unroll 8") for (int n = 0; n < N; ++n) _Pragma("GCC unroll 8") for (int v = 0; v < T; ++v)
       store(s[n] + t + v * L, Mul ? acc[n][v] * inv : acc[n][v] / sqrt_hs);
+}
+
+// s[t] = (q · k_t) / sqrt_hs for t in [t0, t1), K transposed: kt[e * kt_stride + t]. With Mul,
+// sqrt_hs is a power of two (head size 4, 16, 64, ...) and the division a multiplication by
+// its reciprocal: the same real number, so the same rounded result, for every operand.
+template <class V, bool Mul>
+[[gnu::always_inline]] inline void scores_impl(float* s, const float* q, const float* kt, std::size_t kt_stride, int hs,
+                                               int t0, int t1, float sqrt_hs) {
+  constexpr int L = sizeof(V) / sizeof(float);
+  const float inv = 1.0f / sqrt_hs;
+  int t = t0;
+  // 8, then 4, then 1 vector of slots at once: independent sums hide the adds' latency.
+  for (; t + 8 * L <= t1; t += 8 * L) score_tile<V, Mul, 1, 8>(&s, &q, kt, kt_stride, hs, t, inv, sqrt_hs);
+  for (; t + 4 * L <= t1; t += 4 * L) score_tile<V, Mul, 1, 4>(&s, &q, kt, kt_stride, hs, t, inv, sqrt_hs);
+  for (; t + L <= t1; t += L) score_tile<V, Mul, 1, 1>(&s, &q, kt, kt_stride, hs, t, inv, sqrt_hs);
+  for (; t < t1; ++t) {
+    float acc = 0.0f;
+    for (int e = 0; e < hs; ++e) multiply_add<fused<V>>(acc, kt[e * kt_stride + t], q[e]);
+    s[t] = Mul ? acc * inv : acc / sqrt_hs;
+  }
 }
 
 // scores_impl for `nodes` nodes (rows s[n], queries q[n]) over the same slots: whole tiles of

@@ -189,18 +189,20 @@ void parallel(ThreadPool* pool, int tasks, F&& f) {
 // Into L2, the keys and values of kv heads [g0, g1) at slots [t0, t1): the next block of a tree's
 // attention. A head's keys are hs rows of a few lines, KBs apart, and its values a piece of each
 // slot's row: strides the hardware prefetchers do not follow across pages.
+inline void prefetch_lines(const float* from, const float* to) {
+  for (const char* at = reinterpret_cast<const char*>(from); at < reinterpret_cast<const char*>(to); at += 64)
+    __builtin_prefetch(at, 0, 2);
+}
 inline void prefetch_keys(const KvView& kv, int g0, int g1, int hs, int t0, int t1) {
   for (int e = g0 * hs; e < g1 * hs; ++e) {
-    const char* from = reinterpret_cast<const char*>(kv.kt + static_cast<std::size_t>(e) * kv.slots + t0);
-    const char* to = reinterpret_cast<const char*>(kv.kt + static_cast<std::size_t>(e) * kv.slots + t1);
-    for (; from < to; from += 64) __builtin_prefetch(from, 0, 2);
+    const float* row = kv.kt + static_cast<std::size_t>(e) * kv.slots;
+    prefetch_lines(row + t0, row + t1);
   }
 }
 inline void prefetch_values(const KvView& kv, int g0, int g1, int hs, int t0, int t1) {
   for (int t = t0; t < t1; ++t) {
-    const char* from = reinterpret_cast<const char*>(kv.v + static_cast<std::size_t>(t) * kv.v_stride + g0 * hs);
-    const char* to = reinterpret_cast<const char*>(kv.v + static_cast<std::size_t>(t) * kv.v_stride + g1 * hs);
-    for (; from < to; from += 64) __builtin_prefetch(from, 0, 2);
+    const float* row = kv.v + static_cast<std::size_t>(t) * kv.v_stride;
+    prefetch_lines(row + g0 * hs, row + g1 * hs);
   }
 }
 
