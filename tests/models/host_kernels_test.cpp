@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include <specdec/core/tree.hpp>
 #include <specdec/models/llama_layer.hpp>
 
 using namespace specdec;
@@ -182,6 +184,26 @@ TEST_CASE("attention kernels: several nodes at once give each node's bits alone,
           CHECK(wrong == 0);
           CHECK(std::memcmp(o_together.data(), o_alone.data(), o_together.size() * sizeof(float)) == 0);
         }
+}
+
+TEST_CASE("argmax: core::argmax_row's index, ties to the lowest, -1 for NaN or an infinity", "[host_kernels]") {
+  std::mt19937 rng(5);
+  // Few distinct values, so that rows have ties, -0 next to +0 among them.
+  const float values[] = {-3.0f, -0.0f, 0.0f, 1.5f, 2.0f, -1.0e30f};
+  std::uniform_int_distribution<int> pick(0, 5);
+  for (const llama::detail::Kernels* k : runnable_kernels())
+    for (int n : {1, 3, 15, 16, 17, 40, 513, 32000})
+      for (int trial = 0; trial < 20; ++trial) {
+        std::vector<float> row(static_cast<std::size_t>(n));
+        for (float& x : row) x = values[pick(rng)];
+        INFO(k->name << ": " << n << " values, trial " << trial);
+        CHECK(k->argmax(row.data(), n) == core::argmax_row(row.data(), n));
+        const float bad[] = {std::nanf(""), std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity()};
+        const int at = std::uniform_int_distribution<int>(0, n - 1)(rng);
+        row[static_cast<std::size_t>(at)] = bad[trial % 3];
+        CHECK(k->argmax(row.data(), n) == -1);
+      }
 }
 
 TEST_CASE("exp_sum: exponentials of the row minus its maximum, and their sum", "[host_kernels][attention]") {

@@ -596,23 +596,61 @@ template <class V>
   x = x < lo ? V{} : p * scale;
 }
 
+// Lane reductions in registers: halves folded onto each other, so the sum adds lane l + w to lane
+// l for w = L/2, L/4, ..., 1 (the order the softmax's denominator is defined with). Templates, so
+// that they exist only inside the ISA entry points.
+template <class V>
+[[gnu::always_inline]] inline v4f max_halves(const V& v) {
+  if constexpr (sizeof(V) == sizeof(v16f)) {
+    const v8f lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
+              hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    return max_halves(lo > hi ? lo : hi);
+  } else if constexpr (sizeof(V) == sizeof(v8f)) {
+    const v4f lo = __builtin_shufflevector(v, v, 0, 1, 2, 3), hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+    return max_halves(lo > hi ? lo : hi);
+  } else {
+    const v4f a = __builtin_shufflevector(v, v, 2, 3, 0, 1), b = v > a ? v : a;
+    const v4f c = __builtin_shufflevector(b, b, 1, 0, 3, 2);
+    return b > c ? b : c;
+  }
+}
+template <class V>
+[[gnu::always_inline]] inline float sum_halves(const V& v) {
+  if constexpr (sizeof(V) == sizeof(v16f))
+    return sum_halves(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                      __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+  else if constexpr (sizeof(V) == sizeof(v8f))
+    return sum_halves(__builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7));
+  else {
+    const v4f a = v + __builtin_shufflevector(v, v, 2, 3, 0, 1);
+    return a[0] + a[1];
+  }
+}
+
 // s[0 .. n) = exp16(s[t] - max); returns their sum, in 16 lanes (see the top of this file): the
-// softmax's denominator. V holds L of the 16 lanes, so every ISA adds the same numbers in the
-// same order.
+// softmax's denominator. V holds L of the 16 lanes (P vectors), so every ISA adds the same numbers
+// in the same order: a[l] += a[l + 8] is acc[q] += acc[q + P/2] while P > 1, then sum_halves.
 template <class V>
 [[gnu::always_inline]] inline float exp_sum_impl(float* s, int n) {
   constexpr int L = sizeof(V) / sizeof(float), P = 16 / L;
   const int full = n / 16 * 16;
-  float best = s[0];  // the exact maximum (the order of comparisons changes nothing used below)
-  if (full > 0) {
-    V m = load<V>(s);
-    for (int t = L; t < full; t += L) {
-      const V x = load<V>(s + t);
+  // The last block, padded with -inf: exp16 gives +0 there, and a[l] + 0 = a[l].
+  float tail[16];
+  if (full < n) {
+    std::fill_n(tail, 16, -__builtin_inff());
+    std::copy(s + full, s + n, tail);
+  }
+  V m = splat<V>(-__builtin_inff());  // the exact maximum: the order of comparisons changes nothing
+  for (int t = 0; t < full; t += L) {
+    const V x = load<V>(s + t);
+    m = x > m ? x : m;
+  }
+  if (full < n)
+    for (int q = 0; q < P; ++q) {
+      const V x = load<V>(tail + q * L);
       m = x > m ? x : m;
     }
-    for (int l = 0; l < L; ++l) best = m[l] > best ? m[l] : best;
-  }
-  for (int t = full; t < n; ++t) best = s[t] > best ? s[t] : best;
+  const float best = max_halves(m)[0];
   V acc[P];
   for (int q = 0; q < P; ++q) acc[q] = V{};
   for (int t = 0; t < full; t += 16)
@@ -622,10 +660,7 @@ template <class V>
       store(s + t + q * L, e);
       acc[q] += e;
     }
-  if (full < n) {  // the last block, padded with -inf: exp16 gives +0, and a[l] + 0 = a[l]
-    float tail[16];
-    std::fill_n(tail, 16, -__builtin_inff());
-    std::copy(s + full, s + n, tail);
+  if (full < n) {
     for (int q = 0; q < P; ++q) {
       V e = load<V>(tail + q * L) - best;
       exp_lanes(e);
@@ -634,11 +669,9 @@ template <class V>
     }
     std::copy_n(tail, n - full, s + full);
   }
-  float a[16];
-  for (int q = 0; q < P; ++q) store(a + q * L, acc[q]);
-  for (int w = 8; w >= 1; w /= 2)
-    for (int l = 0; l < w; ++l) a[l] += a[l + w];
-  return a[0];
+  for (int w = P / 2; w >= 1; w /= 2)
+    for (int q = 0; q < w; ++q) acc[q] += acc[q + w];
+  return sum_halves(acc[0]);
 }
 
 // a[0 .. L) = silu(a) * b.
@@ -665,7 +698,49 @@ template <class V>
   }
 }
 
-/// One ISA's kernels.
+// Index of the largest of row[0 .. n), the lowest of equal ones (core::argmax_row's answer: -0 and
+// +0 are equal); -1 when a value is NaN or infinite. One pass: each lane keeps its first largest
+// value and its index (as a float, exact in segments of 2^23), then the lanes' lowest index of the
+// largest wins. x * 0 is NaN exactly where x is NaN or infinite, so a sum of them tells.
+template <class V>
+[[gnu::always_inline]] inline int argmax_segment(const float* row, int n) {
+  constexpr int L = sizeof(V) / sizeof(float);
+  V best = -splat<V>(__builtin_inff()), at = splat<V>(-1.0f), index{}, poison{};
+  for (int l = 0; l < L; ++l) index[l] = static_cast<float>(l);
+  int t = 0;
+  for (; t + L <= n; t += L, index += static_cast<float>(L)) {
+    const V x = load<V>(row + t);
+    poison += x * 0.0f;
+    at = x > best ? index : at;
+    best = x > best ? x : best;
+  }
+  float top = 0.0f;
+  int found = -1;
+  for (int l = 0; l < L; ++l) {
+    if (poison[l] != 0.0f) return -1;
+    const int lane_at = static_cast<int>(at[l]);
+    if (lane_at >= 0 && (found < 0 || best[l] > top || (best[l] == top && lane_at < found))) top = best[l], found = lane_at;
+  }
+  for (; t < n; ++t) {
+    const float x = row[t];
+    if (x * 0.0f != 0.0f) return -1;
+    if (found < 0 || x > top) top = x, found = t;
+  }
+  return found;
+}
+template <class V>
+[[gnu::always_inline]] inline int argmax_impl(const float* row, int n) {
+  constexpr int segment = 1 << 23;
+  int found = -1;
+  for (int s0 = 0; s0 < n; s0 += segment) {
+    const int at = argmax_segment<V>(row + s0, std::min(segment, n - s0));
+    if (at < 0) return -1;
+    if (found < 0 || row[s0 + at] > row[found]) found = s0 + at;
+  }
+  return found;
+}
+
+// One ISA's kernels.
 struct Kernels {
   const char* name;
   bool fused;  ///< whether a multiply-add is one fused operation (one rounding), see the top
@@ -675,6 +750,7 @@ struct Kernels {
   void (*values_nodes)(float* const*, const float* const*, int, const float*, std::size_t, int, int, int);
   float (*exp_sum)(float*, int);
   void (*swiglu)(float*, const float*, int);
+  int (*argmax)(const float*, int);
 };
 
 #define SPECDEC_HOST_KERNELS(NAME, ATTR, V, TV, B)                                                                    \
@@ -696,8 +772,9 @@ struct Kernels {
   }                                                                                                                  \
   ATTR inline float NAME##_exp_sum(float* s, int n) { return exp_sum_impl<V>(s, n); }                              \
   ATTR inline void NAME##_swiglu(float* a, const float* b, int n) { swiglu_impl<V>(a, b, n); }                       \
+  ATTR inline int NAME##_argmax(const float* row, int n) { return argmax_impl<V>(row, n); }                          \
   inline constexpr Kernels NAME##_kernels{#NAME, fused<V>, NAME##_matmul, NAME##_scores, NAME##_values,               \
-                                          NAME##_values_nodes, NAME##_exp_sum, NAME##_swiglu};
+                                          NAME##_values_nodes, NAME##_exp_sum, NAME##_swiglu, NAME##_argmax};
 
 // Tiles: 4 AVX-512 vectors (64 columns) × 6 tokens = 24 accumulators of 32 registers; AVX2 and
 // the portable path have 16 registers.

@@ -373,19 +373,24 @@ inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::sp
 
   for (int i = 0; i < n; ++i) rmsnorm(at(s.xb, i, dim), x_all + static_cast<std::size_t>(i) * dim, w.rms_att.data(), dim);
   detail::matmul(pool, w.wqkv, s.xb.data(), dim, n, s.qkv.data(), qs);
-  for (int q_row = 0, seq = 0; seq < static_cast<int>(sequences.size()); ++seq) {
-    const LayerBatch& b = sequences[static_cast<std::size_t>(seq)];
-    const KvView& kv = caches[static_cast<std::size_t>(seq)];
-    for (int i = 0; i < b.n; ++i, ++q_row) {
-      float* q = at(s.qkv, q_row, qs);
+  int row0 = 0;
+  for (std::size_t seq = 0; seq < sequences.size(); ++seq) {
+    const LayerBatch& b = sequences[seq];
+    const KvView& kv = caches[seq];
+    for (int i = 0; i < b.n; ++i) {
+      float* q = at(s.qkv, row0 + i, qs);
       const float* cs = b.rope + static_cast<std::size_t>(i) * hs;
       rope(q, dim, hs, cs);
       rope(q + k_at, kv_dim, hs, cs);
-      const int slot = b.first_slot + i;
-      for (int e = 0; e < kv_dim; ++e) kv.kt[static_cast<std::size_t>(e) * kv.slots + slot] = q[k_at + e];
-      std::copy_n(q + v_at, kv_dim, kv.v + static_cast<std::size_t>(slot) * kv.v_stride);
-      std::copy_n(q, dim, at(s.att, q_row, dim));  // the queries; attend() replaces them by its outputs
+      std::copy_n(q + v_at, kv_dim, kv.v + static_cast<std::size_t>(b.first_slot + i) * kv.v_stride);
+      std::copy_n(q, dim, at(s.att, row0 + i, dim));  // the queries; attend() replaces them by its outputs
     }
+    // The keys, transposed: the tokens' slots are consecutive, so a row of kt is written in one run.
+    for (int e = 0; e < kv_dim; ++e) {
+      float* kt = kv.kt + static_cast<std::size_t>(e) * kv.slots + b.first_slot;
+      for (int i = 0; i < b.n; ++i) kt[i] = at(s.qkv, row0 + i, qs)[k_at + e];
+    }
+    row0 += b.n;
   }
   // Attention: (sequence, kv head) pairs split over the threads, each with its own scratch region.
   const int pairs = static_cast<int>(sequences.size()) * c.n_kv_heads;

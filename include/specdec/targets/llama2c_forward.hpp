@@ -271,9 +271,9 @@ class TreeForward {
     for (int i = 0; const SequenceRun& r : runs) {
       for (int node = 0; node < r.n; ++node, ++i) {
         const float* row = logits_.data() + static_cast<std::size_t>(i) * cls.stride;
-        const int best = core::argmax_row(row, c.vocab_size);
-        // NaN and +-inf alike: an infinite logit makes the softmax and the verifiers' ratios NaN.
-        if (best < 0 || !std::all_of(row, row + c.vocab_size, [](float v) { return std::isfinite(v); }))
+        // -1 for NaN and +-inf alike: an infinite logit makes the softmax and the verifiers' ratios NaN.
+        const int best = kernels().argmax(row, c.vocab_size);
+        if (best < 0)
           throw error("Llama2cTarget: a logit of tree node " + std::to_string(node) + " is not finite (NaN or +-inf)");
         argmax_[static_cast<std::size_t>(i)] = best;
       }
