@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
          [&weights](const std::string& v) {
            weights = specdec::weight_format_named(v);
          },
-         "Weight matrices: fp32 (as in the checkpoint, default) or bf16 (Intel AMX)")
+         "Weight matrices: fp32 (as in the checkpoint, default) or bf16 (Intel AMX; the KV cache and attention "
+         "too where heads hold 16 or a multiple of 32 values)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--plain-only", plain_only, "Only plain greedy decoding from BOS, no c(n) table");
   CLI11_PARSE(app, argc, argv);

@@ -128,7 +128,7 @@ CLI::Option* add_weights_option(CLI::App& cmd, specdec::WeightFormat& weights, c
             weights = specdec::weight_format_named(v);
           },
           "Matrices of " + whose + ": fp32 (as in the checkpoint, default) or bf16 (rounded to bfloat16, multiplied "
-          "with Intel AMX)")
+          "with Intel AMX; the KV cache and attention too where heads hold 16 or a multiple of 32 values)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
 }
 

@@ -90,6 +90,72 @@ TEST_CASE("bf16 matrix products (AMX) match a sum in double of the bf16 operands
     for (int threads : {1, 3}) check(WeightFormat::bf16, p, threads, 1e-6);
 }
 
+#if defined(SPECDEC_HOST_AMX)
+TEST_CASE("bf16 attention kernels (AMX) match sums in double of the bf16 operands", "[host_kernels][bf16]") {
+  if (!llama::bf16_unavailable().empty()) {
+    WARN("bf16 attention not run here: " << llama::bf16_unavailable());
+    return;
+  }
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f), weight(0.0f, 1.0f);
+  constexpr int nodes = 16, slots = 96, seen = 80;
+  auto close = [](double got, double want, double magnitude) {
+    return std::fabs(got - want) <= 1e-6 * magnitude + 1e-30;
+  };
+  for (int hs : {16, 32, 64, 128}) {
+    INFO("head size " << hs);
+    auto at = [hs](int row, int column) { return static_cast<std::size_t>(row) * hs + column; };
+    // Operands with bf16 values: queries and keys [.][hs], weights [nodes][slots], values [slots][hs].
+    std::vector<float> q(at(nodes, 0)), k(at(slots, 0)), v(at(slots, 0)), p(static_cast<std::size_t>(nodes) * slots);
+    for (auto* operand : {&q, &k, &v})
+      for (float& x : *operand) x = bf16_value(value(rng));
+    for (float& x : p) x = bf16_value(weight(rng));
+    std::vector<std::uint16_t> q16(q.size()), p16(p.size()), vp(v.size());  // vp, kp: KvView's bf16 layouts
+    std::vector<std::uint32_t> kp(k.size() / 2);
+    for (std::size_t i = 0; i < q.size(); ++i) q16[i] = Matrix::round_to_bf16(q[i]);
+    for (std::size_t i = 0; i < p.size(); ++i) p16[i] = Matrix::round_to_bf16(p[i]);
+    for (int t = 0; t < slots; ++t)
+      for (int e = 0; e < hs; ++e) {
+        kp[static_cast<std::size_t>(e / 2) * slots + t] |= std::uint32_t{Matrix::round_to_bf16(k[at(t, e)])} << (e % 2 * 16);
+        vp[at(t / 2, e) * 2 + t % 2] = Matrix::round_to_bf16(v[at(t, e)]);
+      }
+    std::vector<float> scores(static_cast<std::size_t>(nodes) * slots), out(at(nodes, 0));
+    llama::detail::amx_attention_configure(hs);
+    llama::detail::amx_scores(scores.data(), slots, q16.data(), hs, kp.data(), slots, seen);
+    llama::detail::amx_values(out.data(), hs, p16.data(), slots, vp.data(), 2L * hs, hs, 2);  // slots [0, 64)
+    std::vector<float> last = out;  // then node 3 alone: slots [64, 96) from a tile copied out
+    std::vector<std::uint16_t> tile(16 * 32);
+    for (int e0 = 0; e0 < hs; e0 += 16) {
+      for (int u = 0; u < 16; ++u) std::copy_n(vp.data() + at(32 + u, e0) * 2, 32, tile.data() + u * 32);
+      llama::detail::amx_values_row(last.data() + at(3, e0), p16.data() + 3 * slots + 64, tile.data());
+    }
+    llama::detail::amx_release();
+    int wrong = 0;
+    for (int i = 0; i < nodes; ++i)
+      for (int t = 0; t < seen; ++t) {
+        double sum = 0, magnitude = 0;
+        for (int e = 0; e < hs; ++e) {
+          const double term = static_cast<double>(q[at(i, e)]) * k[at(t, e)];
+          sum += term, magnitude += std::fabs(term);
+        }
+        wrong += !close(scores[static_cast<std::size_t>(i) * slots + t], sum, magnitude);
+      }
+    for (int i = 0; i < nodes; ++i)
+      for (int e = 0; e < hs; ++e)
+        for (int upto : {64, 96}) {
+          if (upto == 96 && i != 3) continue;
+          double sum = 0, magnitude = 0;
+          for (int t = 0; t < upto; ++t) {
+            const double term = static_cast<double>(p[static_cast<std::size_t>(i) * slots + t]) * v[at(t, e)];
+            sum += term, magnitude += std::fabs(term);
+          }
+          wrong += !close((upto == 64 ? out : last)[at(i, e)], sum, magnitude);
+        }
+    CHECK(wrong == 0);
+  }
+}
+#endif
+
 TEST_CASE("bf16 rounding is to the nearest, ties to even, and keeps NaN", "[host_kernels][bf16]") {
   CHECK(Matrix::round_to_bf16(1.0f) == 0x3f80);
   CHECK(Matrix::round_to_bf16(-2.0f) == 0xc000);

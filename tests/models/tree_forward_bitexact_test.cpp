@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include <specdec/targets/llama2c.hpp>
@@ -81,10 +82,10 @@ LaidOutTree make_tree(const std::string& shape, int n, int vocab, std::mt19937_6
   return LaidOutTree(parent, token);
 }
 
-void sweep(const std::shared_ptr<const Llama2cModel>& model, const std::vector<int>& sizes) {
+void sweep(const std::shared_ptr<const Llama2cModel>& model, const std::vector<int>& sizes, int prompt_length = 19) {
   const int vocab = model->config().vocab_size;
   std::vector<token_t> prompt;
-  for (int i = 0; i < 19; ++i) prompt.push_back(static_cast<token_t>((i * 53 + 1) % vocab));
+  for (int i = 0; i < prompt_length; ++i) prompt.push_back(static_cast<token_t>((i * 53 + 1) % vocab));
   Reference reference(model, prompt);
   for (int threads : {1, 2, 3, 4}) {
     Llama2cTarget target(model, Llama2cTarget::Options{threads});
@@ -132,7 +133,8 @@ TEST_CASE("Tree forward is bit-exact per node on stories260K: sizes 1..256, chai
 
 // bf16 weights (AMX): the same sweep where the machine has AMX; elsewhere (and in the portable
 // build) loading such a model is a one-line error that says why.
-TEST_CASE("bf16 weights: tree forward is bit-exact per node, sizes 1..256, 1..4 threads", "[llama2c][bitexact][bf16]") {
+TEST_CASE("bf16 weights and attention: tree forward is bit-exact per node, sizes 1..256, 1..4 threads, heads of 8 to 64",
+          "[llama2c][bitexact][bf16]") {
   testing::TempDir dir;
   testing::TinyLlamaShape shape;
   shape.dim = 48, shape.hidden = 100, shape.layers = 2, shape.heads = 6, shape.kv_heads = 2, shape.vocab = 300,
@@ -145,27 +147,40 @@ TEST_CASE("bf16 weights: tree forward is bit-exact per node, sizes 1..256, 1..4 
                       "llama2.c checkpoint '" + (dir.path / "tiny.bin").string() + "': " + why);
     return;
   }
-  const auto bf16 = std::make_shared<const Llama2cModel>(Llama2cModel::load(dir.path / "tiny.bin", WeightFormat::bf16));
-  CHECK(bf16->weights() == WeightFormat::bf16);
-  sweep(bf16, {1, 2, 3, 5, 8, 13, 16, 17, 31, 33, 64, 100, 129, 256});
+  // Heads of 8 values keep fp32 attention; heads of 16, 32 and 64 (two query heads a kv head for
+  // 16 and 64) run it in bf16 on AMX, with prompts that fill some of its 32-slot chunks and not.
+  const std::vector<int> sizes{1, 2, 3, 5, 8, 13, 16, 17, 31, 33, 64, 100, 129, 256};
+  for (const auto& [dim, heads, kv_heads] : {std::tuple{48, 6, 2}, {64, 4, 2}, {96, 3, 3}, {128, 2, 1}}) {
+    shape.dim = dim, shape.heads = heads, shape.kv_heads = kv_heads, shape.seq_len = 340;
+    testing::write_tiny_llama(dir.path / "tiny.bin", shape, 5);
+    const auto bf16 = std::make_shared<const Llama2cModel>(Llama2cModel::load(dir.path / "tiny.bin", WeightFormat::bf16));
+    CHECK(bf16->weights() == WeightFormat::bf16);
+    CHECK(llama::bf16_attention(bf16->weights(), dim / heads) == (dim / heads != 8));
+    for (int prompt_length : {19, 70}) {
+      INFO("head size " << dim / heads << ", prompt of " << prompt_length);
+      sweep(bf16, sizes, prompt_length);
+    }
 
-  // Another model's numbers than fp32's, but the same model to bf16's precision.
-  const auto fp32 = std::make_shared<const Llama2cModel>(Llama2cModel::load(dir.path / "tiny.bin"));
-  Llama2cTarget a(fp32), b(bf16);
-  const std::vector<token_t> prompt{1, 17, 230, 5, 99, 42};
-  a.prefill(prompt);
-  b.prefill(prompt);
-  const LaidOutTree next({-1}, {7});
-  const auto& la = a.forward(next.view(a.cached())).logits(0);
-  const auto& lb = b.forward(next.view(b.cached())).logits(0);
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < la.size(); ++i) {
-    diff += (la[i] - lb[i]) * (la[i] - lb[i]);
-    norm += la[i] * la[i];
+    // Another model's numbers than fp32's, but the same model to bf16's precision (this random
+    // model: 1.6 % apart with bf16 weights, up to 2.8 % with bf16 attention too).
+    const auto fp32 = std::make_shared<const Llama2cModel>(Llama2cModel::load(dir.path / "tiny.bin"));
+    Llama2cTarget a(fp32), b(bf16);
+    std::vector<token_t> prompt;
+    for (int i = 0; i < 50; ++i) prompt.push_back(static_cast<token_t>((i * 97 + 17) % shape.vocab));
+    a.prefill(prompt);
+    b.prefill(prompt);
+    const LaidOutTree next({-1}, {7});
+    const auto& la = a.forward(next.view(a.cached())).logits(0);
+    const auto& lb = b.forward(next.view(b.cached())).logits(0);
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < la.size(); ++i) {
+      diff += (la[i] - lb[i]) * (la[i] - lb[i]);
+      norm += la[i] * la[i];
+    }
+    INFO("head size " << dim / heads << ": relative difference " << std::sqrt(diff / norm));
+    CHECK(diff > 0);
+    CHECK(std::sqrt(diff / norm) < 0.04);
   }
-  INFO("relative difference " << std::sqrt(diff / norm));
-  CHECK(diff > 0);
-  CHECK(std::sqrt(diff / norm) < 0.02);
 }
 
 TEST_CASE("Llama2cTarget rejects a thread count out of [1, 256] in one line", "[llama2c][errors]") {

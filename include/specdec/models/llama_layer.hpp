@@ -66,11 +66,19 @@ inline void rope(float* v, int width, int head_size, const float* cos_sin) {
 /// One layer's KV cache: K transposed, kt[(kv_head * head_size + e) * slots + slot] (a head's
 /// keys of consecutive slots are contiguous, the lanes of the score kernel), V by slot,
 /// v[slot * v_stride + kv_head * head_size + e], v_stride >= kv_dim.
+///
+/// In bf16 (bf16_attention(): bf16 weights and a head size AMX takes), kt and v are null and the
+/// cache holds bf16 for AMX's operands instead: keys as pairs of dimensions,
+/// kp[(kv_head * head_size / 2 + r) * slots + slot] = dimensions 2r (low half) and 2r + 1; values
+/// as pairs of slots, vp[((slot / 2) * kv_dim + kv_head * head_size + e) * 2 + slot % 2]; slots a
+/// multiple of 32.
 struct KvView {
   float* kt = nullptr;
   float* v = nullptr;
   int slots = 0;
   int v_stride = 0;
+  std::uint32_t* kp = nullptr;
+  std::uint16_t* vp = nullptr;
 
   /// A V row stride for kv_dim floats that spreads a head's rows over L1's sets: kv_dim, plus one
   /// 64-byte line when kv_dim is a multiple of 128 floats. (768 floats, 3 KB apart, put a head's 64
@@ -103,10 +111,15 @@ struct LayerScratch {
   std::vector<float> xb, qkv, att, h13, tmp, scores;
   std::vector<float> sums;  // per thread: each head's softmax denominator for node_block nodes
   std::vector<int> extra;   // per thread, per kv head: node_block ancestor lists
+  // Per thread, bf16 attention: a head's queries and weights of node_block nodes (bf16), their
+  // outputs (fp32), and one node's tile of values (16 slot pairs × 16 values).
+  std::vector<std::uint16_t> queries16, weights16, values16;
+  std::vector<float> outputs;
   int seq = 0, depth = 0, threads = 0;
 
-  /// Room for a call of `n` tokens in all, whose sequences see at most `seq_needed` slots and
-  /// have no chain longer than `max_depth`, on `pool`'s threads (null: one).
+  /// Room for a call of `n` tokens in all, whose sequences see at most `seq_needed` slots (with a
+  /// bf16 cache, KvView::kp: also write none past it) and have no chain longer than `max_depth`, on
+  /// `pool`'s threads (null: one).
   void reserve(const Llama2cConfig& c, const Matrix& wqkv, const Matrix& w13, int n, int seq_needed, int max_depth,
                const ThreadPool* pool) {
     const int threads_needed = pool ? pool->threads() : 1;
@@ -120,12 +133,19 @@ struct LayerScratch {
     grow(h13, un * w13.stride);
     grow(tmp, un * Matrix::padded(c.dim));
     if (seq_needed > seq || max_depth > depth || threads_needed > threads) {
-      seq = std::max(seq, seq_needed);
+      seq = std::max(seq, (seq_needed + 31) / 32 * 32);  // whole chunks of 32 slots for AMX
       depth = std::max(depth, max_depth);
       threads = std::max(threads, threads_needed);
-      grow(scores, static_cast<std::size_t>(threads) * scores_per_thread(c));
-      grow(sums, static_cast<std::size_t>(threads) * sums_per_thread(c));
-      grow(extra, static_cast<std::size_t>(threads) * extra_per_thread(c));
+      const std::size_t t = static_cast<std::size_t>(threads), nodes = node_block, hs = c.head_size();
+      grow(scores, t * scores_per_thread(c));
+      grow(sums, t * sums_per_thread(c));
+      grow(extra, t * extra_per_thread(c));
+      if (bf16_attention(wqkv.format, c.head_size())) {
+        grow(queries16, t * nodes * hs);
+        grow(weights16, t * nodes * static_cast<std::size_t>(seq));
+        grow(outputs, t * nodes * hs);
+        grow(values16, t * 16 * 32);
+      }
     }
   }
   std::size_t scores_per_thread(const Llama2cConfig& c) const {
@@ -206,10 +226,128 @@ inline void prefetch_values(const KvView& kv, int g0, int g1, int hs, int t0, in
   }
 }
 
+// What tokens [n0, n1) of `b` see (see the top of this file): token n0 + j the cached slots [0,
+// contiguous[j]), then extras[j] slots, its ancestors' and its own, root first, at extra + j *
+// depth. Returns the largest contiguous[j].
+inline int visible_slots(const LayerBatch& b, int depth, int* extra, int n0, int n1, int* contiguous, int* extras) {
+  int most = 0;
+  for (int i = n0; i < n1; ++i) {
+    const int local = i - n0;
+    int* list = extra + static_cast<std::size_t>(local) * depth;
+    int count = 0;
+    if (b.chain) {
+      contiguous[local] = b.cached + i + 1;
+    } else {
+      contiguous[local] = b.cached;
+      for (int slot = b.first_slot + i; slot >= 0 && count < depth; slot = b.up[slot - b.cached]) list[count++] = slot;
+      std::reverse(list, list + count);
+    }
+    extras[local] = count;
+    most = std::max(most, contiguous[local]);
+  }
+  return most;
+}
+
+#if defined(SPECDEC_HOST_AMX)
+// attend() where the cache is bf16 (KvView): every head's scores of a block of nodes in one AMX
+// product over the slots they see, their queries scaled by 1/sqrt(head_size) and rounded to bf16;
+// the softmax as on the fp32 path (exp_sum); the weights rounded to bf16 and the values summed on
+// AMX, o[e] = 0, then one TDPBF16PS per 32 slots of the node's sequence in order, then o[e] / sum.
+// The chunks all nodes of the block see in the cache run as one product; a node's last chunks
+// (its ancestors, or the end of its cached slots) run on its row alone, with a tile of its slots'
+// values gathered here: the same operands, so the same bits, as its path's single-token forward.
+inline void attend_bf16(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
+                        int row0, int g0, int g1, int i0, int i1) {
+  const Kernels& k = kernels();
+  const int dim = c.dim, hs = c.head_size(), group = c.kv_group();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const std::size_t seq = static_cast<std::size_t>(s.seq), nodes = LayerScratch::node_block;
+  const long slots = kv.slots, pair_stride = 2L * c.kv_dim();
+  constexpr int nb = LayerScratch::node_block;
+  int contiguous[nb], extras[nb], length[nb];
+  const std::size_t r = static_cast<std::size_t>(region), uhs = static_cast<std::size_t>(hs);
+  int* extra = s.extra.data() + r * s.extra_per_thread(c) + static_cast<std::size_t>(g0) * nb * s.depth;
+  float* scores = s.scores.data() + r * s.scores_per_thread(c);
+  float* sums = s.sums.data() + r * LayerScratch::sums_per_thread(c);
+  std::uint16_t* queries = s.queries16.data() + r * nodes * uhs;
+  std::uint16_t* weights = s.weights16.data() + r * nodes * seq;
+  float* outputs = s.outputs.data() + r * nodes * uhs;
+  std::uint16_t* tile = s.values16.data() + r * 16 * 32;
+  auto q_of = [&](int i, int h) { return s.att.data() + static_cast<std::size_t>(row0 + i) * dim + h * hs; };
+  amx_attention_configure(hs);
+  for (int n0 = i0; n0 < i1; n0 += nb) {
+    const int n1 = std::min(i1, n0 + nb), count = n1 - n0;
+    const int most = visible_slots(b, s.depth, extra, n0, n1, contiguous, extras);
+    // The slots the block's scores need: the cached ones, and in a tree its nodes' own (all below
+    // s.seq: LayerScratch::reserve).
+    const int end = b.chain ? most : std::max(most, b.first_slot + n1);
+    int shared = most / 32;  // chunks of 32 cached slots that every node sees whole
+    for (int j = 0; j < count; ++j) {
+      length[j] = contiguous[j] + extras[j];
+      shared = std::min(shared, contiguous[j] / 32);
+    }
+    for (int h = g0 * group; h < g1 * group; ++h) {
+      const int g = h / group;
+      const std::uint16_t* values = kv.vp + static_cast<std::size_t>(g) * uhs * 2;
+      float* rows = scores + static_cast<std::size_t>(h) * nodes * seq;
+      for (int j = 0; j < count; ++j)
+        for (int e = 0; e < hs; ++e) queries[j * uhs + e] = Matrix::round_to_bf16(q_of(n0 + j, h)[e] * scale);
+      amx_scores(rows, static_cast<long>(seq), queries, hs, kv.kp + static_cast<std::size_t>(g) * uhs / 2 * slots, slots,
+                 end);
+      for (int j = 0; j < count; ++j) {
+        float* row = rows + j * seq;
+        const int* list = extra + static_cast<std::size_t>(j) * s.depth;
+        // Ancestors' scores to their places in the node's sequence: list[a] >= contiguous + a, and
+        // grows with a, so no score is overwritten before it is read.
+        for (int a = 0; a < extras[j]; ++a) row[contiguous[j] + a] = row[list[a]];
+        sums[j] = k.exp_sum(row, length[j]);
+        std::uint16_t* w = weights + j * seq;
+        for (int t = 0; t < length[j]; ++t) w[t] = Matrix::round_to_bf16(row[t]);
+        std::fill(w + length[j], w + (length[j] + 31) / 32 * 32, std::uint16_t{0});
+      }
+      amx_values(outputs, hs, weights, static_cast<long>(seq), values, pair_stride, hs, shared);
+      for (int j = 0; j < count; ++j) {
+        const int* list = extra + static_cast<std::size_t>(j) * s.depth;
+        // Value e of the node's t-th slot (0 past its sequence).
+        auto value = [&](int t, int e) -> std::uint16_t {
+          if (t >= length[j]) return 0;
+          const int slot = t < contiguous[j] ? t : list[t - contiguous[j]];
+          return values[static_cast<std::size_t>(slot / 2) * pair_stride + e * 2 + slot % 2];
+        };
+        for (int chunk = shared; chunk * 32 < length[j]; ++chunk)
+          for (int e0 = 0; e0 < hs; e0 += 16) {
+            for (int u = 0; u < 16; ++u) {
+              const int t = chunk * 32 + 2 * u;
+              std::uint16_t* pair = tile + u * 32;
+              if (t + 1 < contiguous[j]) {
+                std::copy_n(values + static_cast<std::size_t>(t / 2) * pair_stride + e0 * 2, 32, pair);
+              } else {
+                for (int e = 0; e < 16; ++e) pair[2 * e] = value(t, e0 + e), pair[2 * e + 1] = value(t + 1, e0 + e);
+              }
+            }
+            amx_values_row(outputs + j * uhs + e0, weights + j * seq + chunk * 32, tile);
+          }
+        float* out = q_of(n0 + j, h);
+        for (int e = 0; e < hs; ++e) out[e] = outputs[j * uhs + e] / sums[j];
+      }
+    }
+  }
+  amx_release();
+}
+#endif
+
 // Attention of tokens [i0, i1) of sequence `b` (rows row0 + i of s.att) for the query heads of kv
 // heads [g0, g1), with the scores and ancestor lists of thread region `region`.
 inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
                    int row0, int g0, int g1, int i0, int i1) {
+  if (kv.kp) {
+#if defined(SPECDEC_HOST_AMX)
+    attend_bf16(c, b, kv, s, region, row0, g0, g1, i0, i1);
+    return;
+#else
+    throw error(bf16_unavailable());
+#endif
+  }
   const Kernels& k = kernels();
   const int dim = c.dim, hs = c.head_size(), group = c.kv_group();
   const float sqrt_hs = std::sqrt(static_cast<float>(hs));
@@ -232,21 +370,7 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
 
   for (int n0 = i0; n0 < i1; n0 += nb) {
     const int n1 = std::min(i1, n0 + nb);
-    int most = 0;
-    for (int i = n0; i < n1; ++i) {
-      const int local = i - n0;
-      int* list = extra + static_cast<std::size_t>(local) * s.depth;
-      int count = 0;
-      if (b.chain) {
-        contiguous[local] = b.cached + i + 1;
-      } else {
-        contiguous[local] = b.cached;
-        for (int slot = b.first_slot + i; slot >= 0 && count < s.depth; slot = b.up[slot - b.cached]) list[count++] = slot;
-        std::reverse(list, list + count);
-      }
-      extras[local] = count;
-      most = std::max(most, contiguous[local]);
-    }
+    const int most = visible_slots(b, s.depth, extra, n0, n1, contiguous, extras);
     // Scores: cached slots in blocks (outer), then heads, then nodes; then the ancestors. A
     // head's block of keys (64 slots × head_size) stays in L1 for all the nodes, where the whole
     // block (every head) would come from L2 for each node. One node alone reads every row once
@@ -382,13 +506,31 @@ inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::sp
       const float* cs = b.rope + static_cast<std::size_t>(i) * hs;
       rope(q, dim, hs, cs);
       rope(q + k_at, kv_dim, hs, cs);
-      std::copy_n(q + v_at, kv_dim, kv.v + static_cast<std::size_t>(b.first_slot + i) * kv.v_stride);
       std::copy_n(q, dim, at(s.att, row0 + i, dim));  // the queries; attend() replaces them by its outputs
     }
-    // The keys, transposed: the tokens' slots are consecutive, so a row of kt is written in one run.
-    for (int e = 0; e < kv_dim; ++e) {
-      float* kt = kv.kt + static_cast<std::size_t>(e) * kv.slots + b.first_slot;
-      for (int i = 0; i < b.n; ++i) kt[i] = at(s.qkv, row0 + i, qs)[k_at + e];
+    // K/V into the cache (KvView's layouts). The tokens' slots are consecutive, so a row of the
+    // transposed keys is written in one run.
+    const std::size_t slots = static_cast<std::size_t>(kv.slots);
+    auto key = [&](int i, int e) { return at(s.qkv, row0 + i, qs)[k_at + e]; };
+    auto value = [&](int i, int e) { return at(s.qkv, row0 + i, qs)[v_at + e]; };
+    if (kv.kp) {
+      for (int r = 0; r < kv_dim / 2; ++r) {
+        std::uint32_t* pairs = kv.kp + static_cast<std::size_t>(r) * slots + b.first_slot;
+        for (int i = 0; i < b.n; ++i)
+          pairs[i] = Matrix::round_to_bf16(key(i, 2 * r)) | std::uint32_t{Matrix::round_to_bf16(key(i, 2 * r + 1))} << 16;
+      }
+      for (int i = 0; i < b.n; ++i) {
+        const int slot = b.first_slot + i;
+        std::uint16_t* v = kv.vp + static_cast<std::size_t>(slot / 2) * 2 * kv_dim + slot % 2;
+        for (int e = 0; e < kv_dim; ++e) v[2 * e] = Matrix::round_to_bf16(value(i, e));
+      }
+    } else {
+      for (int e = 0; e < kv_dim; ++e) {
+        float* kt = kv.kt + static_cast<std::size_t>(e) * slots + b.first_slot;
+        for (int i = 0; i < b.n; ++i) kt[i] = key(i, e);
+      }
+      for (int i = 0; i < b.n; ++i)
+        std::copy_n(at(s.qkv, row0 + i, qs) + v_at, kv_dim, kv.v + static_cast<std::size_t>(b.first_slot + i) * kv.v_stride);
     }
     row0 += b.n;
   }

@@ -48,7 +48,7 @@ class Llama2cTarget {
   /// Shares `model`'s weights (several targets may decode with one model).
   explicit Llama2cTarget(std::shared_ptr<const Llama2cModel> model) : Llama2cTarget(std::move(model), Options()) {}
   Llama2cTarget(std::shared_ptr<const Llama2cModel> model, Options options)
-      : forward_(std::move(model), options.threads), cache_(config()) {}
+      : forward_(std::move(model), options.threads), cache_(config(), forward_.model().weights()) {}
   /// Loads a llama2.c checkpoint (see Llama2cModel::load for the errors it throws).
   explicit Llama2cTarget(const std::filesystem::path& checkpoint)
       : Llama2cTarget(std::make_shared<const Llama2cModel>(Llama2cModel::load(checkpoint))) {}

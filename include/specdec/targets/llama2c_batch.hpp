@@ -48,7 +48,7 @@ class Llama2cBatchTarget {
       : forward_(std::move(model), options.threads) {
     if (slots < 1) throw error("Llama2cBatchTarget: slots must be >= 1, got " + std::to_string(slots));
     slots_.reserve(static_cast<std::size_t>(slots));
-    for (int s = 0; s < slots; ++s) slots_.emplace_back(config());
+    for (int s = 0; s < slots; ++s) slots_.emplace_back(config(), forward_.model().weights());
   }
 
   int vocab_size() const { return config().vocab_size; }
@@ -131,7 +131,7 @@ class Llama2cBatchTarget {
 
  private:
   struct Slot {
-    explicit Slot(const Llama2cConfig& c) : cache(c) {}
+    Slot(const Llama2cConfig& c, WeightFormat weights) : cache(c, weights) {}
     llama::SequenceCache cache;
     bool started = false;
     std::vector<node_t> pending_parent;  // the slot's tree in the last forward, until commit

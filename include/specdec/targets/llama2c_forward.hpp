@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <specdec/concepts.hpp>
@@ -54,13 +56,16 @@ class Llama2cOutput {
 
 namespace llama {
 
-/// One sequence's KV cache for every layer: K transposed, [layer][kv_dim][slot], V
-/// [layer][slot][kv_head][head_size], each slot's row padded to KvView::padded_v_stride (KvView's
-/// layout). Slots [0, cached) hold the committed
-/// tokens; a forward writes its tree's nodes after them. It grows as the sequence does.
+/// One sequence's KV cache for every layer, in KvView's layouts: in fp32, K transposed,
+/// [layer][kv_dim][slot], V [layer][slot][kv_head][head_size], each slot's row padded to
+/// KvView::padded_v_stride; in bf16 (bf16_attention() of the model's weights), K as dimension pairs
+/// [layer][kv_dim / 2][slot] and V as slot pairs [layer][slot / 2][kv_dim][2]. Slots [0, cached)
+/// hold the committed tokens; a forward writes its tree's nodes after them. It grows as the
+/// sequence does.
 class SequenceCache {
  public:
-  explicit SequenceCache(const Llama2cConfig& c) : config_(&c) {
+  explicit SequenceCache(const Llama2cConfig& c, WeightFormat weights = WeightFormat::fp32)
+      : config_(&c), bf16_(bf16_attention(weights, c.head_size())) {
     // seq_len comes from the file's header, and a small file can claim a cache of many GB
     // (1024 layers x 2^20 positions): start small.
     reserve(std::min(c.seq_len, 1024) + 64);
@@ -68,12 +73,17 @@ class SequenceCache {
 
   int cached = 0;  ///< committed tokens
   int slots() const { return slots_; }
-  std::size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  std::size_t bytes() const {
+    return (k_.size() + v_.size()) * sizeof(float) + kp_.size() * sizeof(std::uint32_t) + vp_.size() * sizeof(std::uint16_t);
+  }
 
   KvView layer(int l) {
-    const std::size_t k_floats = static_cast<std::size_t>(slots_) * config_->kv_dim(),
-                      v_floats = static_cast<std::size_t>(slots_) * v_stride_;
-    return {k_.data() + static_cast<std::size_t>(l) * k_floats, v_.data() + static_cast<std::size_t>(l) * v_floats, slots_,
+    const std::size_t ul = static_cast<std::size_t>(l), kv_dim = static_cast<std::size_t>(config_->kv_dim()),
+                      slots = static_cast<std::size_t>(slots_);
+    if (bf16_)
+      return {nullptr, nullptr, slots_, config_->kv_dim(), kp_.data() + ul * kv_dim / 2 * slots,
+              vp_.data() + ul * slots * kv_dim};
+    return {k_.data() + ul * slots * kv_dim, v_.data() + ul * slots * static_cast<std::size_t>(v_stride_), slots_,
             v_stride_};
   }
 
@@ -81,29 +91,33 @@ class SequenceCache {
   void reserve(int slots) {
     if (slots <= slots_) return;
     const Llama2cConfig& c = *config_;
-    const int new_slots = std::max(slots, slots_ + slots_ / 2);
-    const std::size_t k_row = static_cast<std::size_t>(c.kv_dim()), v_row = static_cast<std::size_t>(v_stride_);
-    for (Floats* cache : {&k_, &v_}) {
-      const std::size_t row = cache == &v_ ? v_row : k_row;
-      const std::size_t floats = static_cast<std::size_t>(c.n_layers) * static_cast<std::size_t>(new_slots) * row;
-      Floats grown;
+    int new_slots = std::max(slots, slots_ + slots_ / 2);
+    if (bf16_) new_slots = (new_slots + 31) / 32 * 32;  // whole chunks for AMX's tiles
+    const std::size_t layers = static_cast<std::size_t>(c.n_layers), kv_dim = static_cast<std::size_t>(c.kv_dim()),
+                      old_slots = static_cast<std::size_t>(slots_), grown_slots = static_cast<std::size_t>(new_slots),
+                      kept = static_cast<std::size_t>(cached);
+    // Each layer's entries sit in `rows` rows of `row(slots)` elements, entries [0, kept) in the first
+    // `row(kept)` of each row.
+    auto grow = [&](auto& cache, std::size_t rows, auto row) {
+      std::remove_reference_t<decltype(cache)> grown;
       try {
-        grown.resize(floats);
+        grown.resize(layers * rows * row(grown_slots));
       } catch (const std::bad_alloc&) {  // an error naming the sizes, not a bare std::bad_alloc
-        const std::size_t both = static_cast<std::size_t>(c.n_layers) * new_slots * (k_row + v_row);
+        const std::size_t per_position = bf16_ ? kv_dim * 2 * sizeof(std::uint16_t) : (kv_dim + v_stride_) * sizeof(float);
         throw error("Llama2cTarget: cannot allocate the KV cache for " + std::to_string(new_slots) + " positions (" +
-                    std::to_string(both * sizeof(float)) + " bytes: " + std::to_string(c.n_layers) + " layers x " +
-                    std::to_string(k_row + v_row) + " floats per position)");
+                    std::to_string(layers * grown_slots * per_position) + " bytes: " + std::to_string(c.n_layers) +
+                    " layers x " + std::to_string(per_position) + " bytes per position)");
       }
-      if (cache == &v_) {
-        for (int l = 0; l < c.n_layers; ++l)
-          std::copy_n(cache->data() + static_cast<std::size_t>(l) * slots_ * row, static_cast<std::size_t>(cached) * row,
-                      grown.data() + static_cast<std::size_t>(l) * new_slots * row);
-      } else {
-        for (std::size_t r = 0; r < static_cast<std::size_t>(c.n_layers) * row; ++r)
-          std::copy_n(cache->data() + r * slots_, cached, grown.data() + r * new_slots);
-      }
-      *cache = std::move(grown);
+      for (std::size_t r = 0; r < layers * rows; ++r)
+        std::copy_n(cache.data() + r * row(old_slots), row(kept), grown.data() + r * row(grown_slots));
+      cache = std::move(grown);
+    };
+    if (bf16_) {
+      grow(kp_, kv_dim / 2, [](std::size_t n) { return n; });
+      grow(vp_, 1, [&](std::size_t n) { return (n + 1) / 2 * 2 * kv_dim; });
+    } else {
+      grow(k_, kv_dim, [](std::size_t n) { return n; });
+      grow(v_, 1, [&](std::size_t n) { return n * static_cast<std::size_t>(v_stride_); });
     }
     slots_ = new_slots;
   }
@@ -113,25 +127,50 @@ class SequenceCache {
   void commit(std::span<const node_t> path) {
     const Llama2cConfig& c = *config_;
     const int length = static_cast<int>(path.size());
-    // V: one sequence's layout, its slots' rows v_stride_ floats apart. K is transposed: one-float
-    // rows, kv_dim of them per slot, `slots_` floats apart.
-    core::KvCacheLayout v_layout = core::kv_layout(c.n_layers, slots_, c.n_kv_heads, c.head_size(), sizeof(float));
-    v_layout.position_stride = static_cast<long long>(v_stride_) * sizeof(float);
-    v_layout.layer_stride = v_layout.position_stride * slots_;
-    core::KvCacheLayout k_layout = core::kv_layout(c.n_layers, slots_, c.kv_dim(), 1, sizeof(float));
-    k_layout.head_stride = static_cast<long long>(slots_) * sizeof(float);
-    k_layout.position_stride = sizeof(float);
-    core::compact_kv_rows(reinterpret_cast<unsigned char*>(k_.data()), k_layout, 0, cached, path.data(), length);
-    core::compact_kv_rows(reinterpret_cast<unsigned char*>(v_.data()), v_layout, 0, cached, path.data(), length);
+    if (bf16_) {
+      // K: one-pair rows, kv_dim / 2 of them per slot, `slots_` pairs apart. V: slot pairs, which
+      // no stride describes: moved here, in the order compact_kv_rows moves (see kv_compaction.hpp).
+      core::KvCacheLayout k_layout = core::kv_layout(c.n_layers, slots_, c.kv_dim() / 2, 1, sizeof(std::uint32_t));
+      k_layout.head_stride = static_cast<long long>(slots_) * sizeof(std::uint32_t);
+      k_layout.position_stride = sizeof(std::uint32_t);
+      core::compact_kv_rows(reinterpret_cast<unsigned char*>(kp_.data()), k_layout, 0, cached, path.data(), length);
+      const std::size_t kv_dim = static_cast<std::size_t>(c.kv_dim());
+      auto at = [&](std::uint16_t* layer, int slot) { return layer + static_cast<std::size_t>(slot / 2) * 2 * kv_dim + slot % 2; };
+      for (int l = 0; l < c.n_layers; ++l) {
+        std::uint16_t* layer = vp_.data() + static_cast<std::size_t>(l) * static_cast<std::size_t>(slots_) * kv_dim;
+        for (int k = 0; k < length; ++k) {
+          const int from = cached + path[static_cast<std::size_t>(k)], to = cached + k;
+          if (from == to) continue;
+          const std::uint16_t* source = at(layer, from);
+          std::uint16_t* target = at(layer, to);
+          for (std::size_t e = 0; e < kv_dim; ++e) target[2 * e] = source[2 * e];
+        }
+      }
+    } else {
+      // V: one sequence's layout, its slots' rows v_stride_ floats apart. K is transposed: one-float
+      // rows, kv_dim of them per slot, `slots_` floats apart.
+      core::KvCacheLayout v_layout = core::kv_layout(c.n_layers, slots_, c.n_kv_heads, c.head_size(), sizeof(float));
+      v_layout.position_stride = static_cast<long long>(v_stride_) * sizeof(float);
+      v_layout.layer_stride = v_layout.position_stride * slots_;
+      core::KvCacheLayout k_layout = core::kv_layout(c.n_layers, slots_, c.kv_dim(), 1, sizeof(float));
+      k_layout.head_stride = static_cast<long long>(slots_) * sizeof(float);
+      k_layout.position_stride = sizeof(float);
+      core::compact_kv_rows(reinterpret_cast<unsigned char*>(k_.data()), k_layout, 0, cached, path.data(), length);
+      core::compact_kv_rows(reinterpret_cast<unsigned char*>(v_.data()), v_layout, 0, cached, path.data(), length);
+    }
     cached += length;
   }
 
  private:
   const Llama2cConfig* config_;
+  bool bf16_;
   int slots_ = 0;
   int v_stride_ = KvView::padded_v_stride(config_->kv_dim());
-  using Floats = std::vector<float, PrefaultedAllocator<float>>;
-  Floats k_, v_;
+  template <class T>
+  using Buffer = std::vector<T, PrefaultedAllocator<T>>;
+  Buffer<float> k_, v_;
+  Buffer<std::uint32_t> kp_;
+  Buffer<std::uint16_t> vp_;
 };
 
 /// Throws, naming `who` (e.g. "Llama2cTarget::forward"), unless `tree` can run on a cache of
@@ -251,7 +290,7 @@ class TreeForward {
       const std::size_t first = static_cast<std::size_t>(row - r.n);
       batches_.push_back(LayerBatch{r.n, cached, cached, x_.data() + first * dim, rope_.data() + first * hs,
                                     r.parent == nullptr, up, run_depth});
-      seq_needed = std::max(seq_needed, cached + (r.parent ? run_depth : r.n));
+      seq_needed = std::max(seq_needed, cached + r.n);  // a bf16 cache's scores span every slot of the call
       max_depth = std::max(max_depth, run_depth);
     }
     scratch_.reserve(c, model_->layer(0).wqkv, model_->layer(0).w13, total, seq_needed, max_depth, pool_.get());
