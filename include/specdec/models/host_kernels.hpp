@@ -44,7 +44,7 @@
 // or threads. Where the heads hold 16 values or a multiple of 32 (bf16_attention()), the KV cache
 // is bf16 too (half the bytes a step reads) and attention runs on AMX: a score is the query,
 // scaled by 1/sqrt(head_size) and rounded to bf16, times the key, one TDPBF16PS per 32 dimensions
-// in order; the softmax as above; a value sum o[e] is 0, then one TDPBF16PS per 32 slots of the
+// (all 16 of a head of 16) in order; the softmax as above; a value sum o[e] is 0, then one TDPBF16PS per 32 slots of the
 // node's sequence in order, the weights exp(s - m) rounded to bf16, then o[e] / a[0]. Needs a CPU
 // with AMX-BF16 and a Linux kernel that grants a process the tile state (arch_prctl); there is no
 // other bf16 path, so elsewhere such a model refuses to load. Host-only.

@@ -74,7 +74,8 @@ class SequenceCache {
   int cached = 0;  ///< committed tokens
   int slots() const { return slots_; }
   std::size_t bytes() const {
-    return (k_.size() + v_.size()) * sizeof(float) + kp_.size() * sizeof(std::uint32_t) + vp_.size() * sizeof(std::uint16_t);
+    return (k_.size() + v_.size()) * sizeof(float) + kp_.size() * sizeof(std::uint32_t) +
+           vp_.size() * sizeof(std::uint16_t);
   }
 
   KvView layer(int l) {
@@ -96,28 +97,33 @@ class SequenceCache {
     const std::size_t layers = static_cast<std::size_t>(c.n_layers), kv_dim = static_cast<std::size_t>(c.kv_dim()),
                       old_slots = static_cast<std::size_t>(slots_), grown_slots = static_cast<std::size_t>(new_slots),
                       kept = static_cast<std::size_t>(cached);
-    // Each layer's entries sit in `rows` rows of `row(slots)` elements, entries [0, kept) in the first
-    // `row(kept)` of each row.
-    auto grow = [&](auto& cache, std::size_t rows, auto row) {
-      std::remove_reference_t<decltype(cache)> grown;
+    // `cache` regrown: each layer's entries sit in `rows` rows of `row(slots)` elements, entries
+    // [0, kept) in the first `row(kept)` of each row. Both of a cache's buffers are made before
+    // either replaces its old one, so a failure leaves the cache as it was.
+    auto regrown = [&](const auto& cache, std::size_t rows, auto row) {
+      std::remove_cvref_t<decltype(cache)> grown;
       try {
         grown.resize(layers * rows * row(grown_slots));
       } catch (const std::bad_alloc&) {  // an error naming the sizes, not a bare std::bad_alloc
-        const std::size_t per_position = bf16_ ? kv_dim * 2 * sizeof(std::uint16_t) : (kv_dim + v_stride_) * sizeof(float);
+        const std::size_t per_position =
+            bf16_ ? kv_dim * (sizeof(std::uint16_t) + sizeof(std::uint16_t)) : (kv_dim + v_stride_) * sizeof(float);
         throw error("Llama2cTarget: cannot allocate the KV cache for " + std::to_string(new_slots) + " positions (" +
                     std::to_string(layers * grown_slots * per_position) + " bytes: " + std::to_string(c.n_layers) +
                     " layers x " + std::to_string(per_position) + " bytes per position)");
       }
       for (std::size_t r = 0; r < layers * rows; ++r)
         std::copy_n(cache.data() + r * row(old_slots), row(kept), grown.data() + r * row(grown_slots));
-      cache = std::move(grown);
+      return grown;
     };
+    auto slots_of = [](std::size_t n) { return n; };
     if (bf16_) {
-      grow(kp_, kv_dim / 2, [](std::size_t n) { return n; });
-      grow(vp_, 1, [&](std::size_t n) { return (n + 1) / 2 * 2 * kv_dim; });
+      auto k = regrown(kp_, kv_dim / 2, slots_of);
+      vp_ = regrown(vp_, 1, [&](std::size_t n) { return (n + 1) / 2 * 2 * kv_dim; });
+      kp_ = std::move(k);
     } else {
-      grow(k_, kv_dim, [](std::size_t n) { return n; });
-      grow(v_, 1, [&](std::size_t n) { return n * static_cast<std::size_t>(v_stride_); });
+      auto k = regrown(k_, kv_dim, slots_of);
+      v_ = regrown(v_, 1, [&](std::size_t n) { return n * static_cast<std::size_t>(v_stride_); });
+      k_ = std::move(k);
     }
     slots_ = new_slots;
   }
@@ -135,7 +141,9 @@ class SequenceCache {
       k_layout.position_stride = sizeof(std::uint32_t);
       core::compact_kv_rows(reinterpret_cast<unsigned char*>(kp_.data()), k_layout, 0, cached, path.data(), length);
       const std::size_t kv_dim = static_cast<std::size_t>(c.kv_dim());
-      auto at = [&](std::uint16_t* layer, int slot) { return layer + static_cast<std::size_t>(slot / 2) * 2 * kv_dim + slot % 2; };
+      auto at = [&](std::uint16_t* layer, int slot) {
+        return layer + static_cast<std::size_t>(slot / 2) * 2 * kv_dim + slot % 2;
+      };
       for (int l = 0; l < c.n_layers; ++l) {
         std::uint16_t* layer = vp_.data() + static_cast<std::size_t>(l) * static_cast<std::size_t>(slots_) * kv_dim;
         for (int k = 0; k < length; ++k) {
