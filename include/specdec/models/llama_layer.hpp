@@ -70,8 +70,8 @@ inline void rope(float* v, int width, int head_size, const float* cos_sin) {
 /// In bf16 (bf16_attention(): bf16 weights and a head size AMX takes), kt and v are null and the
 /// cache holds bf16 for AMX's operands instead: keys as pairs of dimensions,
 /// kp[(kv_head * head_size / 2 + r) * slots + slot] = dimensions 2r (low half) and 2r + 1; values
-/// as pairs of slots, vp[((slot / 2) * kv_dim + kv_head * head_size + e) * 2 + slot % 2]; slots a
-/// multiple of 32.
+/// as pairs of slots, vp[((slot / 2) * kv_dim + kv_head * head_size + e) * 2 + slot % 2]
+/// (values_of); v_stride = kv_dim, slots a multiple of 32.
 struct KvView {
   float* kt = nullptr;
   float* v = nullptr;
@@ -79,6 +79,11 @@ struct KvView {
   int v_stride = 0;
   std::uint32_t* kp = nullptr;
   std::uint16_t* vp = nullptr;
+
+  /// bf16: where `slot`'s values start; value e (kv_head * head_size + its index) is at [2e].
+  std::uint16_t* values_of(int slot) const {
+    return vp + static_cast<std::size_t>(slot / 2) * 2 * static_cast<std::size_t>(v_stride) + slot % 2;
+  }
 
   /// A V row stride for kv_dim floats that spreads a head's rows over L1's sets: kv_dim, plus one
   /// 64-byte line when kv_dim is a multiple of 128 floats. (768 floats, 3 KB apart, put a head's 64
@@ -311,8 +316,7 @@ inline void attend_bf16(const Llama2cConfig& c, const LayerBatch& b, const KvVie
         // Value e of the node's t-th slot (0 past its sequence).
         auto value = [&](int t, int e) -> std::uint16_t {
           if (t >= length[j]) return 0;
-          const int slot = t < contiguous[j] ? t : list[t - contiguous[j]];
-          return values[static_cast<std::size_t>(slot / 2) * pair_stride + e * 2 + slot % 2];
+          return kv.values_of(t < contiguous[j] ? t : list[t - contiguous[j]])[2 * (g * hs + e)];
         };
         for (int chunk = shared; chunk * 32 < length[j]; ++chunk)
           for (int e0 = 0; e0 < hs; e0 += 16) {
@@ -320,7 +324,7 @@ inline void attend_bf16(const Llama2cConfig& c, const LayerBatch& b, const KvVie
               const int t = chunk * 32 + 2 * u;
               std::uint16_t* pair = tile + u * 32;
               if (t + 1 < contiguous[j]) {
-                std::copy_n(values + static_cast<std::size_t>(t / 2) * pair_stride + e0 * 2, 32, pair);
+                std::copy_n(kv.values_of(t) + 2 * (g * hs + e0), 32, pair);  // t even: slots t, t + 1
               } else {
                 for (int e = 0; e < 16; ++e) pair[2 * e] = value(t, e0 + e), pair[2 * e + 1] = value(t + 1, e0 + e);
               }
@@ -520,8 +524,7 @@ inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::sp
           pairs[i] = Matrix::round_to_bf16(key(i, 2 * r)) | std::uint32_t{Matrix::round_to_bf16(key(i, 2 * r + 1))} << 16;
       }
       for (int i = 0; i < b.n; ++i) {
-        const int slot = b.first_slot + i;
-        std::uint16_t* v = kv.vp + static_cast<std::size_t>(slot / 2) * 2 * kv_dim + slot % 2;
+        std::uint16_t* v = kv.values_of(b.first_slot + i);
         for (int e = 0; e < kv_dim; ++e) v[2 * e] = Matrix::round_to_bf16(value(i, e));
       }
     } else {

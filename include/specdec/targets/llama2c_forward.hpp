@@ -140,18 +140,14 @@ class SequenceCache {
       k_layout.head_stride = static_cast<long long>(slots_) * sizeof(std::uint32_t);
       k_layout.position_stride = sizeof(std::uint32_t);
       core::compact_kv_rows(reinterpret_cast<unsigned char*>(kp_.data()), k_layout, 0, cached, path.data(), length);
-      const std::size_t kv_dim = static_cast<std::size_t>(c.kv_dim());
-      auto at = [&](std::uint16_t* layer, int slot) {
-        return layer + static_cast<std::size_t>(slot / 2) * 2 * kv_dim + slot % 2;
-      };
       for (int l = 0; l < c.n_layers; ++l) {
-        std::uint16_t* layer = vp_.data() + static_cast<std::size_t>(l) * static_cast<std::size_t>(slots_) * kv_dim;
+        const KvView kv = layer(l);
         for (int k = 0; k < length; ++k) {
           const int from = cached + path[static_cast<std::size_t>(k)], to = cached + k;
           if (from == to) continue;
-          const std::uint16_t* source = at(layer, from);
-          std::uint16_t* target = at(layer, to);
-          for (std::size_t e = 0; e < kv_dim; ++e) target[2 * e] = source[2 * e];
+          const std::uint16_t* source = kv.values_of(from);
+          std::uint16_t* target = kv.values_of(to);
+          for (int e = 0; e < c.kv_dim(); ++e) target[2 * e] = source[2 * e];
         }
       }
     } else {
