@@ -68,8 +68,12 @@ void check(WeightFormat format, const Product& p, int threads, double tolerance)
   CHECK(unlike_alone == 0);
 }
 
-const Product kProducts[] = {{5, 7, 1},     {32, 64, 16},  {48, 150, 17}, {100, 33, 3},
-                             {64, 200, 40}, {96, 320, 33}, {40, 33, 20},  {64, 80, 32}};
+// Inputs past 64 rows go in chunks (the last one short), outputs end in a narrow tile, and token
+// counts of 1, 2 and 3–13 take each register tile and block split (matmul_impl); none is a no-op.
+const Product kProducts[] = {{5, 7, 1},     {32, 64, 16},  {48, 150, 17}, {100, 33, 3},  {64, 200, 40},
+                             {96, 320, 33}, {40, 33, 20},  {64, 80, 32},  {200, 150, 2}, {130, 100, 1},
+                             {257, 72, 8},  {129, 48, 7},  {300, 64, 13}, {192, 208, 4}, {65, 16, 11},
+                             {100, 70, 0}};
 
 }  // namespace
 

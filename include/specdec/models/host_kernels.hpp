@@ -375,52 +375,96 @@ template <bool F, int N, class W>
   _Pragma("GCC unroll 16") for (int v = 0; v < N; ++v) c[v] = c[v] + a[v] * b;
 }
 
-// TV vectors of columns × B tokens, accumulated in registers over the whole input.
+// Where a register tile works: weight rows [j0, j1) from w (rows `stride` floats apart), the
+// tokens' inputs x (rows ldx apart) and outputs y (ldy apart). Each output is its own chain of
+// multiply-adds over j in order: it starts at zero where j0 is 0 and otherwise goes on from the
+// value y holds, so splitting the rows changes no bit. Row j also prefetches `lines` cache lines
+// into L2 from ahead + (j - j0) · lines · 64 bytes on (a prefetch never faults, past the end of
+// the matrix included).
+struct TileRows {
+  const float* w;
+  int stride, j0, j1;
+  const float* x;
+  int ldx;
+  float* y;
+  int ldy;
+  const char* ahead;
+  int lines;
+};
+
+// TV vectors of columns × B tokens in registers over t's rows.
 template <class V, int TV, int B>
-[[gnu::always_inline]] inline void tile(const float* w, int stride, int in, const float* x, int ldx, float* y, int ldy) {
+[[gnu::always_inline]] inline void tile(const TileRows& t) {
   constexpr int L = sizeof(V) / sizeof(float);
   V acc[B][TV];
-  _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) acc[b][v] = V{};
-  for (int j = 0; j < in; ++j) {
+  _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v)
+      acc[b][v] = t.j0 == 0 ? V{} : load<V>(t.y + static_cast<std::size_t>(b) * t.ldy + v * L);
+  const char* ahead = t.ahead;
+  for (int j = t.j0; j < t.j1; ++j) {
+    for (int l = 0; l < t.lines; ++l, ahead += 64) __builtin_prefetch(ahead, 0, 2);
+    const float* row = t.w + static_cast<std::size_t>(j) * t.stride;
     V wv[TV];
-    // The weights 2 KB ahead into L1: those that sit in L2 arrive before they are needed (a
-    // prefetch never faults, past the end of the matrix included).
-    _Pragma("GCC unroll 16") for (int v = 0; v < TV * L / 16; ++v)
-        __builtin_prefetch(w + static_cast<std::size_t>(j) * stride + v * 16 + 512, 0, 3);
-    _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) wv[v] = load<V>(w + static_cast<std::size_t>(j) * stride + v * L);
+    _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v) wv[v] = load<V>(row + v * L);
     _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b)
-        multiply_add_all<fused<V>, TV>(acc[b], wv, x[static_cast<std::size_t>(b) * ldx + j]);
+        multiply_add_all<fused<V>, TV>(acc[b], wv, t.x[static_cast<std::size_t>(b) * t.ldx + j]);
   }
   _Pragma("GCC unroll 16") for (int b = 0; b < B; ++b) _Pragma("GCC unroll 16") for (int v = 0; v < TV; ++v)
-      store(y + static_cast<std::size_t>(b) * ldy + v * L, acc[b][v]);
+      store(t.y + static_cast<std::size_t>(b) * t.ldy + v * L, acc[b][v]);
 }
 
+// tile<V, tv, nb> for a tv ≤ TV and an nb ≤ B known at run time.
 template <class V, int TV, int B>
-[[gnu::always_inline]] inline void tile_tokens(int nb, const float* w, int stride, int in, const float* x, int ldx,
-                                               float* y, int ldy) {
-  if (nb == B) tile<V, TV, B>(w, stride, in, x, ldx, y, ldy);
-  else if constexpr (B > 1) tile_tokens<V, TV, B - 1>(nb, w, stride, in, x, ldx, y, ldy);
+[[gnu::always_inline]] inline void tile_tokens(int nb, const TileRows& t) {
+  if (nb == B) tile<V, TV, B>(t);
+  else if constexpr (B > 1) tile_tokens<V, TV, B - 1>(nb, t);
 }
 template <class V, int TV, int B>
-[[gnu::always_inline]] inline void tile_columns(int tv, int nb, const float* w, int stride, int in, const float* x,
-                                                int ldx, float* y, int ldy) {
-  if (tv == TV) tile_tokens<V, TV, B>(nb, w, stride, in, x, ldx, y, ldy);
-  else if constexpr (TV > 1) tile_columns<V, TV - 1, B>(tv, nb, w, stride, in, x, ldx, y, ldy);
+[[gnu::always_inline]] inline void tile_columns(int tv, int nb, const TileRows& t) {
+  if (tv == TV) tile_tokens<V, TV, B>(nb, t);
+  else if constexpr (TV > 1) tile_columns<V, TV - 1, B>(tv, nb, t);
 }
 
-// Columns [c0, c1) (multiples of 64, or c1 = stride) of y[n][ldy] = x[n][ldx] · m. Column tiles
-// outer, token blocks inner: a tile's weights ([in][TV·L] floats) stay in L1/L2 for the next
-// token block. TV·L divides 64, so a register tile never straddles two of m's tiles.
-template <class V, int TV, int B>
+// Columns [c0, c1) (multiples of 64, or c1 = stride) of y[n][ldy] = x[n][ldx] · m, one of m's
+// tiles (64 columns) at a time, its rows in chunks of 64 (16 KB of weights). A register tile
+// keeps tokens × vectors sums in flight, at least 8 to cover a multiply-add's latency on two
+// pipes: one token (plain decoding) TV1 vectors, two TV2, more TV vectors × blocks of up to B
+// tokens, the blocks as even as they come (8 tokens: 4 + 4, not 6 + 2). Every register tile and
+// block reads the chunk in turn (from L1 after the first), and each of these passes prefetches
+// its share of the next chunk's lines into L2, so that the weights stream from memory once, in
+// order, and keep streaming while the chunk computes (m's tiles are consecutive in memory, so the
+// next chunk is the next 16 KB). TV·L divides 64, so a register tile never straddles two of m's
+// tiles.
+template <class V, int TV, int B, int TV1, int TV2>
 [[gnu::always_inline]] inline void matmul_impl(const Matrix& m, const float* x, int ldx, int n, float* y, int ldy,
                                                int c0, int c1) {
-  constexpr int L = sizeof(V) / sizeof(float);
-  static_assert(Matrix::tile % (TV * L) == 0);
-  for (int c = c0; c < c1; c += TV * L) {
-    const int tv = std::min(TV, (c1 - c) / L);
-    for (int b = 0; b < n; b += B)
-      tile_columns<V, TV, B>(tv, std::min(B, n - b), m.data.data() + m.at(c, 0), m.width(c), m.in,
-                             x + static_cast<std::size_t>(b) * ldx, ldx, y + static_cast<std::size_t>(b) * ldy + c, ldy);
+  constexpr int L = sizeof(V) / sizeof(float), chunk = 64;
+  static_assert(Matrix::tile % (TV * L) == 0 && Matrix::tile % (TV1 * L) == 0 && Matrix::tile % (TV2 * L) == 0);
+  if (n <= 0) return;
+  const int columns = (n == 1 ? TV1 : n == 2 ? TV2 : TV) * L;
+  const int blocks = (n + B - 1) / B;
+  for (int c = c0; c < c1; c += Matrix::tile) {
+    const int width = m.width(c);
+    const float* w = m.data.data() + m.at(c, 0);
+    const int passes = (width + columns - 1) / columns * blocks;
+    const int lines = (width / 16 + passes - 1) / passes;  // a row of width floats: width / 16 lines
+    for (int j0 = 0; j0 < m.in; j0 += chunk) {
+      const int j1 = std::min(m.in, j0 + chunk);
+      const char* next = reinterpret_cast<const char*>(w + static_cast<std::size_t>(j1) * width);
+      int pass = 0;
+      for (int k = 0, b = 0; k < blocks; ++k) {
+        const int end = n * (k + 1) / blocks;
+        for (int cc = 0; cc < width; cc += columns, ++pass) {
+          const TileRows t{w + cc, width, j0, j1, x + static_cast<std::size_t>(b) * ldx, ldx,
+                           y + static_cast<std::size_t>(b) * ldy + c + cc, ldy,
+                           next + static_cast<std::size_t>(pass) * chunk * lines * 64, lines};
+          const int tv = std::min(columns, width - cc) / L;
+          if (n == 1) tile_columns<V, TV1, 1>(tv, 1, t);
+          else if (n == 2) tile_columns<V, TV2, 2>(tv, 2, t);
+          else tile_columns<V, TV, B>(tv, end - b, t);
+        }
+        b = end;
+      }
+    }
   }
 }
 
@@ -758,9 +802,9 @@ struct Kernels {
   int (*argmax)(const float*, int);
 };
 
-#define SPECDEC_HOST_KERNELS(NAME, ATTR, V, TV, B)                                                                    \
+#define SPECDEC_HOST_KERNELS(NAME, ATTR, V, TV, B, TV1, TV2)                                                           \
   ATTR inline void NAME##_matmul(const Matrix& m, const float* x, int ldx, int n, float* y, int ldy, int c0, int c1) { \
-    matmul_impl<V, TV, B>(m, x, ldx, n, y, ldy, c0, c1);                                                             \
+    matmul_impl<V, TV, B, TV1, TV2>(m, x, ldx, n, y, ldy, c0, c1);                                                   \
   }                                                                                                                  \
   ATTR inline void NAME##_scores(float* const* s, const float* const* q, int nodes, const float* kt, std::size_t st,  \
                                  int hs, int t0, int t1, float r) {                                                  \
@@ -782,11 +826,12 @@ struct Kernels {
                                           NAME##_values_nodes, NAME##_exp_sum, NAME##_swiglu, NAME##_argmax};
 
 // Tiles: 4 AVX-512 vectors (64 columns) × 6 tokens = 24 accumulators of 32 registers; AVX2 and
-// the portable path have 16 registers.
-SPECDEC_HOST_KERNELS(portable, , v4f, 4, 2)
+// the portable path have 16 registers. One token or two: 8 vectors × 1 or 4 × 2 (AVX-512: 4 × 1,
+// a matrix tile's row, and 4 × 2).
+SPECDEC_HOST_KERNELS(portable, , v4f, 4, 2, 8, 4)
 #if defined(SPECDEC_HOST_ISA_X86)
-SPECDEC_HOST_KERNELS(avx2, __attribute__((target("avx2,fma"))), v8f, 2, 6)
-SPECDEC_HOST_KERNELS(avx512, __attribute__((target("avx512f"))), v16f, 4, 6)
+SPECDEC_HOST_KERNELS(avx2, __attribute__((target("avx2,fma"))), v8f, 2, 6, 8, 4)
+SPECDEC_HOST_KERNELS(avx512, __attribute__((target("avx512f"))), v16f, 4, 6, 4, 4)
 #endif
 #undef SPECDEC_HOST_KERNELS
 #pragma GCC diagnostic pop
