@@ -26,6 +26,7 @@
 // Host-only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -209,7 +210,7 @@ class EagleHead {
       const float* y = cache.fc_out.data() + static_cast<std::size_t>(i) * ld;
       for (int e = 0; e < d; ++e) x[e] = y[e] + fc_bias_[static_cast<std::size_t>(e)];
     }
-    cache.scratch.reserve(config_, layer_.wqkv, layer_.w13, n, first_slot + max_depth, max_depth, pool);
+    cache.scratch.reserve(config_, layer_.wqkv, layer_.w13, n, first_slot + std::max(n, max_depth), max_depth, pool);
     const llama::LayerBatch batch{n, cached, first_slot, cache.x.data(), cache.rope.data(), false, up, max_depth};
     const llama::KvView kv{cache.kt.data(), cache.v.data(), cache.slots, config_.kv_dim()};
     llama::decoder_layer(layer_, config_, batch, kv, cache.scratch, pool);

@@ -122,9 +122,9 @@ struct LayerScratch {
   std::vector<float> outputs;
   int seq = 0, depth = 0, threads = 0;
 
-  /// Room for a call of `n` tokens in all, whose sequences see at most `seq_needed` slots (with a
-  /// bf16 cache, KvView::kp: also write none past it) and have no chain longer than `max_depth`, on
-  /// `pool`'s threads (null: one).
+  /// Room for a call of `n` tokens in all, whose sequences see and write no slot at or past
+  /// `seq_needed` (a tree's scores are laid out by slot) and have no chain longer than
+  /// `max_depth`, on `pool`'s threads (null: one).
   void reserve(const Llama2cConfig& c, const Matrix& wqkv, const Matrix& w13, int n, int seq_needed, int max_depth,
                const ThreadPool* pool) {
     const int threads_needed = pool ? pool->threads() : 1;
@@ -412,17 +412,28 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
         }
       }
     }
+    // A tree's slots, ancestors' and own: every node of the block scores all slots from the
+    // block's lowest ancestor to its last node, each score at its slot's place in the node's row
+    // (past the cached ones), in one call per head; then its ancestors' scores move to their
+    // places in its sequence (list[a] >= contiguous + a, growing with a: no score is overwritten
+    // before it is read). One call of the tiled kernel instead of one per ancestor; each score is
+    // the same sum either way.
+    if (!b.chain) {
+      int lo = b.first_slot + n1;
+      for (int i = n0; i < n1; ++i)
+        if (extras[i - n0] > 0) lo = std::min(lo, extra[static_cast<std::size_t>(i - n0) * s.depth]);
+      for (int h = h0; h < h1; ++h) {
+        for (int m = n0; m < n1; ++m) rows[m - n0] = row(m - n0, h), queries[m - n0] = q_of(m, h);
+        k.scores(rows, queries, n1 - n0, kt_of(h), kv.slots, hs, lo, b.first_slot + n1, sqrt_hs);
+      }
+    }
     for (int i = n0; i < n1; ++i) {
       const int local = i - n0;
       const int* list = extra + static_cast<std::size_t>(local) * s.depth;
       for (int h = h0; h < h1; ++h) {
-        float* sr = row(local, h) + contiguous[local];
-        const float* q = q_of(i, h);
-        for (int a = 0; a < extras[local]; ++a) {
-          float* score = sr + a;
-          k.scores(&score, &q, 1, kt_of(h) + list[a], kv.slots, hs, 0, 1, sqrt_hs);
-        }
-        sums[h * nb + local] = k.exp_sum(row(local, h), contiguous[local] + extras[local]);
+        float* r = row(local, h);
+        for (int a = 0; a < extras[local]; ++a) r[contiguous[local] + a] = r[list[a]];
+        sums[h * nb + local] = k.exp_sum(r, contiguous[local] + extras[local]);
       }
     }
     // Values: the queries are spent, so each head's output overwrites its query in s.att.

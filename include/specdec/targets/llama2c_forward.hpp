@@ -294,7 +294,7 @@ class TreeForward {
       const std::size_t first = static_cast<std::size_t>(row - r.n);
       batches_.push_back(LayerBatch{r.n, cached, cached, x_.data() + first * dim, rope_.data() + first * hs,
                                     r.parent == nullptr, up, run_depth});
-      seq_needed = std::max(seq_needed, cached + r.n);  // a bf16 cache's scores span every slot of the call
+      seq_needed = std::max(seq_needed, cached + r.n);  // a tree's scores span every slot of the call
       max_depth = std::max(max_depth, run_depth);
     }
     scratch_.reserve(c, model_->layer(0).wqkv, model_->layer(0).w13, total, seq_needed, max_depth, pool_.get());
