@@ -253,6 +253,13 @@ inline int visible_slots(const LayerBatch& b, int depth, int* extra, int n0, int
   return most;
 }
 
+// A node's row holds its ancestors' scores at their slots' places (past its `contiguous` cached
+// slots' scores): moves them to their places in its sequence. list[a] >= contiguous + a and grows
+// with a, so no score is overwritten before it is read.
+inline void ancestors_in_sequence(float* row, int contiguous, const int* list, int count) {
+  for (int a = 0; a < count; ++a) row[contiguous + a] = row[list[a]];
+}
+
 #if defined(SPECDEC_HOST_AMX)
 // attend() where the cache is bf16 (KvView): every head's scores of a block of nodes in one AMX
 // product over the slots they see, their queries scaled by 1/sqrt(head_size) and rounded to bf16;
@@ -302,9 +309,7 @@ inline void attend_bf16(const Llama2cConfig& c, const LayerBatch& b, const KvVie
       for (int j = 0; j < count; ++j) {
         float* row = rows + j * seq;
         const int* list = extra + static_cast<std::size_t>(j) * s.depth;
-        // Ancestors' scores to their places in the node's sequence: list[a] >= contiguous + a, and
-        // grows with a, so no score is overwritten before it is read.
-        for (int a = 0; a < extras[j]; ++a) row[contiguous[j] + a] = row[list[a]];
+        ancestors_in_sequence(row, contiguous[j], list, extras[j]);
         sums[j] = k.exp_sum(row, length[j]);
         std::uint16_t* w = weights + j * seq;
         for (int t = 0; t < length[j]; ++t) w[t] = Matrix::round_to_bf16(row[t]);
@@ -414,10 +419,8 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
     }
     // A tree's slots, ancestors' and own: every node of the block scores all slots from the
     // block's lowest ancestor to its last node, each score at its slot's place in the node's row
-    // (past the cached ones), in one call per head; then its ancestors' scores move to their
-    // places in its sequence (list[a] >= contiguous + a, growing with a: no score is overwritten
-    // before it is read). One call of the tiled kernel instead of one per ancestor; each score is
-    // the same sum either way.
+    // (past the cached ones), in one call per head; then ancestors_in_sequence. One call of the
+    // tiled kernel instead of one per ancestor; each score is the same sum either way.
     if (!b.chain) {
       int lo = b.first_slot + n1;
       for (int i = n0; i < n1; ++i)
@@ -432,7 +435,7 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
       const int* list = extra + static_cast<std::size_t>(local) * s.depth;
       for (int h = h0; h < h1; ++h) {
         float* r = row(local, h);
-        for (int a = 0; a < extras[local]; ++a) r[contiguous[local] + a] = r[list[a]];
+        ancestors_in_sequence(r, contiguous[local], list, extras[local]);
         sums[h * nb + local] = k.exp_sum(r, contiguous[local] + extras[local]);
       }
     }
