@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -236,12 +237,20 @@ void keep_turns(Corpus& corpus, std::vector<Turn> turns) {
 
 }  // namespace
 
-void sample_turns(Corpus& corpus, int count) {
+void sample_turns(Corpus& corpus, int count, bool keep_history) {
   const std::size_t n = corpus.turns.size();
   if (count <= 0 || static_cast<std::size_t>(count) >= n) return;
   std::vector<Turn> kept;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i)
-    kept.push_back(std::move(corpus.turns[i * n / static_cast<std::size_t>(count)]));
+  std::size_t next = 0;  // the first turn not yet kept or moved to the history
+  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i) {
+    const std::size_t pick = i * n / static_cast<std::size_t>(count);
+    if (keep_history)
+      std::move(corpus.turns.begin() + static_cast<std::ptrdiff_t>(next),
+                corpus.turns.begin() + static_cast<std::ptrdiff_t>(pick), std::back_inserter(corpus.history));
+    next = pick + 1;
+    kept.push_back(std::move(corpus.turns[pick]));
+    kept.back().history_end = corpus.history.size();
+  }
   keep_turns(corpus, std::move(kept));
 }
 

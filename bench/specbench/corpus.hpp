@@ -76,6 +76,8 @@ struct Turn {
   /// Tokens the model generated for this turn as recorded with the answer (EOS included when it
   /// stopped on it, as Spec-Bench counts), -1 when unknown.
   int recorded_tokens = -1;
+  /// Corpus::history[0, history_end) comes before this turn in corpus order (--warm-history).
+  std::size_t history_end = 0;
 };
 
 struct CorpusOptions {
@@ -88,6 +90,11 @@ struct CorpusOptions {
 
 struct Corpus {
   std::vector<Turn> turns;
+  /// `--turns K --warm-history`: the turns the subsample left out, in corpus order, up to the last
+  /// kept turn. The replay decodes each one before the kept turn that follows it, neither costed
+  /// nor counted, so drafters that learn across turns (tree_history) hold what a server that had
+  /// served the whole corpus would hold.
+  std::vector<Turn> history;
   std::vector<std::string> categories;  ///< of the turns, in order of first appearance
   int vocab_size = 0;
   token_t stop_token = 0;               ///< follows every answer (the tokenizer's EOS)
@@ -99,8 +106,9 @@ Corpus build_corpus(const std::vector<Question>& questions, const std::vector<An
                     const Tokenizer& tokenizer, const ChatTemplate& chat, const CorpusOptions& options);
 
 /// Keeps `count` turns spread evenly over the corpus (turn floor(i N / count) of N, i < count) and
-/// their categories: a fixed subsample, the same turns every run. No-op when count >= N.
-void sample_turns(Corpus& corpus, int count);
+/// their categories: a fixed subsample, the same turns every run. No-op when count >= N. With
+/// `keep_history`, the turns left out before the last kept one move to corpus.history.
+void sample_turns(Corpus& corpus, int count, bool keep_history = false);
 /// Drops the turns whose prompt + answer + stop token + `room` tokens exceed `positions` (a model
 /// that costs the replay must hold every tree); returns how many were dropped.
 int drop_turns_longer_than(Corpus& corpus, int positions, int room);

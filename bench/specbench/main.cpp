@@ -93,6 +93,7 @@ struct DataArgs {
   BudgetArgs budget;
   std::string json;
   int sample = 0;            ///< --turns: a fixed subsample of this many turns
+  bool warm_history = false; ///< --warm-history: the turns --turns leaves out still pass through the drafters
   std::string cost;          ///< --cost TABLE: modelled time
   std::string plot;          ///< replay: the histogram; compare: tau (and speedup) per category
 };
@@ -227,9 +228,13 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
   add_resource_options(cmd, a.drafters, false);
   add_budget_options(cmd, a.budget);
   cmd.add_option("--json", a.json, "Write the results as JSON to this file");
-  cmd.add_option("--turns", a.sample, "Replay a fixed subsample of this many turns, spread evenly over the corpus "
-                                      "(after the other filters)")
-      ->check(whole_number_at_least(1));
+  auto* turns = cmd.add_option("--turns", a.sample, "Replay a fixed subsample of this many turns, spread evenly over "
+                                                    "the corpus (after the other filters)")
+                    ->check(whole_number_at_least(1));
+  cmd.add_flag("--warm-history", a.warm_history,
+               "With --turns: decode the turns left out too, before the sampled turns that follow them, neither "
+               "timed nor counted, so that drafters learning across turns (tree_history) hold the whole corpus")
+      ->needs(turns);
   cmd.add_option("--cost", a.cost, "Cost table (specbench calibrate): also model tokens/s and the speedup over plain "
                                    "decoding");
 }
@@ -246,7 +251,7 @@ Corpus load_corpus(const DataArgs& a) {
   const auto answers = load_answers(data_path(a, a.answers, "specbench/vicuna-7b-v1.3-greedy.jsonl"));
   const Tokenizer tokenizer(data_path(a, a.tokenizer, "tokenizers/llama2.model"));
   Corpus corpus = build_corpus(questions, answers, tokenizer, chat, {a.categories, a.max_turns, a.parity});
-  sample_turns(corpus, a.sample);
+  sample_turns(corpus, a.sample, a.warm_history);
   return corpus;
 }
 
@@ -642,6 +647,7 @@ int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
   const Combination& combination = find_combination(r.drafters);
   replay_of(combination);  // a feature drafter has no replay
   const BatchRunners& runners = combination.batch;
+  if (a.warm_history) throw input_error("--warm-history does not combine with --batch (the batched replay decodes the sampled turns only)");
   if (a.budget.automatic && r.timed_model.empty())
     throw input_error("--batch --budget auto needs a model to time: --timed-model M (calibrated at start-up)");
   check_inputs({{r.timed_model, "--timed-model"}});

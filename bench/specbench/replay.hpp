@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include <specdec/batch_decoder.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/index/token_datastore.hpp>
 #include <specdec/index/dense_datastore.hpp>
@@ -155,6 +157,51 @@ struct ReplayRun {
   Calibration calibration;
 };
 
+inline specdec::ReplayTarget& replay_target(specdec::ReplayTarget& target) { return target; }
+template <class Coster>
+specdec::ReplayTarget& replay_target(specdec::TimedTarget<specdec::ReplayTarget, Coster>& target) {
+  return target.decider();
+}
+
+/// The decoder of --warm-history's turns: the replay alone, no coster, the main decoder's budget
+/// (fixed: no cost model, so no clock either), and drafters that share the main decoder's
+/// drafters' memory across requests (specdec::SharesStateAcrossRequests) and add each turn's
+/// output to it when the turn ends (specdec::EndsRequests).
+template <class... Drafters>
+struct WarmDecoder {
+  specdec::ReplayTarget target;
+  specdec::SpeculativeDecoder<specdec::ReplayTarget, Drafters..., specdec::ExactVerifier> decoder;
+
+  template <class Main>
+  WarmDecoder(Main& main, const ReplayOptions& options, const Corpus& corpus)
+      : target({corpus.stop_token}, corpus.vocab_size, corpus.stop_token),
+        decoder(target, specdec::DecoderOptions{.budget = options.budget},
+                make_drafter<Drafters>(options.resources, TargetInfo{corpus.vocab_size, nullptr})...,
+                specdec::ExactVerifier{}) {
+    share(main, std::index_sequence_for<Drafters...>{});
+  }
+  void end_turn() {
+    end(std::index_sequence_for<Drafters...>{});
+  }
+
+ private:
+  template <class Main, std::size_t... I>
+  void share(Main& main, std::index_sequence<I...>) {
+    const auto one = [](auto& drafter, auto& from) {
+      if constexpr (specdec::SharesStateAcrossRequests<std::remove_cvref_t<decltype(drafter)>>)
+        drafter.share(from.shared_state());
+    };
+    (one(decoder.template drafter<I>(), main.template drafter<I>()), ...);
+  }
+  template <std::size_t... I>
+  void end(std::index_sequence<I...>) {
+    const auto one = [](auto& drafter) {
+      if constexpr (specdec::EndsRequests<std::remove_cvref_t<decltype(drafter)>>) drafter.end();
+    };
+    (one(decoder.template drafter<I>()), ...);
+  }
+};
+
 /// Replays every turn of `corpus` with the drafters `Drafters...` merged into one decoder.
 /// Throws std::logic_error when a turn's output differs from its recorded answer (the decoder or
 /// a policy broke losslessness).
@@ -176,20 +223,34 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
   Decoder decoder(target,
                   specdec::DecoderOptions{.budget = options.budget, .cost = options.cost, .measured_pause = options.timed},
                   make_drafter<Drafters>(options.resources, TargetInfo{corpus.vocab_size, nullptr})..., specdec::ExactVerifier{});
+  // --warm-history: the turns nobody costs go through a decoder of their own whose drafters share
+  // the first one's memory (shared_state_type), so the first one's clock (its measured pause)
+  // never sees a step that runs no model.
+  std::optional<WarmDecoder<Drafters...>> warm;
+  if (!corpus.history.empty()) warm.emplace(decoder, options, corpus);
   std::vector<token_t> reference;
-  for (const Turn& turn : corpus.turns) {
+  const auto decode = [&](auto& on, const Turn& turn) {
     reference.assign(turn.prompt.begin(), turn.prompt.end());
     reference.insert(reference.end(), turn.answer.begin(), turn.answer.end());
     reference.push_back(corpus.stop_token);
-    target.decider() = specdec::ReplayTarget(reference, corpus.vocab_size, corpus.stop_token);
-    decoder.prefill(turn.prompt);
-    const std::vector<token_t> out = decoder.generate(static_cast<int>(turn.answer.size()) + 1, stop);
+    replay_target(on.target()) = specdec::ReplayTarget(reference, corpus.vocab_size, corpus.stop_token);
+    on.prefill(turn.prompt);
+    const std::vector<token_t> out = on.generate(static_cast<int>(turn.answer.size()) + 1, stop);
     if (out.size() != turn.answer.size() + 1 || out.back() != corpus.stop_token ||
         !std::equal(turn.answer.begin(), turn.answer.end(), out.begin()))
       throw std::logic_error("question " + std::to_string(turn.question_id) + " turn " +
                              std::to_string(turn.index + 1) + ": the decoder's output differs from the recorded answer");
-    const auto [cost, plain] = coster.turn_seconds(static_cast<std::int64_t>(out.size()));
-    run.turns.push_back({decoder.stats(), static_cast<std::int64_t>(out.size()), cost, plain});
+    return static_cast<std::int64_t>(out.size());
+  };
+  std::size_t history_done = 0;
+  for (const Turn& turn : corpus.turns) {
+    for (; history_done < turn.history_end; ++history_done) {
+      decode(warm->decoder, corpus.history[history_done]);
+      warm->end_turn();
+    }
+    const std::int64_t tokens = decode(decoder, turn);
+    const auto [cost, plain] = coster.turn_seconds(tokens);
+    run.turns.push_back({decoder.stats(), tokens, cost, plain});
   }
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   run.calibration = calibration_of(decoder);

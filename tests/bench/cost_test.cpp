@@ -109,3 +109,25 @@ TEST_CASE("a fixed subsample spreads over the corpus and keeps its categories in
   REQUIRE(corpus.categories.size() == 1);
   CHECK(corpus.categories[0] == "a");
 }
+
+TEST_CASE("a warm history keeps the turns a subsample leaves out before its last turn, in order", "[cost]") {
+  Corpus corpus;
+  for (int i = 0; i < 10; ++i) {
+    Turn t;
+    t.question_id = i;
+    t.category = "a";
+    corpus.turns.push_back(t);
+  }
+  corpus.categories = {"a"};
+  Corpus cold = corpus;
+  sample_turns(cold, 3);
+  CHECK(cold.history.empty());
+  sample_turns(corpus, 3, true);  // keeps turns 0, 3, 6; 1, 2, 4, 5 precede them; 7, 8, 9 precede none
+  REQUIRE(corpus.turns.size() == 3);
+  REQUIRE(corpus.history.size() == 4);
+  const std::array<int, 4> history{1, 2, 4, 5};
+  for (std::size_t h = 0; h < history.size(); ++h) CHECK(corpus.history[h].question_id == history[h]);
+  CHECK(corpus.turns[0].history_end == 0);
+  CHECK(corpus.turns[1].history_end == 2);
+  CHECK(corpus.turns[2].history_end == 4);
+}

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -355,6 +356,56 @@ TEST_CASE("every combination replays the hand-made corpus losslessly", "[specben
       CHECK(report.overall.accepted_by_drafter[0] == std::vector<std::int64_t>{4, 5});
     }
   }
+}
+
+namespace {
+
+/// Counts what reaches a coster.
+struct CountingCoster final : StepCoster {
+  int prefills = 0, forwards = 0, turns = 0;
+  void prefill(std::span<const token_t>) override { ++prefills; }
+  void forward(const specdec::TreeView&) override { ++forwards; }
+  void commit(std::span<const specdec::node_t>) override {}
+  std::pair<double, double> turn_seconds(std::int64_t) override {
+    ++turns;
+    return {1.0, 2.0};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a warm history: the turns left out teach tree_history, neither costed nor counted", "[specbench]") {
+  // Turns 1 and 2 give the same answer; a subsample of 2 of the 4 keeps turns 0 and 2.
+  Corpus corpus;
+  corpus.vocab_size = 32000;
+  corpus.stop_token = 2;
+  corpus.categories = {"qa"};
+  std::vector<token_t> repeated;
+  for (token_t t = 0; t < 24; ++t) repeated.push_back(3000 + 7 * t);
+  corpus.turns.push_back({1, "qa", 0, {1, 500}, {800, 900, 1000}, -1});
+  corpus.turns.push_back({2, "qa", 0, {1, 600}, repeated, -1});
+  corpus.turns.push_back({3, "qa", 0, {1, 700}, repeated, -1});
+  corpus.turns.push_back({4, "qa", 0, {1, 750}, {810}, -1});
+  const std::vector<std::string> names{"tree_history"};
+  const Combination& combination = find_combination(names);
+  std::array<ReplayRun, 2> runs;
+  for (const bool warm : {false, true}) {
+    CAPTURE(warm);
+    Corpus sampled = corpus;
+    sample_turns(sampled, 2, warm);
+    CountingCoster coster;
+    runs[warm] = combination.replay(sampled, {.budget = 64, .resources = {}, .coster = &coster});
+    REQUIRE(runs[warm].turns.size() == 2);
+    CHECK(coster.prefills == 2);
+    CHECK(coster.turns == 2);
+    CHECK(coster.forwards == runs[warm].turns[0].stats.steps + runs[warm].turns[1].stats.steps);
+    CHECK(runs[warm].turns[1].tokens == 25);
+    CHECK(runs[warm].turns[1].cost_seconds == 1.0);
+  }
+  // Cold, turn 2 is new to tree_history; warm, it repeats the history's turn 1.
+  CHECK(runs[0].turns[1].stats.steps == 25);
+  CHECK(runs[1].turns[1].stats.steps * 3 <= runs[0].turns[1].stats.steps);
+  CHECK(runs[0].turns[0].stats.steps == runs[1].turns[0].stats.steps);
 }
 
 TEST_CASE("rest without a datastore, or with one of a larger vocabulary, is an input error", "[specbench]") {
