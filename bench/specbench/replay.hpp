@@ -163,18 +163,6 @@ specdec::ReplayTarget& replay_target(specdec::TimedTarget<specdec::ReplayTarget,
   return target.decider();
 }
 
-/// Tells each of `decoder`'s drafters that has an end() (specdec::EndsRequests) that its sequence
-/// ended, so that its output joins a memory shared with another decoder now, not at its next begin().
-template <class Decoder>
-void end_sequence(Decoder& decoder) {
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    const auto one = [](auto& drafter) {
-      if constexpr (specdec::EndsRequests<std::remove_cvref_t<decltype(drafter)>>) drafter.end();
-    };
-    (one(decoder.template drafter<I>()), ...);
-  }(std::make_index_sequence<Decoder::num_drafters>{});
-}
-
 /// The decoder of --warm-history's turns: the replay alone, no coster, the main decoder's budget
 /// (fixed: no cost model, so no clock either), and drafters that share the main decoder's
 /// drafters' memory across requests (specdec::SharesStateAcrossRequests).
@@ -189,13 +177,7 @@ struct WarmDecoder {
         decoder(target, specdec::DecoderOptions{.budget = options.budget},
                 make_drafter<Drafters>(options.resources, TargetInfo{corpus.vocab_size, nullptr})...,
                 specdec::ExactVerifier{}) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      const auto one = [](auto& drafter, auto& from) {
-        if constexpr (specdec::SharesStateAcrossRequests<std::remove_cvref_t<decltype(drafter)>>)
-          drafter.share(from.shared_state());
-      };
-      (one(decoder.template drafter<I>(), main.template drafter<I>()), ...);
-    }(std::index_sequence_for<Drafters...>{});
+    specdec::share_drafter_states(decoder.drafters(), main.drafters());
   }
 };
 
@@ -243,10 +225,10 @@ ReplayRun replay(const Corpus& corpus, const ReplayOptions& options) {
   for (const Turn& turn : corpus.turns) {
     for (; history_done < turn.history_end; ++history_done) {
       decode(warm->decoder, corpus.history[history_done]);
-      end_sequence(warm->decoder);
+      specdec::end_drafters(warm->decoder.drafters());
     }
     const std::int64_t tokens = decode(decoder, turn);
-    if (warm) end_sequence(decoder);  // before the history turns that follow it
+    if (warm) specdec::end_drafters(decoder.drafters());  // its output joins the history before the turns that follow
     const auto [cost, plain] = coster.turn_seconds(tokens);
     run.turns.push_back({decoder.stats(), tokens, cost, plain});
   }

@@ -86,6 +86,29 @@ concept SharesStateAcrossRequests = requires { typename D::shared_state_type; } 
 template <class D>
 concept EndsRequests = requires(D& d) { d.end(); };
 
+/// Each drafter of `drafters` that shares state across requests (SharesStateAcrossRequests) draws
+/// it from its counterpart in `from`, so both draft from (and add to) one state.
+template <class... Ds>
+void share_drafter_states(std::tuple<Ds...>& drafters, const std::tuple<Ds...>& from) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    [[maybe_unused]] const auto one = [](auto& drafter, const auto& source) {
+      if constexpr (SharesStateAcrossRequests<std::remove_cvref_t<decltype(drafter)>>) drafter.share(source.shared_state());
+    };
+    (one(std::get<I>(drafters), std::get<I>(from)), ...);
+  }(std::index_sequence_for<Ds...>{});
+}
+
+/// Tells each drafter of `drafters` that has an end() (EndsRequests) that its request ended.
+template <class... Ds>
+void end_drafters(std::tuple<Ds...>& drafters) {
+  std::apply([](auto&... drafter) {
+    [[maybe_unused]] const auto one = [](auto& d) {
+      if constexpr (EndsRequests<std::remove_cvref_t<decltype(d)>>) d.end();
+    };
+    (one(drafter), ...);
+  }, drafters);
+}
+
 /// A request's identity in a SpeculativeBatch: ids count up from 0 and are never reused.
 using request_id = std::int64_t;
 
@@ -564,7 +587,7 @@ class SpeculativeBatch {
   request_id admit(std::span<const token_t> prompt, const RequestOptions& options, drafters_type drafters) {
     const std::size_t s = free_slot();
     if (requests_[s]) release(s);  // a finished request reported by the last step
-    share_states(drafters, std::make_index_sequence<num_drafters>{});
+    share_drafter_states(drafters, prototype_);
     target_.prefill(static_cast<int>(s), prompt.first(prompt.size() - 1));
     auto& r = requests_[s].emplace(next_id_, options, std::move(drafters), make_verifier(options));
     if (acceptance_) {
@@ -644,26 +667,12 @@ class SpeculativeBatch {
       if (requests_[s] && requests_[s]->finished) release(s);
   }
 
-  // Each drafter that shares state across requests draws it from its prototype.
-  template <std::size_t... I>
-  void share_states(drafters_type& drafters, std::index_sequence<I...>) {
-    [[maybe_unused]] auto one = [](auto& drafter, auto& prototype) {  // unused when there are no drafters
-      if constexpr (SharesStateAcrossRequests<std::remove_cvref_t<decltype(drafter)>>) drafter.share(prototype.shared_state());
-    };
-    (one(std::get<I>(drafters), std::get<I>(prototype_)), ...);
-  }
-
   void release(std::size_t s) {
     last_pause_ = requests_[s]->pause;
-    std::apply([](auto&... drafter) { (end_one(drafter), ...); }, requests_[s]->seq.drafters());
+    end_drafters(requests_[s]->seq.drafters());
     retired_stats_.add(requests_[s]->seq.stats());
     requests_[s].reset();
     target_.release(static_cast<int>(s));
-  }
-
-  template <class D>
-  static void end_one(D& drafter) {
-    if constexpr (EndsRequests<D>) drafter.end();
   }
 
   Target& target_;

@@ -342,6 +342,7 @@ class SpeculativeDecoder {
 
   template <std::size_t I>
   auto& drafter() { return std::get<I>(seq_.drafters()); }
+  drafters_type& drafters() { return seq_.drafters(); }
   verifier_type& verifier() { return verifier_; }
   Target& target() { return target_; }
 
