@@ -5,13 +5,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <ostream>
 #include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
+#include <specdec/models/llama_layer.hpp>
 
 #include "input_error.hpp"
 
@@ -388,6 +391,31 @@ double read_bandwidth_gbs() {
   return best;
 }
 
+MatrixProductGflops matrix_product_gflops(int threads, specdec::WeightFormat weights) {
+  constexpr int in = 256, out = 256, tokens = 32, rounds = 256, products = 4;
+  std::vector<float> w(static_cast<std::size_t>(in) * out), x(static_cast<std::size_t>(tokens) * in);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 17) / 64 - 0.125f;
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) / 16 - 0.375f;
+  const specdec::llama::Matrix m = specdec::llama::Matrix::pack(in, {{w.data(), out}}, weights);
+  // Outputs of their own: lines that the other threads wrote would move between caches.
+  std::vector<float> y_one(static_cast<std::size_t>(tokens) * m.stride), y_all(y_one.size());
+  specdec::llama::ThreadPool pool(threads);
+  auto fastest = [&](specdec::llama::ThreadPool* on, double& best) {
+    for (int p = 0; p < products; ++p) {
+      const auto t0 = Clock::now();
+      specdec::llama::detail::matmul(on, m, x.data(), in, tokens, (on ? y_all : y_one).data(), m.stride);
+      best = std::min(best, seconds_between(t0, Clock::now()));
+    }
+  };
+  double one = std::numeric_limits<double>::infinity(), all = one;
+  for (int r = 0; r < rounds; ++r) {
+    fastest(nullptr, one);
+    fastest(&pool, all);
+  }
+  const double operations = 2.0 * in * out * tokens;
+  return {operations / one / 1e9, operations / all / 1e9};
+}
+
 CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ostream& log) {
   auto loaded = load_model(o.model, o.weights);
   const specdec::Llama2cConfig config = loaded->config();
@@ -450,9 +478,17 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
     }
     fs::remove(copy);
   }
-  if (o.bandwidth) {
+  if (o.machine_probes) {
     log << "specbench calibrate: measuring one core's read bandwidth (sum of a 1 GiB array) ...\n" << std::flush;
     t.metadata["read_bandwidth_gbs"] = std::round(read_bandwidth_gbs() * 100) / 100;
+    if (o.threads > 1) {
+      log << "specbench calibrate: measuring the matrix product's arithmetic on 1 and " << o.threads << " threads ...\n"
+          << std::flush;
+      const auto rounded = [](double gflops) { return std::round(gflops * 10) / 10; };
+      const MatrixProductGflops gflops = matrix_product_gflops(o.threads, o.weights);
+      t.metadata["matrix_product_gflops"] = {{"1", rounded(gflops.one_thread)},
+                                             {std::to_string(o.threads), rounded(gflops.all_threads)}};
+    }
   }
   const auto scale = [&](double tk, double t1) {
     return scaled ? t1 + static_cast<double>(o.layers_of - 1) * std::max(0.0, tk - t1) / static_cast<double>(K - 1) : tk;
@@ -478,7 +514,7 @@ CostTable quick_calibration(const fs::path& model, int threads, specdec::WeightF
   for (int n = 1; n < largest; n *= 2) o.nodes.push_back(n);
   o.nodes.push_back(largest);
   o.repetitions = 5;
-  o.bandwidth = false;
+  o.machine_probes = false;
   std::ostringstream log;  // the per-context progress is not shown: one line says what was done
   const auto t0 = Clock::now();
   CostTable table = calibrate(o, fs::temp_directory_path() / "specbench-quick-calibration", log);
@@ -493,6 +529,31 @@ CostTable quick_calibration(const fs::path& model, int threads, specdec::WeightF
 
 // ---- text and picture -----------------------------------------------------------------------
 
+namespace {
+
+// The table's matrix_product_gflops, if any: one thread's figure against all threads'. Threads that
+// add less than half of one thread's arithmetic each share cores: a tree's extra nodes, which are
+// arithmetic, then gain little from them.
+void print_matrix_product_line(std::ostream& out, const nlohmann::ordered_json& metadata) {
+  if (!metadata.contains("matrix_product_gflops")) return;
+  const auto& gflops = metadata["matrix_product_gflops"];
+  if (!gflops.is_object() || gflops.size() != 2 || !gflops.contains("1")) return;
+  const auto all = std::find_if(gflops.items().begin(), gflops.items().end(), [](const auto& item) { return item.key() != "1"; });
+  const double threads = std::atof(all.key().c_str());
+  if (!gflops["1"].is_number() || !all.value().is_number() || !(threads > 1)) return;
+  const double one = gflops["1"].get<double>(), many = all.value().get<double>();
+  out << fmt::format("  matrix product (the forward's kernel, 32 tokens, weights from cache): {:.1f} GFLOP/s on 1 thread, "
+                     "{:.1f} on {} ({:.2f} x)\n",
+                     one, many, all.key(), many / one);
+  if (many - one < 0.5 * (threads - 1) * one)
+    out << fmt::format("  {} threads add {:.0f} % to one thread's arithmetic where separate cores would add about {:.0f} %: "
+                       "they share cores (SMT siblings, or virtual CPUs backed by one core), and a tree's extra nodes gain "
+                       "little from them\n",
+                       all.key(), 100 * (many / one - 1), 100 * (threads - 1));
+}
+
+}  // namespace
+
 void print_cost_table(std::ostream& out, const CostTable& t) {
   out << "cost table: " << t.describe() << "\n";
   if (t.metadata.contains("model")) {
@@ -504,6 +565,7 @@ void print_cost_table(std::ostream& out, const CostTable& t) {
   }
   if (t.metadata.contains("read_bandwidth_gbs"))
     out << fmt::format("  read bandwidth (one core, sum of a 1 GiB array): {} GB/s\n", t.metadata["read_bandwidth_gbs"].dump());
+  print_matrix_product_line(out, t.metadata);
   out << fmt::format("forward time in us (median of {}); tree: a chain of n nodes, the root included\n\n",
                      t.metadata.contains("repetitions") ? t.metadata["repetitions"].dump() : "?");
   out << fmt::format("{:>8} {:>10}", "context", "plain");

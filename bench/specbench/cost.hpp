@@ -131,7 +131,9 @@ struct CalibrateOptions {
   /// that does (positions - the largest tree) is added.
   std::vector<int> contexts{128, 512, 2048};
   int repetitions = 5;
-  bool bandwidth = true;  ///< also measure the read bandwidth (read_bandwidth_gbs)
+  /// Also measure the machine: the read bandwidth (read_bandwidth_gbs) and, with threads > 1, the
+  /// matrix product's arithmetic on one thread and on all (matrix_product_gflops).
+  bool machine_probes = true;
 };
 
 /// Measures a cost table: for each context c, prefills c tokens, then times `repetitions` rounds
@@ -139,7 +141,7 @@ struct CalibrateOptions {
 /// one-node forward and its commit); the median of each. With layers_of = L and a checkpoint of K < L layers, the
 /// same grid is also measured on a copy holding its first layer only (written next to `scratch`),
 /// and each time is T_1 + (L - 1) (T_K - T_1) / (K - 1): embedding and classifier once, the layers
-/// scaled. Also measures the read bandwidth. Progress goes to `log`.
+/// scaled. Also measures the machine (machine_probes). Progress goes to `log`.
 CostTable calibrate(const CalibrateOptions& options, const std::filesystem::path& scratch, std::ostream& log);
 
 /// `--budget auto` without `--cost`: a quick calibration of `model` at start-up, the cost model of
@@ -151,6 +153,18 @@ CostTable quick_calibration(const std::filesystem::path& model, int threads, spe
 
 /// One core's sequential read bandwidth in GB/s: the best of 3 sums of a 1 GiB array.
 double read_bandwidth_gbs();
+
+/// The forward's matrix product where arithmetic bounds it, on one thread and on `threads`:
+/// GFLOP/s of 32 tokens times a 256 × 256 matrix stored in `weights` (256 KB in fp32: from L2),
+/// the forward's own kernel (on `threads`, its ThreadPool's split), the fastest of 1024 products
+/// each, the two alternating a few products at a time (about 0.1 s), so that both meet the same
+/// moments of a shared machine and a burst of load only slows some products. Side by side they
+/// say whether more threads add arithmetic (separate cores) or share one core's (SMT siblings,
+/// or virtual CPUs that the host backs with one core).
+struct MatrixProductGflops {
+  double one_thread = 0, all_threads = 0;
+};
+MatrixProductGflops matrix_product_gflops(int threads, specdec::WeightFormat weights);
 
 /// The table as text: forward µs per n and context, and c(n) / c(1).
 void print_cost_table(std::ostream& out, const CostTable& table);

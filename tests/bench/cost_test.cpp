@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cmath>
+#include <sstream>
 #include <string>
 
 #include <specdec/draft_budget.hpp>
@@ -72,6 +74,35 @@ TEST_CASE("a table coster sums the steps' forwards and the plain steps of the sa
   const auto [spec, plain] = coster.turn_seconds(3);  // plain steps at 100, 101, 102
   CHECK(spec == Approx(50.2e-6));
   CHECK(plain == Approx((10 + 10.1 + 10.2) * 1e-6));
+}
+
+TEST_CASE("a table's matrix product figures say whether its threads add arithmetic", "[cost]") {
+  auto printed = [](const std::string& gflops) {
+    std::ostringstream out;
+    print_cost_table(out, table_from(R"({"matrix_product_gflops": )" + gflops + R"(, "nodes": [1],
+      "contexts": [{"context": 100, "plain_us": 10, "forward_us": [10]}]})"));
+    return out.str();
+  };
+  const std::string cores = printed(R"({"1": 80.0, "2": 150.0})");
+  CHECK_THAT(cores, Catch::Contains("80.0 GFLOP/s on 1 thread, 150.0 on 2 (1.88 x)"));
+  CHECK_THAT(cores, !Catch::Contains("share cores"));
+  const std::string siblings = printed(R"({"1": 80.0, "2": 96.0})");
+  CHECK_THAT(siblings, Catch::Contains("2 threads add 20 % to one thread's arithmetic where separate cores would add "
+                                       "about 100 %: they share cores"));
+  // Four threads that add one core's worth share cores too.
+  CHECK_THAT(printed(R"({"1": 80.0, "4": 160.0})"), Catch::Contains("4 threads add 100 %"));
+  // A hand-written table's odd figures print nothing rather than fail.
+  CHECK_THAT(printed(R"({"1": "fast", "2": 96.0})"), !Catch::Contains("matrix product"));
+  CHECK_THAT(printed(R"({"1": 80.0})"), !Catch::Contains("matrix product"));
+}
+
+TEST_CASE("the matrix product probe measures arithmetic on one thread and on several", "[cost]") {
+  const MatrixProductGflops gflops = matrix_product_gflops(2, specdec::WeightFormat::fp32);
+  // 2 · 256 · 256 · 32 operations (4.2 MFLOP) a product: positive and finite, whatever the machine.
+  CHECK(gflops.one_thread > 0.1);
+  CHECK(gflops.all_threads > 0.1);
+  CHECK(std::isfinite(gflops.one_thread));
+  CHECK(std::isfinite(gflops.all_threads));
 }
 
 TEST_CASE("bad cost tables are refused with the field named", "[cost]") {
