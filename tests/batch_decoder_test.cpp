@@ -209,6 +209,10 @@ TEST_CASE("batch, oracle drafter: every request equals its own greedy decoding",
   const DecodeStats all = batch.stats();
   CHECK(all.tau() > 1.3);  // the oracle is right 75% of the time
   CHECK(all.drafter_names == std::vector<std::string>{"oracle"});
+  std::int64_t handed_out = 0;  // the updates' tokens, cut at max_new_tokens and EOS
+  for (const Job& j : jobs) handed_out += static_cast<std::int64_t>(j.output.size());
+  CHECK(all.output_tokens == handed_out);
+  CHECK(all.tokens > handed_out);  // steps commit past the cuts
 }
 
 TEST_CASE("batch, casd and context tree drafters copied per request: lossless", "[batch][lossless]") {
@@ -428,6 +432,51 @@ TEST_CASE("batch: bad calls throw one sentence and leave the other requests as t
 }
 
 namespace {
+/// A HashTarget whose commit of `slot` throws once, at that slot's `nth` commit.
+struct CommitFailsOnce : HashTarget {
+  CommitFailsOnce(int slot, int nth) : HashTarget(kVocab, 11, 4.0f, 3), slot_(slot), left_(nth) {}
+  void commit(int slot, std::span<const node_t> path) {
+    if (slot == slot_ && --left_ == 0) throw error("CommitFailsOnce: the commit failed");
+    HashTarget::commit(slot, path);
+  }
+  int slot_, left_;
+};
+}  // namespace
+
+// The batch committed every request's target cache before any request's context: a commit that
+// threw left the requests before it with their caches ahead of their contexts, and every later
+// step threw (issue 49, defect g). Now the failing request ends and the others decode on.
+TEST_CASE("batch: a target commit that throws ends its request; the others commit and decode on", "[batch][errors]") {
+  CommitFailsOnce target(/*slot=*/1, /*nth=*/3);
+  SpeculativeBatch<CommitFailsOnce, CasdDrafter, ExactVerifier> batch(target, 3);
+  const std::vector<std::vector<token_t>> prompts{{1, 2, 3, 1, 2}, {4, 5, 4, 5}, {6, 7, 8}};
+  std::map<request_id, std::vector<token_t>> out;
+  for (const auto& p : prompts) out[batch.add(p, request(40))];
+  int steps = 0, throws = 0;
+  while (batch.active() > 0) {
+    REQUIRE(++steps < 200);
+    std::span<const RequestUpdate> updates;
+    try {
+      updates = batch.step();
+    } catch (const error& e) {
+      CHECK(std::string(e.what()) == "CommitFailsOnce: the commit failed");
+      ++throws;
+      CHECK(batch.active() == 2);
+      CHECK_THROWS_WITH(batch.stats(1), "SpeculativeBatch::stats: request 1 has finished or was removed");
+      updates = batch.last_updates();
+      CHECK(updates.size() == 2);  // requests 0 and 2 committed in the step that threw
+    }
+    for (const RequestUpdate& u : updates) out[u.id].insert(out[u.id].end(), u.tokens.begin(), u.tokens.end());
+  }
+  CHECK(throws == 1);
+  CHECK(out[0] == target.generate(prompts[0], 40));
+  CHECK(out[2] == target.generate(prompts[2], 40));
+  const auto one = target.generate(prompts[1], 40);  // what request 1 got before it ended: a prefix
+  REQUIRE(out[1].size() < one.size());
+  CHECK(std::equal(out[1].begin(), out[1].end(), one.begin()));
+}
+
+namespace {
 // A forward that costs `fixed` plus `per_node` per node, whatever the context.
 struct LinearCost {
   double fixed, per_node;
@@ -512,8 +561,8 @@ TEST_CASE("batch, automatic budget: a request whose drafting costs more than its
   // A forward of 10 us + 1 us a node: every oracle node is accepted, and a request's 8 nodes save
   // about 8 root shares (5 us each) of a plain batch step; drafting them for 300 us does not pay.
   SpeculativeBatch<HashTarget, CountingOracle, ExactVerifier> batch(
-      target, 2, BatchOptions{.cost = LinearCost{10e-6, 1e-6}, .measured_pause = false}, CountingOracle({}, 1),
-      ExactVerifier{});
+      target, 2, BatchOptions{.cost = LinearCost{10e-6, 1e-6}, .measured_pause = false, .clock = testing::TestClock::now},
+      CountingOracle({}, 1), ExactVerifier{});
   std::vector<std::shared_ptr<int>> counts;
   std::vector<request_id> ids;
   std::vector<std::vector<token_t>> truths;
@@ -542,16 +591,14 @@ TEST_CASE("batch, automatic budget: a request whose drafting costs more than its
 
 namespace {
 
-// The hash target, but its batched forward really takes `per_node` for every node of every tree
-// (busy-waiting): a compute-bound target, whatever its cost model says.
+// The hash target, but its batched forward takes `per_node` for every node of every tree on the
+// TestClock: a compute-bound target, whatever its cost model says.
 struct SpinningTarget : HashTarget {
   using HashTarget::HashTarget;
   const BatchOutput& forward(const TreeBatchView& batch) {
     int nodes = 0;
     for (const TreeView& tree : batch.trees) nodes += tree.size;
-    const auto until = std::chrono::steady_clock::now() + per_node * nodes;
-    while (std::chrono::steady_clock::now() < until) {
-    }
+    testing::TestClock::advance(per_node * nodes);
     return HashTarget::forward(batch);
   }
   std::chrono::microseconds per_node{50};
@@ -567,7 +614,8 @@ TEST_CASE("batch, automatic budget: the pause weighs measured steps, not an opti
   for (const bool measured : {true, false}) {
     SpinningTarget target(kVocab, 11, 4.0f, 2);
     SpeculativeBatch<SpinningTarget, CountingOracle, ExactVerifier> batch(
-        target, 2, BatchOptions{.cost = LinearCost{100e-6, 1e-6}, .measured_pause = measured}, CountingOracle({}, 1),
+        target, 2, BatchOptions{.cost = LinearCost{100e-6, 1e-6}, .measured_pause = measured, .clock = testing::TestClock::now},
+        CountingOracle({}, 1),
         ExactVerifier{});
     std::vector<request_id> ids;
     std::vector<std::vector<token_t>> truths;

@@ -100,7 +100,7 @@ TEST_CASE("the drafters pause when their drafting costs more than their nodes sa
     oracle.spin = spin;
     const std::shared_ptr<int> proposals = oracle.proposals;
     SpeculativeDecoder<HashTarget, CountingOracle, ExactVerifier> decoder(
-        target, DecoderOptions{.budget = 16, .cost = cost, .measured_pause = false}, std::move(oracle), ExactVerifier{});
+        target, DecoderOptions{.budget = 16, .cost = cost, .measured_pause = false, .clock = testing::TestClock::now}, std::move(oracle), ExactVerifier{});
     const std::vector<token_t> out = decode(decoder, prompt);
     CHECK(out == first(truth, out.size()));
     const DecodeStats& s = decoder.stats();
@@ -118,14 +118,12 @@ TEST_CASE("the drafters pause when their drafting costs more than their nodes sa
 
 namespace {
 
-// The hash target, but its forward really takes `per_node` for every tree node (busy-waiting): a
+// The hash target, but its forward takes `per_node` for every tree node on the TestClock: a
 // compute-bound target, whatever its cost model says.
 struct SpinningTarget : HashTarget {
   using HashTarget::HashTarget;
   const Output& forward(const TreeView& tree) {
-    const auto until = std::chrono::steady_clock::now() + per_node * tree.size;
-    while (std::chrono::steady_clock::now() < until) {
-    }
+    testing::TestClock::advance(per_node * tree.size);
     return HashTarget::forward(tree);
   }
   std::chrono::microseconds per_node{100};
@@ -145,7 +143,7 @@ TEST_CASE("the pause weighs measured steps: a cost model that says nodes are che
     CountingOracle oracle(truth, 8, 0.5, 1, 7);
     const std::shared_ptr<int> proposals = oracle.proposals;
     SpeculativeDecoder<SpinningTarget, CountingOracle, ExactVerifier> decoder(
-        target, DecoderOptions{.budget = 8, .cost = optimistic, .measured_pause = measured}, std::move(oracle),
+        target, DecoderOptions{.budget = 8, .cost = optimistic, .measured_pause = measured, .clock = testing::TestClock::now}, std::move(oracle),
         ExactVerifier{});
     const std::vector<token_t> out = decode(decoder, prompt);
     CHECK(out == first(truth, out.size()));

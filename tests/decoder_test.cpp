@@ -471,3 +471,23 @@ TEST_CASE("plain runs: a bounded target, and a target's bad tokens", "[decoder][
                     Catch::Contains("the target's decode(): token 0 is 50, outside the vocabulary [0, 50)"));
   CHECK_THROWS_WITH(dec.step(), Catch::Contains("call prefill() first"));
 }
+
+// DecodeStats::tokens counted the tokens of the last step past generate()'s cut, so throughput
+// from the stats was too high (issue 49: 502 tokens in the stats against 490 returned).
+TEST_CASE("decoder: output_tokens counts the tokens handed out, tokens all that were committed", "[decoder][stats]") {
+  HashTarget target(kVocab);
+  const std::vector<token_t> prompt = prompt_for(3);
+  // A right chain of 8: every step commits 9 tokens.
+  SpeculativeDecoder<HashTarget, OracleDrafter, ExactVerifier> dec(target, OracleDrafter(reference(target, prompt, 60), 8),
+                                                                   ExactVerifier{});
+  dec.prefill(prompt);
+  CHECK(dec.generate(20).size() == 20);
+  CHECK(dec.stats().tokens == 27);
+  CHECK(dec.stats().output_tokens == 20);
+  CHECK(dec.step().size() == 9);  // step() hands out all it commits
+  CHECK(dec.stats().tokens == 36);
+  CHECK(dec.stats().output_tokens == 29);
+  DecodeStats sum = dec.stats();
+  sum.add(dec.stats());
+  CHECK(sum.output_tokens == 58);
+}

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include <specdec/batch_decoder.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/policies/drafters/casd.hpp>
 #include <specdec/policies/drafters/context_tree.hpp>
@@ -75,4 +76,37 @@ TEST_CASE("extreme options: generate(INT_MAX) stops at the stop token", "[extrem
   dec.prefill(std::vector<token_t>(reference.begin(), reference.begin() + 4));
   const std::vector<token_t> stop{5};
   CHECK(dec.generate(kMax, stop) == std::vector<token_t>(reference.begin() + 4, reference.end()));
+}
+
+namespace {
+// A forward that costs a fixed part plus a little per node: every size up to INT_MAX answers.
+struct CheapNodes {
+  double step_seconds(int nodes, int) const { return 1e-3 + 1e-6 * nodes; }
+};
+}  // namespace
+
+// budget + 1 overflowed to INT_MIN in the pause's "most tokens a step", and the first drafting
+// step threw "DraftingPause: most_tokens must be >= 0" (issue 49, defect a).
+TEST_CASE("extreme options: budget INT_MAX with a cost model drafts and stays lossless", "[extreme][budget]") {
+  HashTarget target(kVocab, 11);
+  const auto prompt = repetitive_prompt();
+  SpeculativeDecoder<HashTarget, CasdDrafter, ExactVerifier> dec(
+      target, DecoderOptions{.budget = kMax, .cost = CheapNodes{}, .measured_pause = false});
+  dec.prefill(prompt);
+  CHECK(dec.generate(80) == target.generate(prompt, 80));
+  CHECK(dec.stats().drafted_nodes > 0);
+}
+
+TEST_CASE("extreme options: a batch request's budget INT_MAX with a cost model drafts and stays lossless",
+          "[extreme][budget][batch]") {
+  HashTarget target(kVocab, 11);
+  const auto prompt = repetitive_prompt();
+  SpeculativeBatch<HashTarget, CasdDrafter, ExactVerifier> batch(
+      target, 1, BatchOptions{.cost = CheapNodes{}, .measured_pause = false}, CasdDrafter{}, ExactVerifier{});
+  batch.add(prompt, RequestOptions{.max_new_tokens = 80, .budget = kMax});
+  std::vector<token_t> out;
+  while (batch.active() > 0)
+    for (const RequestUpdate& u : batch.step()) out.insert(out.end(), u.tokens.begin(), u.tokens.end());
+  CHECK(out == target.generate(prompt, 80));
+  CHECK(batch.stats().drafted_nodes > 0);
 }

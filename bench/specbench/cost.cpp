@@ -423,7 +423,7 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
   // takes their place, so the table reaches the model's last positions.
   std::vector<int> contexts;
   for (const int c : o.contexts)
-    if (c + o.nodes.back() <= config.seq_len) contexts.push_back(c);
+    if (o.nodes.back() <= config.seq_len - c) contexts.push_back(c);
   const int last = config.seq_len - o.nodes.back();
   if (contexts.size() < o.contexts.size() && last >= 0 && (contexts.empty() || contexts.back() < last))
     contexts.push_back(last);
@@ -504,15 +504,25 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
   return t;
 }
 
+std::vector<int> doubling_sizes(int largest) {
+  std::vector<int> sizes;
+  for (int n = 1; n < largest; n = n > INT_MAX / 2 ? largest : 2 * n) sizes.push_back(n);
+  sizes.push_back(largest);
+  return sizes;
+}
+
 CostTable quick_calibration(const fs::path& model, int threads, specdec::WeightFormat weights, int largest,
                             std::string& description) {
   CalibrateOptions o;
   o.model = model;
   o.threads = threads;
   o.weights = weights;
-  o.nodes.clear();
-  for (int n = 1; n < largest; n *= 2) o.nodes.push_back(n);
-  o.nodes.push_back(largest);
+  const int positions = specdec::Llama2cModel::read_config(model).seq_len;
+  if (largest > positions)
+    throw input_error(fmt::format("--budget auto: the start-up calibration would time trees of {} nodes, but the model "
+                                  "has {} positions; lower --budget-cap",
+                                  largest, positions));
+  o.nodes = doubling_sizes(largest);
   o.repetitions = 5;
   o.machine_probes = false;
   std::ostringstream log;  // the per-context progress is not shown: one line says what was done

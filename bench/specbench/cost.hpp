@@ -4,6 +4,7 @@
 // times it (`replay --timed-model`). The table's JSON format is in docs/specbench.md.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
@@ -144,10 +145,18 @@ struct CalibrateOptions {
 /// scaled. Also measures the machine (machine_probes). Progress goes to `log`.
 CostTable calibrate(const CalibrateOptions& options, const std::filesystem::path& scratch, std::ostream& log);
 
+/// The nodes of a step's tree with up to `budget` draft nodes: the budget and the root, saturating
+/// (a budget may be INT_MAX).
+constexpr int tree_nodes(int budget) { return budget < INT_MAX ? budget + 1 : INT_MAX; }
+
+/// The tree sizes a calibration measures: 1, 2, 4, ... below `largest`, then `largest` (>= 1).
+std::vector<int> doubling_sizes(int largest);
+
 /// `--budget auto` without `--cost`: a quick calibration of `model` at start-up, the cost model of
 /// the automatic budget. Trees of 1, 2, 4, ... up to `largest` nodes (what the decoder may ask
 /// for: its cap + 1; a batch's steps are larger), the default contexts that fit the model, 2
-/// repetitions, no bandwidth; `description` says what was measured and how long it took.
+/// repetitions, no bandwidth; `description` says what was measured and how long it took. Throws
+/// input_error where a chain of `largest` nodes does not fit the model's positions.
 CostTable quick_calibration(const std::filesystem::path& model, int threads, specdec::WeightFormat weights, int largest,
                             std::string& description);
 

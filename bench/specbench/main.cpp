@@ -107,17 +107,27 @@ struct ReplayArgs {
   std::string batch;         ///< --batch B[,B...]: batched decoding, plain and speculative
 };
 
-/// Accepts a whole number >= `least`; CLI11 reports "--OPTION: <message>".
-CLI::Validator whole_number_at_least(long least) {
+/// Accepts a whole number in [least, most]; CLI11 reports "--OPTION: <message>".
+CLI::Validator whole_number_in(long least, long most) {
+  const std::string range = most == INT_MAX ? ">= " + std::to_string(least)
+                                            : "in [" + std::to_string(least) + ", " + std::to_string(most) + "]";
   return CLI::Validator(
-      [least](std::string& text) -> std::string {
+      [least, most, range](std::string& text) -> std::string {
         long value = 0;
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (ec != std::errc() || end != text.data() + text.size() || value < least || value > INT_MAX)
-          return "expected a whole number >= " + std::to_string(least) + ", got '" + text + "'";
+        if (ec != std::errc() || end != text.data() + text.size() || value < least || value > most)
+          return "expected a whole number " + range + ", got '" + text + "'";
         return {};
       },
-      "INT>=" + std::to_string(least));
+      most == INT_MAX ? "INT>=" + std::to_string(least) : "INT in [" + std::to_string(least) + ", " + std::to_string(most) + "]");
+}
+CLI::Validator whole_number_at_least(long least) { return whole_number_in(least, INT_MAX); }
+
+/// --threads, checked the same way wherever it is: the forward's pool holds at most
+/// ThreadPool::max_threads threads, and corpus's workers are held to the same.
+CLI::Option* add_threads_option(CLI::App& cmd, int& threads, const std::string& description) {
+  return cmd.add_option("--threads", threads, description)
+      ->check(whole_number_in(1, specdec::llama::ThreadPool::max_threads));
 }
 
 /// --weights fp32|bf16: how the model's matrices are stored (models/host_kernels.hpp).
@@ -390,8 +400,8 @@ int report_batch(const BatchReport& report, const std::string& json, const std::
 /// cap + 1 nodes), at most half the model's positions (a chain of it must fit after a context);
 /// BatchCostModel extends the table beyond.
 int batch_calibration_size(const std::vector<int>& sizes, int cap, const specdec::Llama2cConfig& c) {
-  const long step = static_cast<long>(sizes.back()) * (cap + 1);
-  return static_cast<int>(std::max<long>(cap + 1, std::min<long>(step, c.seq_len / 2)));
+  const long step = static_cast<long>(sizes.back()) * tree_nodes(cap);
+  return static_cast<int>(std::max<long>(tree_nodes(cap), std::min<long>(step, c.seq_len / 2)));
 }
 
 int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
@@ -455,7 +465,7 @@ int run_model(ModelArgs& a) {
     auto_budget = "the cost table " + a.cost + " (" + table->describe() + ")";
   } else if (a.budget.automatic) {
     std::string how;
-    options.cost = quick_calibration(model_path(a), a.threads, a.weights, a.budget.cap + 1, how);
+    options.cost = quick_calibration(model_path(a), a.threads, a.weights, tree_nodes(a.budget.cap), how);
     auto_budget = "the model, " + how;
   }
   const ModelRun run = combination.model[static_cast<std::size_t>(options.verifier)](bench, options);
@@ -490,8 +500,7 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
   cmd.add_option("--cost", a.cost, "--budget auto: the cost table (specbench calibrate) of the decoder's cost model "
                                    "(default: a quick calibration of the model at start-up)");
   add_weights_option(cmd, a.weights, "the model, plain and speculative alike");
-  cmd.add_option("--threads", a.threads, "Threads of the target's forward, plain and speculative alike (default 1)")
-      ->check(CLI::Range(1, 256));
+  add_threads_option(cmd, a.threads, "Threads of the target's forward, plain and speculative alike (default 1)");
   cmd.add_option("--max-new-tokens", a.max_new_tokens,
                  "New tokens per prompt at most, cut to the model's positions (default 256)")
       ->check(whole_number_at_least(1));
@@ -552,7 +561,7 @@ void add_corpus_options(CLI::App& cmd, CorpusArgs& a) {
   cmd.add_option("--greedy-share", a.options.greedy_share, "Share of stories decoded greedily (default 0.1)")
       ->check(number_in(0, 1));
   cmd.add_option("--seed", a.options.seed, "Random seed (default 0)");
-  cmd.add_option("--threads", a.options.threads, "Decoding threads (default: one per core)")->check(whole_number_at_least(1));
+  add_threads_option(cmd, a.options.threads, "Decoding threads (default: one per core)");
   cmd.add_flag("--features", a.options.features, "Also write the model's feature row of every token (features.f32)");
   cmd.callback([&a, stories] {
     if (stories->count() > 0) a.options.tokens = 0;
@@ -604,10 +613,10 @@ std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b)
   if (file.empty()) return std::nullopt;
   CostTable table = CostTable::load(file);
   if (b.automatic && b.cap_option->count() == 0) b.cap = std::min(b.cap, table.max_nodes() - 1);
-  if (b.most() + 1 > table.max_nodes())
+  if (b.most() >= table.max_nodes())
     throw input_error(fmt::format("{} {}: a step's tree may have {} nodes, but the cost table {} measured "
                                   "forwards of at most {}",
-                                  b.automatic ? "--budget auto --budget-cap" : "--budget", b.most(), b.most() + 1,
+                                  b.automatic ? "--budget auto --budget-cap" : "--budget", b.most(), tree_nodes(b.most()),
                                   file, table.max_nodes()));
   return table;
 }
@@ -690,7 +699,7 @@ specdec::AnyCostModel auto_cost(const DataArgs& a, const std::optional<CostTable
     return *table;
   }
   std::string how;
-  CostTable calibrated = quick_calibration(r->timed_model, r->threads, r->weights, a.budget.cap + 1, how);
+  CostTable calibrated = quick_calibration(r->timed_model, r->threads, r->weights, tree_nodes(a.budget.cap), how);
   source = "the timed model, " + how;
   return calibrated;
 }
@@ -776,9 +785,7 @@ struct CalibrateArgs {
 
 int run_calibrate(CalibrateArgs& a) {
   check_outputs({{a.out, "--out"}, {a.plot, "--plot"}});
-  a.options.nodes.clear();
-  for (int n = 1; n < a.max_nodes; n *= 2) a.options.nodes.push_back(n);
-  a.options.nodes.push_back(a.max_nodes);
+  a.options.nodes = doubling_sizes(a.max_nodes);
   std::sort(a.options.contexts.begin(), a.options.contexts.end());
   a.options.contexts.erase(std::unique(a.options.contexts.begin(), a.options.contexts.end()), a.options.contexts.end());
   if (a.options.layers_of == 0)
@@ -797,7 +804,7 @@ int run_calibrate(CalibrateArgs& a) {
 
 void add_calibrate_options(CLI::App& cmd, CalibrateArgs& a) {
   cmd.add_option("--model", a.options.model, "llama2.c checkpoint to time (e.g. from specdec-synth-model)")->required();
-  cmd.add_option("--threads", a.options.threads, "Threads of the forward (default 1)")->check(whole_number_at_least(1));
+  add_threads_option(cmd, a.options.threads, "Threads of the forward (default 1)");
   add_weights_option(cmd, a.options.weights, "the model");
   cmd.add_option("--out", a.out, "Write the cost table (JSON, docs/specbench.md) to this file");
   cmd.add_option("--plot", a.plot, "Draw c(n) / c(1) against n as SVG");
@@ -836,9 +843,7 @@ int main(int argc, char** argv) {
   auto* timed = replay->add_option("--timed-model", replay_only.timed_model,
                                    "llama2.c checkpoint (vocabulary >= the replay's) that also runs every step, timed, "
                                    "next to plain decoding of the same tokens");
-  replay->add_option("--threads", replay_only.threads, "Threads of the timed model's forward (default 1)")
-      ->check(whole_number_at_least(1))
-      ->needs(timed);
+  add_threads_option(*replay, replay_only.threads, "Threads of the timed model's forward (default 1)")->needs(timed);
   add_weights_option(*replay, replay_only.weights, "the timed model")->needs(timed);
   replay->add_option("--batch", replay_only.batch, "Replay the turns B at a time, plainly and speculatively, for each "
                                                    "B of the list (e.g. 1,2,4,8; at most " +

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -25,11 +26,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-#if defined(__GLIBCXX__) && __has_include(<bits/chrono.h>)  // steady_clock only, as in decoder.hpp
-#include <bits/chrono.h>
-#else
-#include <chrono>
-#endif
 
 #include <specdec/checks.hpp>
 #include <specdec/concepts.hpp>
@@ -149,6 +145,8 @@ struct BatchOptions {
   /// measured time (its nodes' share of the measured growth over the measured plain steps, those
   /// that sent no node) or, false, by the cost model's times.
   bool measured_pause = true;
+  /// As DecoderOptions::clock.
+  StepClock clock = &std::chrono::steady_clock::now;
 };
 
 /// What one request committed in a step (see SpeculativeBatch::step).
@@ -167,8 +165,9 @@ struct RequestUpdate {
 /// every `Drafter` (per request: its own instances) merged into one tree per request and checked
 /// by the last policy, the `Verifier` (per request: its own instance).
 ///
-/// The target is held by reference and must outlive the batch. Every public member validates its
-/// input first and throws specdec::error without changing the batch.
+/// The target is held by reference and must outlive the batch. add(), remove() and the accessors
+/// validate their input first and throw specdec::error without changing the batch; step() throws
+/// only what a drafter, the verifier or the target throws, and says what that leaves.
 template <class Target, class... Policies>
 class SpeculativeBatch {
   static_assert(sizeof...(Policies) >= 1,
@@ -257,6 +256,12 @@ class SpeculativeBatch {
 
   /// One step for every active request: one target forward for all. Returns one entry per request
   /// that was active, in slot order, valid until the next add(), remove() or step().
+  /// If a drafter, the forward or a verifier throws, no request has committed anything (their
+  /// drafters may have been asked and their pauses counted the step): the next step drafts again.
+  /// If the target's commit throws for a request, that request ends (its slot is freed, as by
+  /// remove()); the others commit, and their entries are in last_updates(), then the error is
+  /// rethrown. On a backend target, a throw ends the step's requests:
+  /// their caches may be partly compacted.
   std::span<const RequestUpdate> step() {
     if constexpr (!checked) {
       return {};  // the composition failed a check: its sentence is the error
@@ -267,7 +272,7 @@ class SpeculativeBatch {
       updates_.clear();
       batch_slots_.clear();
       batch_trees_.clear();
-      const auto t_step = acceptance_ ? clock::now() : clock::time_point{};  // for weigh_step() only
+      const auto t_step = acceptance_ ? options_.clock() : clock::time_point{};  // for weigh_step() only
       // draft + merge: one tree per active request (its root only when it does not speculate)
       for (std::size_t s = 0; s < requests_.size(); ++s) {
         if (!requests_[s] || requests_[s]->finished) continue;
@@ -284,11 +289,11 @@ class SpeculativeBatch {
           budget = 0;
         }
         // A request that asks no drafter sends its root alone: no drafting time to measure.
-        const auto t0 = budget > 0 ? clock::now() : clock::time_point{};
+        const auto t0 = budget > 0 ? options_.clock() : clock::time_point{};
         TreeView view{};
         if (r.ranked) r.seq.rank(r.pause.ask_nodes(budget), budget, &*r.acceptance);  // sized below, jointly
         else view = r.seq.draft(budget, budget);
-        r.draft_seconds = budget > 0 ? seconds(clock::now() - t0).count() : 0.0;
+        r.draft_seconds = budget > 0 ? seconds(options_.clock() - t0).count() : 0.0;
         batch_slots_.push_back(static_cast<int>(s));
         batch_trees_.push_back(view);
       }
@@ -296,7 +301,7 @@ class SpeculativeBatch {
       if (acceptance_) share_nodes();
 
       // forward: one call for every request's tree
-      const auto t1 = clock::now();
+      const auto t1 = options_.clock();
       auto t2 = t1, t3 = t1;
       if constexpr (BackendBatchTarget<Target>) {
         // Forward, verification and compaction of every tree run behind each other on the
@@ -313,47 +318,68 @@ class SpeculativeBatch {
           for (int s : batch_slots_) release(static_cast<std::size_t>(s));
           throw;
         }
-        t2 = t3 = clock::now();
+        t2 = t3 = options_.clock();
       } else {
         decltype(auto) out = target_.forward(TreeBatchView{batch_slots_, batch_trees_});
-        t2 = t3 = clock::now();
+        t2 = t3 = options_.clock();
         // verify: each request's verifier on its tree; then the target commits each accepted path
         for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
           Request& r = in_batch(static_cast<int>(b));
           const auto begin = t3;
           r.verifier.verify(batch_trees_[b], out.tree(static_cast<int>(b)), r.seq.verdict());
-          t3 = clock::now();
+          t3 = options_.clock();
           verified(r, batch_trees_[b], seconds(t3 - begin).count());
         }
         if constexpr (gathers_features) {
           for (std::size_t b = 0; b < batch_slots_.size(); ++b)  // before commit: it ends the output's life
             gather_features(in_batch(static_cast<int>(b)), out.tree(static_cast<int>(b)));
         }
-        for (std::size_t b = 0; b < batch_slots_.size(); ++b)
-          target_.commit(batch_slots_[b], std::span<const node_t>(in_batch(static_cast<int>(b)).seq.verdict().path));
       }
-      const auto t4 = clock::now();
+      // commit: each request's target cache, then its context at once, so that a commit that
+      // throws leaves no request with the two apart (the request ends; the others go on)
+      std::exception_ptr failed;
+      committed_.assign(batch_slots_.size(), {});
+      for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
+        const std::size_t s = static_cast<std::size_t>(batch_slots_[b]);
+        Request& r = *requests_[s];
+        if constexpr (!BackendBatchTarget<Target>) {
+          try {
+            target_.commit(batch_slots_[b], std::span<const node_t>(r.seq.verdict().path));
+          } catch (...) {
+            if (!failed) failed = std::current_exception();
+            release(s);
+            continue;
+          }
+        }
+        committed_[b] = r.seq.commit(batch_trees_[b]);
+      }
+      const auto t4 = options_.clock();
       ++forwards_;
 
-      // commit, observe, record: each request's context, drafters and statistics
+      // observe, record: each request's drafters and statistics
       const double target_seconds = seconds(t2 - t1).count() + seconds(t4 - t3).count();
       auto t5 = t4;
       for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
         const std::size_t s = static_cast<std::size_t>(batch_slots_[b]);
+        if (!requests_[s]) continue;  // its commit threw
         Request& r = *requests_[s];
         const TargetFeatures features{batch_trees_[b].base_position, static_cast<int>(r.seq.verdict().path.size()),
                                       feature_dim(), r.feature_rows.data()};
-        const std::span<const token_t> committed = r.seq.commit(batch_trees_[b]);
         r.seq.observe(features);
         const auto begin = t5;
-        t5 = clock::now();
+        t5 = options_.clock();
         r.seq.record(batch_trees_[b], r.draft_seconds + seconds(t5 - begin).count(), target_seconds, r.verify_seconds);
-        updates_.push_back(emit(r, committed));
+        updates_.push_back(emit(r, committed_[b]));
       }
+      if (failed) std::rethrow_exception(failed);
       if (acceptance_) weigh_step(seconds(t5 - t_step).count());
       return updates_;
     }
   }
+
+  /// What the last step() returned, or had made for the requests that committed when it threw;
+  /// valid as step()'s result.
+  std::span<const RequestUpdate> last_updates() const { return updates_; }
 
   /// Requests being decoded (not finished, not removed).
   int active() const {
@@ -521,7 +547,8 @@ class SpeculativeBatch {
       const double gain = share_[b] == 0 ? -r.draft_seconds
                                          : share_tokens_[b] * request_plain / roots -
                                                request_growth * share_[b] / sizing_.nodes - r.draft_seconds;
-      r.pause.drafted(share_[b], gain, r.draft_seconds, request_plain / roots, r.options.budget + 1);
+      r.pause.drafted(share_[b], gain, r.draft_seconds, request_plain / roots,
+                      DraftingPause::most_tokens_at(r.options.budget));
     }
   }
 
@@ -643,6 +670,7 @@ class SpeculativeBatch {
     if constexpr (bounded) {
       if (r.seq.cached() >= max_positions()) r.finished = true;
     }
+    r.seq.record_output(n);
     return {r.id, committed.first(n), r.finished, &r.seq.stats()};
   }
 
@@ -687,6 +715,7 @@ class SpeculativeBatch {
   // The step's batch, reused from step to step.
   std::vector<int> batch_slots_;
   std::vector<TreeView> batch_trees_;
+  std::vector<std::span<const token_t>> committed_;  // this step's committed tokens, per tree
   std::vector<RequestUpdate> updates_;
   // The automatic budget (BatchOptions::cost): the calibration, this step's ranked nodes of every
   // request, and the batch's sums over the steps it sized.

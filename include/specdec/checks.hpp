@@ -49,6 +49,7 @@ SPECDEC_DETAIL_MEMBER_PROBE(verify)
 SPECDEC_DETAIL_MEMBER_PROBE(verify_on)
 SPECDEC_DETAIL_MEMBER_PROBE(slots)
 SPECDEC_DETAIL_MEMBER_PROBE(release)
+SPECDEC_DETAIL_MEMBER_PROBE(kv_cache)
 #undef SPECDEC_DETAIL_MEMBER_PROBE
 
 template <class P>
@@ -249,6 +250,13 @@ constexpr bool check_batch_target() {
     return false;
   } else if constexpr (requires { typename T::backend_type; }) {
     return check_backend_batch_target<T>();
+  } else if constexpr (has_member_kv_cache<T>() && !has_member_commit<T>()) {
+    static_assert(!has_member_kv_cache<T>(),
+                  "In your batch target: it has kv_cache() but no `backend_type`, so it was checked as a "
+                  "host BatchTarget (which needs commit(slot, path)). A batch target on a backend declares "
+                  "`using backend_type = specdec::backend::host;` (or backend::cuda) and `backend_type "
+                  "backend() const`: the tags come from <specdec/backend.hpp>, included before the target.");
+    return false;
   } else {
     return check_batch_members<T>();
   }
@@ -257,8 +265,18 @@ constexpr bool check_batch_target() {
 /// The checks of a BackendTarget when the type declares backend_type, of a Target otherwise.
 template <class T>
 constexpr bool check_target() {
-  if constexpr (requires { typename T::backend_type; }) return check_backend_target<T>();
-  else return check_host_target<T>();
+  if constexpr (requires { typename T::backend_type; }) {
+    return check_backend_target<T>();
+  } else if constexpr (has_member_kv_cache<T>() && !has_member_commit<T>()) {
+    static_assert(!has_member_kv_cache<T>(),
+                  "In your target: it has kv_cache() but no `backend_type`, so it was checked as a host "
+                  "Target (which needs commit()). A target on a backend declares `using backend_type = "
+                  "specdec::backend::host;` (or backend::cuda) and `backend_type backend() const`: the tags "
+                  "come from <specdec/backend.hpp>, included before the target.");
+    return false;
+  } else {
+    return check_host_target<T>();
+  }
 }
 
 // ---- drafters ------------------------------------------------------------------------------

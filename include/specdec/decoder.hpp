@@ -16,13 +16,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-// The step timer needs only steady_clock: libstdc++'s <chrono> also brings calendars and time
-// zones (about a fifth of a greedy decoder's preprocessed lines), its <bits/chrono.h> does not.
-#if defined(__GLIBCXX__) && __has_include(<bits/chrono.h>)
-#include <bits/chrono.h>
-#else
-#include <chrono>
-#endif
 
 #include <specdec/checks.hpp>
 #include <specdec/concepts.hpp>
@@ -94,6 +87,9 @@ struct DecoderOptions {
   /// BackendTarget: the same tokens and counters as step by step (the verifier is then not
   /// called), without the decoder's work and clock reads per token.
   bool plain_runs = true;
+  /// The clock the steps time themselves with (DecodeStats' seconds, the automatic budget's
+  /// measured pause): steady_clock by default; a test gives a clock it advances itself.
+  StepClock clock = &std::chrono::steady_clock::now;
 };
 
 /// Speculative decoding of `Target` with drafts from every `Drafter` merged into one tree and
@@ -191,6 +187,14 @@ class SpeculativeDecoder {
   /// One speculative step: draft, one target forward, verify, commit. Returns the tokens
   /// committed by this step (accepted draft tokens, then the next token), valid until the next call.
   std::span<const token_t> step() {
+    const std::span<const token_t> committed = advance();
+    seq_.record_output(committed.size());
+    return committed;
+  }
+
+ private:
+  // step() without counting its tokens as output: generate() counts the tokens it keeps.
+  std::span<const token_t> advance() {
     if constexpr (!checked) {
       return {};  // the composition failed a check: its sentence is the error
     } else {
@@ -219,9 +223,9 @@ class SpeculativeDecoder {
       // its root alone: no drafting time, so no clock read before its forward's.
       const bool paused = options_.cost && pause_.skip_step();
       const bool asks = !paused && budget > 0 && max_depth > 0;
-      const auto t0 = asks ? clock::now() : clock::time_point{};
+      const auto t0 = asks ? options_.clock() : clock::time_point{};
       const TreeView view = !asks ? root_step(paused) : options_.cost ? sized_draft(budget, max_depth) : seq_.draft(budget, max_depth);
-      const auto t1 = clock::now();
+      const auto t1 = options_.clock();
       const double drafting = asks ? seconds(t1 - t0).count() : 0.0;
 
       // [t2, t3): the verifier's time, read where the tree has draft nodes; a step that sends the
@@ -242,20 +246,20 @@ class SpeculativeDecoder {
       } else {
         decltype(auto) out = target_.forward(view);
         const bool split = view.size > 1;
-        if (split) t2 = clock::now();
+        if (split) t2 = options_.clock();
         verifier_.verify(view, out, seq_.verdict());
         seq_.check_verdict(view);
         if (acceptance_) seq_.record_verdict(*acceptance_);
-        if (split) t3 = clock::now();
+        if (split) t3 = options_.clock();
         if constexpr (gathers_features) gather_features(out);  // before commit: it ends the output's life
         target_.commit(std::span<const node_t>(seq_.verdict().path));
       }
-      const auto t4 = clock::now();
+      const auto t4 = options_.clock();
 
       const TargetFeatures features{cached, static_cast<int>(seq_.verdict().path.size()), feature_dim(), feature_rows_.data()};
       const std::span<const token_t> committed = seq_.commit(view);
       seq_.observe(features);
-      const auto t5 = clock::now();
+      const auto t5 = options_.clock();
       if (options_.cost) weigh_step(asks, drafting, seconds(t5 - (asks ? t0 : t1)).count());
 
       seq_.record(view, drafting + seconds(t5 - t4).count(),
@@ -264,6 +268,7 @@ class SpeculativeDecoder {
     }
   }
 
+ public:
   /// Steps until `max_new_tokens` tokens were generated or a stop token was produced. Returns the
   /// new tokens, cut after the first stop token (included) or at max_new_tokens. The decoder's
   /// context() keeps everything committed, including tokens of the last step past the cut.
@@ -277,16 +282,22 @@ class SpeculativeDecoder {
         if (steps > 0) {
           const std::span<const token_t> run = decode_plainly(steps, stop_tokens);
           out.insert(out.end(), run.begin(), run.end());
+          seq_.record_output(run.size());
           if (std::find(stop_tokens.begin(), stop_tokens.end(), run.back()) != stop_tokens.end()) return out;
           continue;
         }
       }
-      for (token_t t : step()) {
+      const std::size_t before = out.size();
+      for (token_t t : advance()) {
         out.push_back(t);
         if (static_cast<int>(out.size()) == max_new_tokens ||
             std::find(stop_tokens.begin(), stop_tokens.end(), t) != stop_tokens.end())
-          return out;
+          break;
       }
+      seq_.record_output(out.size() - before);
+      if (static_cast<int>(out.size()) == max_new_tokens ||
+          std::find(stop_tokens.begin(), stop_tokens.end(), out.back()) != stop_tokens.end())
+        return out;
     }
     return out;
   }
@@ -386,7 +397,7 @@ class SpeculativeDecoder {
     const double gain = sizing_.nodes == 0 ? -drafting
                         : measured        ? tokens * plain_seconds - step_seconds
                                           : tokens * plain_seconds - sizing_.forward_seconds - drafting;
-    pause_.drafted(sizing_.nodes, gain, drafting, plain_seconds, options_.budget + 1);
+    pause_.drafted(sizing_.nodes, gain, drafting, plain_seconds, DraftingPause::most_tokens_at(options_.budget));
   }
 
   // The automatic budget's draft: rank up to `most` nodes by calibrated path probability and
@@ -425,10 +436,9 @@ class SpeculativeDecoder {
   // budget one measure of a plain step, the run's mean (MeasuredPlainStep: one entry, so that a
   // descheduled run moves its median no more than one step does). Returns the committed tokens.
   std::span<const token_t> decode_plainly(int steps, std::span<const token_t> stop_tokens) {
-    using clock = std::chrono::steady_clock;
     using seconds = std::chrono::duration<double>;
     const int cached = seq_.cached();
-    const auto t0 = clock::now();
+    const auto t0 = options_.clock();
     std::vector<token_t> run;
     try {
       if constexpr (gathers_features) run = target_.decode(seq_.context().back(), steps, stop_tokens, feature_rows_);
@@ -446,11 +456,11 @@ class SpeculativeDecoder {
       seq_.stop();  // the target's cache went on without the decoder: only a new prefill can go on
       throw;
     }
-    const auto t1 = clock::now();
+    const auto t1 = options_.clock();
     const std::span<const token_t> committed = seq_.commit_plain(run);
     seq_.observe(gathers_features ? TargetFeatures{cached, static_cast<int>(run.size()), feature_dim(), feature_rows_.data()}
                                   : TargetFeatures{});
-    const auto t2 = clock::now();
+    const auto t2 = options_.clock();
     const int done = static_cast<int>(committed.size());
     if (options_.cost) {
       double modelled = 0;

@@ -202,9 +202,13 @@ class DraftingPause {
   /// The nodes to ask the drafters for this step, at most `budget`.
   int ask_nodes(int budget) const { return std::min(budget, std::max(smallest_ask, 2 * largest_)); }
 
+  /// The most tokens a step with up to `budget` draft nodes can commit: the nodes and the bonus
+  /// token, saturating (a budget may be INT_MAX).
+  static constexpr int most_tokens_at(int budget) { return budget < INT_MAX ? budget + 1 : INT_MAX; }
+
   /// A drafting step sent `nodes` draft nodes and gained `gain_seconds`; drafting took
   /// `drafting_seconds`, where a plain step takes `plain_seconds` (0: unknown; pauses then stop at
-  /// `longest`). `most_tokens`: the most tokens a step can commit (the budget's cap + 1; 0:
+  /// `longest`). `most_tokens`: the most tokens a step can commit (most_tokens_at(budget); 0:
   /// unknown): where the mean drafting time is more than that many plain steps, drafting cannot
   /// pay however good its drafts, and the pause is at once the longest (a dense search of
   /// milliseconds next to a forward of microseconds is asked once, not once per doubling). So is

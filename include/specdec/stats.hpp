@@ -11,6 +11,10 @@ namespace specdec {
 struct DecodeStats {
   std::int64_t steps = 0;          ///< target calls (one forward per step)
   std::int64_t tokens = 0;         ///< tokens committed, bonus tokens included
+  /// Tokens handed to the caller: step()'s, generate()'s output and a batch's updates. Fewer than
+  /// `tokens` where a step committed tokens past max_new_tokens or a stop token, which the output
+  /// leaves out (they stay in the context): throughput is output_tokens over the seconds.
+  std::int64_t output_tokens = 0;
   std::int64_t drafted_nodes = 0;  ///< non-root nodes sent to the target, summed over steps
   /// tokens_per_step[k] = number of steps that committed k tokens (k >= 1).
   std::vector<std::int64_t> tokens_per_step;
@@ -46,6 +50,7 @@ struct DecodeStats {
   void add(const DecodeStats& o) {
     steps += o.steps;
     tokens += o.tokens;
+    output_tokens += o.output_tokens;
     drafted_nodes += o.drafted_nodes;
     add_histogram(tokens_per_step, o.tokens_per_step);
     if (accepted_by_drafter.size() < o.accepted_by_drafter.size())

@@ -1,5 +1,6 @@
 # Installs the built specdec into a scratch prefix, then configures, builds and runs a consumer
-# project that finds it with find_package(specdec).
+# project that finds it with find_package(specdec), and builds and runs the consumer again with
+# the compiler alone (README, "Without CMake").
 file(REMOVE_RECURSE ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${SPECDEC_BUILD_DIR} --prefix ${WORK_DIR}/prefix
   RESULT_VARIABLE rc)
@@ -21,6 +22,17 @@ foreach(program consumer consumer_conformance)
     message(FATAL_ERROR "${program} failed (${rc})")
   endif()
 endforeach()
+
+# Without CMake: the prefix's include/ is the only path a header-only user needs.
+execute_process(COMMAND ${CXX_COMPILER} -std=c++20 -O1 -ffp-contract=off -I${WORK_DIR}/prefix/include
+                        ${CONSUMER_SOURCE_DIR}/consumer.cpp -o ${WORK_DIR}/consumer_without_cmake RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "compiling the consumer with ${CXX_COMPILER} -I<prefix>/include alone failed (${rc})")
+endif()
+execute_process(COMMAND ${WORK_DIR}/consumer_without_cmake RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "consumer_without_cmake failed (${rc})")
+endif()
 
 # The installed specbench reads its default EAGLE head and draft model from the prefix, not from
 # the source tree (bench/specbench/resource_paths.hpp).

@@ -13,6 +13,7 @@
 #include <specdec/models/llama2c_model.hpp>
 #include <specdec/policies/drafters/eagle.hpp>
 #include <specdec/targets/llama2c.hpp>
+#include <specdec/targets/llama2c_batch.hpp>
 #include <specdec/testing/laid_out_tree.hpp>
 
 #include "support/eagle_head.hpp"
@@ -85,6 +86,38 @@ TEST_CASE("Llama2cTarget: logits that overflow to +-inf are refused like NaN", "
     const testing::LaidOutTree tree({-1}, {2});
     CHECK_THROWS_WITH(target.forward(tree.view(1)), "Llama2cTarget: a logit of tree node 0 is not finite (NaN or +-inf)");
   }
+}
+
+// Llama2cBatchTarget::forward recorded a slot's tree only after a forward that succeeded: after a
+// throw, a commit of the tree before passed its check and kept the K/V the failed forward had
+// written over it (issue 49, defect f). The tree that ran is the one a commit is checked against,
+// as Llama2cTarget does.
+TEST_CASE("Llama2c targets: a forward that throws replaces the tree a commit is checked against",
+          "[llama2c][errors][crafted]") {
+  testing::TempDir dir;
+  std::vector<float> w = tiny_weights(3e38f);
+  std::fill(w.begin() + 4, w.begin() + 8, 0.0f);  // token 1's embedding 0: its logits are 0, the others' overflow
+  const auto path = dir.write("m.bin", checkpoint(w));
+  const std::vector<token_t> prompt{1};
+  const testing::LaidOutTree finite({-1, 0, 0}, {1, 1, 1});  // token 1 throughout (3 positions)
+  const testing::LaidOutTree overflowing({-1, 0}, {1, 2});   // node 1 is token 2
+  const std::vector<node_t> finite_path{0, 2};
+  const auto refused = Contains("path entry 1 (node 2) is not a child of node 0 in the last tree");
+
+  Llama2cTarget single(path);
+  single.prefill(prompt);
+  REQUIRE_NOTHROW(single.forward(finite.view(1)));
+  CHECK_THROWS_WITH(single.forward(overflowing.view(1)), Contains("not finite"));
+  CHECK_THROWS_WITH(single.commit(finite_path), refused);
+
+  Llama2cBatchTarget batch(std::make_shared<const Llama2cModel>(Llama2cModel::load(path)), 2);
+  batch.prefill(0, prompt);
+  batch.prefill(1, prompt);
+  const std::vector<int> slots{0, 1};
+  const std::vector<TreeView> before{finite.view(1), finite.view(1)}, after{finite.view(1), overflowing.view(1)};
+  REQUIRE_NOTHROW(batch.forward(TreeBatchView{slots, before}));
+  CHECK_THROWS_WITH(batch.forward(TreeBatchView{slots, after}), Contains("not finite"));
+  CHECK_THROWS_WITH(batch.commit(1, finite_path), refused);
 }
 
 TEST_CASE("EagleHead: a NaN or +-inf weight is refused; a head for another model before its weights are read",

@@ -51,7 +51,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -60,7 +59,6 @@
 #include <new>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -991,73 +989,5 @@ inline const detail::Kernels& kernels() {
   }();
   return k;
 }
-
-/// A fixed set of threads that run parallel_for's shares: the caller runs share 0, threads()
-/// - 1 persistent workers the rest. Shares are static ranges, so which thread computes an
-/// element never changes its value (see the reduction order above).
-class ThreadPool {
- public:
-  static constexpr int max_threads = 256;
-
-  explicit ThreadPool(int threads) : threads_(threads) {
-    if (threads < 1 || threads > max_threads)
-      throw error("threads must be in [1, " + std::to_string(max_threads) + "], got " + std::to_string(threads));
-    for (int w = 1; w < threads; ++w) workers_.emplace_back([this, w] { work(w); });
-  }
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
-  ~ThreadPool() {
-    stop_ = true;
-    generation_.fetch_add(1);
-    generation_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
-
-  int threads() const { return threads_; }
-
-  /// Calls f(begin, end) on a split of [0, tasks) into threads() contiguous ranges.
-  template <class F>
-  void parallel_for(int tasks, F&& f) {
-    if (threads_ == 1 || tasks <= 1) {
-      if (tasks > 0) f(0, tasks);
-      return;
-    }
-    // Every worker takes part (an empty range when tasks < threads), so no worker can still be
-    // reading these fields when the next call writes them.
-    job_ = [](void* c, int b, int e) { (*static_cast<std::remove_reference_t<F>*>(c))(b, e); };
-    context_ = &f;
-    tasks_ = tasks;
-    pending_.store(threads_ - 1);
-    generation_.fetch_add(1);
-    generation_.notify_all();
-    f(share(0), share(1));
-    for (int spin = 0; pending_.load() != 0; ++spin)
-      if (spin > 1000) std::this_thread::yield();
-  }
-
- private:
-  int share(int w) const { return static_cast<int>(static_cast<long>(tasks_) * w / threads_); }
-
-  void work(int w) {
-    unsigned seen = 0;
-    for (;;) {
-      for (int spin = 0; generation_.load() == seen && spin < 20000; ++spin) {}
-      generation_.wait(seen);
-      seen = generation_.load();
-      if (stop_) return;
-      job_(context_, share(w), share(w + 1));
-      pending_.fetch_sub(1);
-    }
-  }
-
-  int threads_;
-  std::vector<std::thread> workers_;
-  std::atomic<unsigned> generation_{0};
-  std::atomic<int> pending_{0};
-  std::atomic<bool> stop_{false};
-  void (*job_)(void*, int, int) = nullptr;
-  void* context_ = nullptr;
-  int tasks_ = 0;
-};
 
 }  // namespace specdec::llama

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <specdec/models/host_kernels.hpp>
+#include <specdec/models/thread_pool.hpp>
 #include <specdec/models/llama2c_model.hpp>
 
 namespace specdec::llama {

@@ -12,8 +12,9 @@
 // threads owned by the target. Nothing is allocated per step once the scratch has grown to the
 // largest tree.
 //
-// Bit-exactness: a node's result does not depend on the rest of the tree, the thread count, the
-// prefill's chunking or the machine's ISA. Every sum runs in the order a single-sequence forward
+// Bit-exactness: a node's result does not depend on the rest of the tree, the thread count or
+// the prefill's chunking. It does depend on the kernel path the process runs (fused multiply-adds
+// on AVX2/AVX-512, separate ones on the portable path; docs/targets.md, "ISA"). Every sum runs in the order a single-sequence forward
 // uses (matrix products over the input index, attention over positions 0, 1, ..., the node
 // itself; models/host_kernels.hpp), so a tree forward gives, bit for bit, the logits of each
 // node's path run alone, and speculative decoding with the exact verifier reproduces generate().

@@ -5,8 +5,9 @@
 // the weights, whatever the number of requests.
 //
 // Each slot computes exactly what a Llama2cTarget would: a node's logits and features do not
-// depend on the other trees of the batch (nor on threads or ISA), so each request's output
-// equals its own plain greedy decoding bit for bit. Host-only.
+// depend on the other trees of the batch (nor on threads; the kernel path, one per process, does
+// change bits: docs/targets.md "ISA"), so each request's output equals its own plain greedy
+// decoding on the same machine bit for bit. Host-only.
 #pragma once
 
 #include <cstddef>
@@ -99,15 +100,17 @@ class Llama2cBatchTarget {
       llama::check_tree([slot] { return who(slot, "forward"); }, config(), tree, s.cache.cached);
       runs_.push_back({&s.cache, tree.token, tree.size, tree.parent});
     }
+    // Each slot's tree is the one a commit is checked against from here on, even if the run
+    // throws (non-finite logits): the run writes its K/V over the slot's last tree's.
+    for (std::size_t b = 0; b < batch.trees.size(); ++b) {
+      const TreeView& tree = batch.trees[b];
+      slots_[static_cast<std::size_t>(batch.slots[b])].pending_parent.assign(tree.parent, tree.parent + tree.size);
+    }
     forward_.run(runs_, /*with_output=*/true);
     out_.trees_.clear();
     for (int first = 0; const llama::SequenceRun& r : runs_) {
       out_.trees_.push_back(forward_.output(first, r.n));
       first += r.n;
-    }
-    for (std::size_t b = 0; b < batch.trees.size(); ++b) {
-      const TreeView& tree = batch.trees[b];
-      slots_[static_cast<std::size_t>(batch.slots[b])].pending_parent.assign(tree.parent, tree.parent + tree.size);
     }
     return out_;
   }

@@ -2,7 +2,8 @@
 // the checks of a tree and of a committed path, and one forward that runs the trees of several
 // sequences together, reading each weight matrix, the classifier included, once for all their
 // nodes (models/llama_layer.hpp). A node's result does not depend on the other nodes or
-// sequences of the call, the thread count or the ISA. Host-only.
+// sequences of the call, nor on the thread count; it does on the kernel path (fused or separate
+// multiply-adds, docs/targets.md "ISA"), which is one per process. Host-only.
 #pragma once
 
 #include <algorithm>
@@ -243,18 +244,15 @@ struct SequenceRun {
 /// scratch space (reused: nothing is allocated per call once it has grown to the largest).
 class TreeForward {
  public:
-  TreeForward(std::shared_ptr<const Llama2cModel> model, int threads) : model_(std::move(model)) {
+  TreeForward(std::shared_ptr<const Llama2cModel> model, int threads)
+      : model_(std::move(model)), pool_(checked_threads(threads)) {
     if (!model_) throw error("Llama2cTarget: no model");
-    if (threads < 1 || threads > ThreadPool::max_threads)
-      throw error("Llama2cTarget: threads must be in [1, " + std::to_string(ThreadPool::max_threads) + "], got " +
-                  std::to_string(threads));
-    if (threads > 1) pool_ = std::make_shared<ThreadPool>(threads);
     rope_table_ = RopeTable(model_->config().head_size());
   }
 
   const Llama2cModel& model() const { return *model_; }
   const std::shared_ptr<const Llama2cModel>& shared_model() const { return model_; }
-  int threads() const { return pool_ ? pool_->threads() : 1; }
+  int threads() const { return pool_.threads(); }
 
   /// Runs every sequence's tokens (the caches grow to hold them; their `cached` is unchanged).
   /// With `with_output`, output(first, n) then holds the logits, argmaxes and features of the
@@ -356,13 +354,20 @@ class TreeForward {
   }
 
  private:
+  static int checked_threads(int threads) {
+    if (threads < 1 || threads > ThreadPool::max_threads)
+      throw error("Llama2cTarget: threads must be in [1, " + std::to_string(ThreadPool::max_threads) + "], got " +
+                  std::to_string(threads));
+    return threads;
+  }
+
   template <class V>
   static void grow(V& v, std::size_t size) {
     if (v.size() < size) v.resize(size);
   }
 
   std::shared_ptr<const Llama2cModel> model_;
-  std::shared_ptr<ThreadPool> pool_;  // null: one thread
+  OwnedPool pool_;  // a copy of the target gets threads of its own
   RopeTable rope_table_;
   std::vector<float> x_, rope_;
   std::vector<int> up_, depth_;
