@@ -8,9 +8,14 @@
 #include <vector>
 
 #include <specdec/backend.hpp>
+#include <specdec/backend_step.hpp>
 #include <specdec/concepts.hpp>
+#include <specdec/decoder.hpp>
+#include <specdec/policies/drafters/oracle.hpp>
+#include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/testing/backend_hash_target.hpp>
 #include <specdec/testing/backend_target_conformance.hpp>
+#include <specdec/testing/hash_target.hpp>
 
 using namespace specdec;
 using Catch::Matchers::Contains;
@@ -195,4 +200,20 @@ TEST_CASE("backend conformance kit: a batch target that writes into another slot
   REQUIRE_FALSE(report.ok());
   CHECK_THAT(report.str(), Contains("the committed K/V at position") && Contains("changed during the forward of slots") &&
                                Contains("must not write another slot's rows"));
+}
+
+TEST_CASE("regression: a backend target ignoring the mask decodes exactly greedy with chain drafts, not the kit",
+          "[testing][conformance][backend][regression]") {
+  // Issue 47: a newcomer's backend target that ignored the ancestor mask matched greedy decoding
+  // on every request, because the drafts had (nearly) no branches.
+  BuggyHashTarget buggy(Bug::ignores_mask, vocab, max_positions);
+  const std::vector<token_t> prompt{7, 3, 9};
+  const std::vector<token_t> plain = HashTarget(vocab, BuggyHashBatchTarget::seed).generate(prompt, 60);
+  std::vector<token_t> truth = prompt;
+  truth.insert(truth.end(), plain.begin(), plain.end());
+  SpeculativeDecoder<BuggyHashTarget, OracleDrafter, ExactVerifier> decoder(
+      buggy, DecoderOptions{.budget = 8}, OracleDrafter(truth, /*depth=*/6, /*error_rate=*/0.2), ExactVerifier{});
+  decoder.prefill(prompt);
+  CHECK(decoder.generate(60) == plain);
+  CHECK_FALSE(testing::check_backend_target(buggy).ok());
 }
