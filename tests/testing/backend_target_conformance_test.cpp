@@ -24,8 +24,9 @@ namespace {
 
 enum class Bug {
   none,
-  ignores_mask,        // a node attends to every earlier node of the tree (a causal mask over the nodes)
-  kv_at_positions,     // node i's K/V goes to row base_position + depth (its position), not base_position + i
+  ignores_mask,         // a node attends to every earlier node of the tree (a causal mask over the nodes)
+  index_positions,      // node i sits at position base_position + i, not base_position + depth
+  kv_at_positions,      // node i's K/V goes to row base_position + depth (its position), not base_position + i
   leaks_between_slots,  // tree b's root continues the previous tree of the call, not its own slot's cache
   writes_next_slot      // node i's K/V also goes to the next slot's row base_position + i
 };
@@ -69,13 +70,17 @@ class BuggyHashBatchTarget {
       std::vector<std::uint64_t> hash(static_cast<std::size_t>(tree.size));
       for (int i = 0; i < tree.size; ++i) {
         std::uint64_t before = base > 0 ? cache[base - 1] : seed;
-        if (i > 0) before = hash[static_cast<std::size_t>(bug_ == Bug::ignores_mask ? i - 1 : tree.parent[i])];
-        else if (bug_ == Bug::leaks_between_slots && b > 0) before = previous_tree_last;
-        hash[static_cast<std::size_t>(i)] = hash_model::mix(before, tree.token[i], tree.position(i));
+        if (i > 0)
+          before = hash[static_cast<std::size_t>(bug_ == Bug::ignores_mask ? i - 1 : tree.parent[i])];
+        else if (bug_ == Bug::leaks_between_slots && b > 0)
+          before = previous_tree_last;
+        const int position = bug_ == Bug::index_positions ? base + i : tree.position(i);
+        hash[static_cast<std::size_t>(i)] = hash_model::mix(before, tree.token[i], position);
       }
       for (int i = 0; i < tree.size; ++i) {
         cache[base + (bug_ == Bug::kv_at_positions ? tree.depth[i] : i)] = hash[static_cast<std::size_t>(i)];
-        if (bug_ == Bug::writes_next_slot) row((batch.slots[b] + 1) % slots_, base)[i] = hash[static_cast<std::size_t>(i)];
+        if (bug_ == Bug::writes_next_slot)
+          row((batch.slots[b] + 1) % slots_, base)[i] = hash[static_cast<std::size_t>(i)];
         for (int v = 0; v < vocab_; ++v) *out++ = hash_model::logit(hash[static_cast<std::size_t>(i)], v, sharpness);
       }
       previous_tree_last = hash.back();
@@ -85,8 +90,7 @@ class BuggyHashBatchTarget {
 
  private:
   std::uint64_t* row(int slot, int position) {
-    return cache_.data() + static_cast<std::size_t>(slot) * static_cast<std::size_t>(layout_.max_positions) +
-           position;
+    return cache_.data() + static_cast<std::size_t>(slot) * static_cast<std::size_t>(layout_.max_positions) + position;
   }
 
   Bug bug_;
@@ -141,8 +145,7 @@ TEST_CASE("backend conformance kit: BackendHashBatchTarget passes", "[testing][c
   }
 }
 
-TEST_CASE("backend conformance kit: the buggy targets' model without a bug passes",
-          "[testing][conformance][backend]") {
+TEST_CASE("backend conformance kit: the buggy targets' model without a bug passes", "[testing][conformance][backend]") {
   BuggyHashTarget single(Bug::none, vocab, max_positions);
   const testing::ConformanceReport one = testing::check_backend_target(single);
   INFO(one.str());
@@ -153,8 +156,7 @@ TEST_CASE("backend conformance kit: the buggy targets' model without a bug passe
   CHECK(many.ok());
 }
 
-TEST_CASE("backend conformance kit: a target that ignores the ancestor mask fails",
-          "[testing][conformance][backend]") {
+TEST_CASE("backend conformance kit: a target that ignores the ancestor mask fails", "[testing][conformance][backend]") {
   BuggyHashTarget single(Bug::ignores_mask, vocab, max_positions);
   const testing::ConformanceReport one = testing::check_backend_target(single);
   REQUIRE_FALSE(one.ok());
@@ -165,6 +167,15 @@ TEST_CASE("backend conformance kit: a target that ignores the ancestor mask fail
   const testing::ConformanceReport many = testing::check_backend_batch_target(batch);
   REQUIRE_FALSE(many.ok());
   CHECK_THAT(many.str(), Contains("tree 2 (a star of 9 nodes)") && Contains("tree.attends(node, j)"));
+}
+
+TEST_CASE("backend conformance kit: a target that places node i at position base_position + i fails",
+          "[testing][conformance][backend]") {
+  BuggyHashTarget single(Bug::index_positions, vocab, max_positions);
+  const testing::ConformanceReport report = testing::check_backend_target(single);
+  REQUIRE_FALSE(report.ok());
+  CHECK_THAT(report.str(), Contains("prompt 0, tree 2 (a star of 9 nodes): 7 of 9 nodes' logits differ bit for bit") &&
+                               Contains("at position tree.position(node) = base_position + depth"));
 }
 
 TEST_CASE("backend conformance kit: a target that writes K/V at the nodes' positions fails",
@@ -185,7 +196,8 @@ TEST_CASE("backend conformance kit: a batch target whose slots leak into each ot
   BuggyHashBatchTarget batch(Bug::leaks_between_slots, vocab, max_positions, slots);
   const testing::ConformanceReport report = testing::check_backend_batch_target(batch);
   REQUIRE_FALSE(report.ok());
-  CHECK_THAT(report.str(), Contains("in one call:") && Contains("differ bit for bit from the same tree forwarded alone") &&
+  CHECK_THAT(report.str(), Contains("in one call:") &&
+                               Contains("differ bit for bit from the same tree forwarded alone") &&
                                Contains("must not depend on the other trees of the call"));
   // One slot at a time, nothing leaks: the bug needs several trees per call.
   const testing::ConformanceReport alone = testing::check_backend_batch_target(batch, {.slots = 1});
@@ -198,7 +210,8 @@ TEST_CASE("backend conformance kit: a batch target that writes into another slot
   BuggyHashBatchTarget batch(Bug::writes_next_slot, vocab, max_positions, slots);
   const testing::ConformanceReport report = testing::check_backend_batch_target(batch);
   REQUIRE_FALSE(report.ok());
-  CHECK_THAT(report.str(), Contains("the committed K/V at position") && Contains("changed during the forward of slots") &&
+  CHECK_THAT(report.str(), Contains("the committed K/V at position") &&
+                               Contains("changed during the forward of slots") &&
                                Contains("must not write another slot's rows"));
 }
 

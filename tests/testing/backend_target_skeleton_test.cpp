@@ -57,7 +57,9 @@ class ToyBackendTarget {
   }
 
  private:
-  float key(specdec::token_t token, int position) const { return static_cast<float>((token * 7 + position * 3) % vocab_); }
+  float key(specdec::token_t token, int position) const {
+    return static_cast<float>((token * 7 + position * 3) % vocab_);
+  }
   static float attend(float state, float kv) { return state * 0.5f + kv; }
   float logit(float state, int v) const { return -std::fabs(std::fmod(state * 1.7f, static_cast<float>(vocab_)) - v); }
 
@@ -104,7 +106,8 @@ TEST_CASE("the backend-target skeleton of docs/cuda.md decodes exactly greedy", 
   std::vector<token_t> truth = prompt;
   truth.insert(truth.end(), plain.begin(), plain.end());
   SpeculativeDecoder<ToyBackendTarget, OracleDrafter, ExactVerifier> decoder(
-      target, DecoderOptions{.budget = 8}, OracleDrafter(truth, /*depth=*/4, /*error_rate=*/0.3, /*width=*/3), ExactVerifier{});
+      target, DecoderOptions{.budget = 8}, OracleDrafter(truth, /*depth=*/4, /*error_rate=*/0.3, /*width=*/3),
+      ExactVerifier{});
   decoder.prefill(prompt);
   CHECK(decoder.generate(60) == plain);
   CHECK(decoder.stats().tau() > 1.5);  // drafts were accepted: the tree attention was used

@@ -9,7 +9,7 @@
 // Why a kit: a backend target that ignored the ancestor mask still decoded exactly greedy on every
 // request when the drafts were chains or few branches (issue 47). The kit drives the target
 // directly, as backend_step.hpp does, with trees of every shape: the root alone, a chain, a star,
-// random wide trees and one large tree that fills the cache's free positions.
+// random wide trees, a deep tree and one large tree that fills the cache's free positions.
 //  1. live: per sequence, prefill(prompt minus its last token), then steps of forward(tree) (the
 //     tree's arrays copied to backend memory), a random accepted path and backend::compact_kv of
 //     the target's kv_cache(), as the decoder does; a batch target forwards a random subset of its
@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <numeric>
 #include <random>
 #include <span>
@@ -49,13 +50,15 @@
 namespace specdec::testing {
 
 struct BackendConformanceOptions {
-  int prompts = 2;          ///< sequences per slot driven (one round of the batch kit per prompt)
-  int prompt_length = 6;    ///< tokens per prompt (the batch kit varies it per slot); the last is the first root
-  int random_trees = 3;     ///< random wide trees per sequence, after the root alone, a chain and a star
-  int tree_nodes = 24;      ///< nodes per random tree, root included
-  int max_children = 4;     ///< widest branching of a random tree's node
-  int large_tree_nodes = 256;  ///< the last tree fills the free positions, up to this many nodes
-  int slots = 4;            ///< batch kit: slots driven at once (at most slots())
+  int prompts = 2;        ///< sequences per slot driven (one round of the batch kit per prompt)
+  int prompt_length = 6;  ///< tokens per prompt (the batch kit varies it per slot); the last is the first root
+  int random_trees = 3;   ///< random wide trees per sequence, after the root alone, a chain and a star
+  int tree_nodes = 24;    ///< nodes per random wide tree and of the deep tree, root included
+  int max_children = 4;   ///< widest branching of a random tree's node
+  /// The last tree fills the cache's free positions, up to this many nodes (lower it to the
+  /// largest tree your target forwards).
+  int large_tree_nodes = 256;
+  int slots = 4;  ///< batch kit: slots driven at once (at most slots())
   std::uint64_t seed = 1;
   std::size_t max_failures = 8;  ///< stop listing after this many
 };
@@ -65,7 +68,8 @@ namespace backend_conformance_detail {
 using conformance_detail::path_to;
 using conformance_detail::random_wide_tree;
 
-/// K/V bytes of one cache position: every layer's and kv_head's K row, then V row.
+/// K/V bytes of one cache position: the K rows of every layer and kv_head, then (when the cache
+/// has V) their V rows.
 using KvRow = std::vector<unsigned char>;
 
 /// What one node of a forward wrote: its logits row and its K/V at row base_position + i.
@@ -80,8 +84,8 @@ struct Step {
   std::vector<token_t> committed;  // the cache's tokens when the tree ran
   LaidOutTree tree;
   std::vector<NodeResult> nodes;
-  std::vector<int> call_slots;     // batch kit: the slots forwarded in the same call, in order
-  int index = 0;                   // tree of its sequence (0: right after prefill)
+  std::vector<int> call_slots;  // batch kit: the slots forwarded in the same call, in order
+  int index = 0;                // tree of its sequence (0: right after prefill)
 };
 
 /// Labels where a failure happened; the slot is named only for a batch target.
@@ -119,39 +123,54 @@ inline LaidOutTree star_of(std::mt19937_64& rng, token_t root, int nodes, int vo
   return LaidOutTree(std::move(parent), std::move(token));
 }
 
-/// The trees one sequence runs, as (shape, tree) in order, each at most `room` nodes: the caller
-/// stops at the first that does not fit.
-struct Shape {
-  enum Kind { single, chain, star, wide, large } kind;
-  int nodes;
-};
+/// A tree of long branches: each node hangs below one of the three nodes added before it.
+inline LaidOutTree deep_tree(std::mt19937_64& rng, token_t root, int nodes, int vocab) {
+  std::vector<node_t> parent{-1};
+  std::vector<token_t> token{root};
+  for (int attempt = 0; static_cast<int>(parent.size()) < nodes && attempt < 16 * nodes; ++attempt) {
+    const std::size_t last = parent.size() - 1;
+    const node_t p = static_cast<node_t>(last - std::min<std::size_t>(last, rng() % 3));
+    const token_t t = static_cast<token_t>(rng() % static_cast<std::uint64_t>(vocab));
+    bool duplicate = false;  // siblings have distinct tokens, as after the decoder's merge
+    for (std::size_t i = 1; i < parent.size(); ++i) duplicate |= parent[i] == p && token[i] == t;
+    if (duplicate) continue;
+    parent.push_back(p);
+    token.push_back(t);
+  }
+  return LaidOutTree(std::move(parent), std::move(token));
+}
+
+/// The shapes of the trees one sequence runs, in order.
+enum class Shape { single, chain, star, wide, deep, large };
 inline std::vector<Shape> shapes(const BackendConformanceOptions& o) {
-  std::vector<Shape> s{{Shape::single, 1}, {Shape::chain, 7}, {Shape::star, 9}};
-  for (int k = 0; k < o.random_trees; ++k) s.push_back({Shape::wide, o.tree_nodes});
-  s.push_back({Shape::large, o.large_tree_nodes});
+  std::vector<Shape> s{Shape::single, Shape::chain, Shape::star};
+  for (int k = 0; k < o.random_trees; ++k) s.push_back(Shape::wide);
+  s.push_back(Shape::deep);
+  s.push_back(Shape::large);
   return s;
 }
 
-/// Builds the next tree of `shape` below `root` for a cache with `room` free positions (room >= 1).
-inline std::pair<std::string, LaidOutTree> make_tree(std::mt19937_64& rng, const Shape& shape, token_t root, int room,
-                                                     int vocab, int max_children) {
+/// The next tree of `shape` below `root`, at most `room` nodes (the cache's free positions), and
+/// its name for failure sentences.
+inline std::pair<std::string, LaidOutTree> make_tree(std::mt19937_64& rng, Shape shape, token_t root, int room,
+                                                     const BackendConformanceOptions& o, int vocab) {
   const int limit = std::min(room, backend::max_compaction_nodes);
-  const int nodes = std::min(shape.nodes, limit);
-  LaidOutTree tree = [&] {
-    switch (shape.kind) {
-      case Shape::single: return LaidOutTree({-1}, {root});
-      case Shape::chain: return chain_of(rng, root, nodes, vocab);
-      case Shape::star: return star_of(rng, root, nodes, vocab);
-      case Shape::wide: return random_wide_tree(rng, root, nodes, max_children, nodes, vocab);
-      case Shape::large: break;
-    }
-    return random_wide_tree(rng, root, limit, std::max(max_children, 8), limit, vocab);
-  }();
-  const std::string size = std::to_string(tree.parent.size());
-  static constexpr const char* names[] = {"the root alone", "a chain of ", "a star of ", "a random tree of ",
-                                          "a large random tree of "};
-  const std::string name = shape.kind == Shape::single ? names[0] : names[shape.kind] + size + " nodes";
-  return {name, std::move(tree)};
+  const int nodes = std::min(o.tree_nodes, limit);
+  const auto named = [](const char* kind, LaidOutTree tree) {
+    return std::pair<std::string, LaidOutTree>(kind + std::to_string(tree.parent.size()) + " nodes", std::move(tree));
+  };
+  switch (shape) {
+    case Shape::single: return {"the root alone", LaidOutTree({-1}, {root})};
+    case Shape::chain: return named("a chain of ", chain_of(rng, root, std::min(7, limit), vocab));
+    case Shape::star: return named("a star of ", star_of(rng, root, std::min(9, limit), vocab));
+    case Shape::wide:
+      return named("a random tree of ", random_wide_tree(rng, root, nodes, o.max_children, nodes, vocab));
+    case Shape::deep: return named("a deep tree of ", deep_tree(rng, root, nodes, vocab));
+    case Shape::large: break;
+  }
+  const int large = std::min(o.large_tree_nodes, limit);
+  return named("a large random tree of ",
+               random_wide_tree(rng, root, large, std::max(o.max_children, 8), large, vocab));
 }
 
 /// Talks to the target's backend: copies trees there, reads logits and K/V rows back, compacts.
@@ -167,7 +186,10 @@ class Channel {
 
  public:
   Channel(const Backend& tag, conformance_detail::Checker& checker)
-      : tag_(tag), checker_(checker), trees_(tag, backend::memory::backend), compaction_(tag, backend::memory::backend) {}
+      : tag_(tag),
+        checker_(checker),
+        trees_(tag, backend::memory::backend),
+        compaction_(tag, backend::memory::backend) {}
 
   bool broken() const { return broken_; }
 
@@ -196,7 +218,8 @@ class Channel {
 
   /// Logits rows first .. first + count - 1 of a forward's result.
   std::vector<std::vector<float>> logits(const LogitsRows& rows, long long first, int count, int vocab) {
-    std::vector<std::vector<float>> out(static_cast<std::size_t>(count), std::vector<float>(static_cast<std::size_t>(vocab)));
+    std::vector<std::vector<float>> out(static_cast<std::size_t>(count),
+                                        std::vector<float>(static_cast<std::size_t>(vocab)));
     for (int i = 0; i < count && !broken_; ++i)
       ok(backend::copy(tag_, out[static_cast<std::size_t>(i)].data(), rows.data + (first + i) * rows.row_stride,
                        sizeof(float) * static_cast<std::size_t>(vocab)),
@@ -217,8 +240,7 @@ class Channel {
     for (unsigned char* tensor : {cache.k, cache.v}) {
       if (tensor == nullptr) continue;
       for (int layer = 0; layer < l.layers && !broken_; ++layer) {
-        ok(backend::copy(tag_, block.data(), tensor + core::kv_row_offset(l, sequence, layer, first, 0),
-                         block.size()),
+        ok(backend::copy(tag_, block.data(), tensor + core::kv_row_offset(l, sequence, layer, first, 0), block.size()),
            "reading the K/V cache");
         ok(backend::synchronize(tag_), "reading the K/V cache");
         for (int p = 0; p < count; ++p)
@@ -259,7 +281,8 @@ class Channel {
     c.status = status;
     ok(backend::compact_kv(tag_, c), "backend::compact_kv of the target's kv_cache()");
     std::vector<core::compaction_status> result(batch);
-    ok(backend::copy(tag_, result.data(), status, sizeof(core::compaction_status) * batch), "reading compact_kv's status");
+    ok(backend::copy(tag_, result.data(), status, sizeof(core::compaction_status) * batch),
+       "reading compact_kv's status");
     ok(backend::synchronize(tag_), "backend::compact_kv of the target's kv_cache()");
     for (core::compaction_status s : result)
       if (!broken_ && s != core::compaction_status::ok) {
@@ -324,9 +347,10 @@ inline std::string kv_difference(const core::KvCacheLayout& l, const KvRow& a, c
 /// The argmax of a row (ties to the lowest id), or -1 for a row without a number.
 inline token_t argmax_of(const std::vector<float>& row) {
   const int best = core::argmax_row(row.data(), static_cast<int>(row.size()));
-  return best >= 0 && best < static_cast<int>(row.size()) && row[static_cast<std::size_t>(best)] == row[static_cast<std::size_t>(best)] ? best : -1;
+  if (best < 0 || best >= static_cast<int>(row.size())) return -1;
+  const float value = row[static_cast<std::size_t>(best)];
+  return value == value ? best : -1;
 }
-
 
 /// A BackendTarget seen as a batch target of one slot, so one kit drives both.
 template <class T>
@@ -339,6 +363,7 @@ struct OneSlot {
   LogitsRows forward(const std::vector<int>&, const std::vector<TreeView>& trees) { return target.forward(trees[0]); }
 };
 
+/// A BackendBatchTarget, as the kit drives it.
 template <class T>
 struct Slots {
   T& target;
@@ -430,8 +455,9 @@ class Kit {
                              : "prompt " + std::to_string(round);
       // The first sequence of a round has the full prompt length, the others shorter ones, so a
       // reused slot holds rows of its earlier sequence past its new prompt.
-      const int length = sequences.empty() ? options_.prompt_length
-                                            : 1 + static_cast<int>(rng_() % static_cast<std::uint64_t>(options_.prompt_length));
+      const int length = sequences.empty()
+                             ? options_.prompt_length
+                             : 1 + static_cast<int>(rng_() % static_cast<std::uint64_t>(options_.prompt_length));
       s.prompt = random_tokens(std::clamp(length, 1, layout_.max_positions));
       sequences.push_back(std::move(s));
     }
@@ -461,7 +487,8 @@ class Kit {
     doing_ = "forwarding " + s.name + "'s prompt one token at a time";
     access_.prefill(s.slot, {});
     std::vector<float> one_by_one_logits;
-    for (int q = 0; q < length; ++q) one_by_one_logits = forward_alone(s.slot, s.prompt[static_cast<std::size_t>(q)], q);
+    for (int q = 0; q < length; ++q)
+      one_by_one_logits = forward_alone(s.slot, s.prompt[static_cast<std::size_t>(q)], q);
     const std::vector<KvRow> one_by_one = channel_.kv_rows(cache(), s.slot, 0, length);
     doing_ = "prefilling " + s.name;
     access_.prefill(s.slot, std::span<const token_t>(s.prompt.data(), s.prompt.size() - 1));
@@ -470,13 +497,15 @@ class Kit {
     for (int q = 0; q < length && running(); ++q) {
       if (rows[static_cast<std::size_t>(q)] == one_by_one[static_cast<std::size_t>(q)]) continue;
       checker_.fail(s.name + ": after prefill(tokens) and a forward of the next token, the K/V at position " +
-                    std::to_string(q) + " (" + kv_difference(layout_, rows[static_cast<std::size_t>(q)], one_by_one[static_cast<std::size_t>(q)]) +
+                    std::to_string(q) + " (" +
+                    kv_difference(layout_, rows[static_cast<std::size_t>(q)], one_by_one[static_cast<std::size_t>(q)]) +
                     ") differs from forwarding the same tokens one by one; prefill must write each token's K/V "
                     "at its position exactly as forward does.");
       return;
     }
     if (!same_bits(logits, one_by_one_logits))
-      checker_.fail(s.name + ": the logits of a forward after prefill(tokens) differ from forwarding the same tokens "
+      checker_.fail(s.name +
+                    ": the logits of a forward after prefill(tokens) differ from forwarding the same tokens "
                     "one by one, though the K/V rows agree; forward must read exactly the prefilled rows "
                     "0 .. base_position - 1.");
   }
@@ -530,8 +559,8 @@ class Kit {
       std::vector<int> slots, bases;
       for (Sequence* s : in_call) {
         const int base = static_cast<int>(s->committed.size());
-        auto [shape, tree] = make_tree(rng_, plan[s->next_shape++], s->root, layout_.max_positions - base, vocab_,
-                                       options_.max_children);
+        auto [shape, tree] =
+            make_tree(rng_, plan[s->next_shape++], s->root, layout_.max_positions - base, options_, vocab_);
         s->steps.push_back(Step{shape, s->committed, std::move(tree), {}, {}, static_cast<int>(s->steps.size())});
         slots.push_back(s->slot);
         bases.push_back(base);
@@ -549,12 +578,13 @@ class Kit {
         std::vector<std::vector<float>> logits = channel_.logits(rows, first_row, n, vocab_);
         std::vector<KvRow> kv = channel_.kv_rows(cache(), slots[b], bases[b], n);
         for (int i = 0; i < n; ++i)
-          step.nodes.push_back({std::move(logits[static_cast<std::size_t>(i)]), std::move(kv[static_cast<std::size_t>(i)])});
+          step.nodes.push_back(
+              {std::move(logits[static_cast<std::size_t>(i)]), std::move(kv[static_cast<std::size_t>(i)])});
         first_row += n;
       }
       check_committed_rows(sequences, nullptr,
-                           "forward of " + (Access::batch ? "slots " + list(slots) : "tree " +
-                                                                                      std::to_string(in_call[0]->steps.size() - 1)));
+                           "forward of " + (Access::batch ? "slots " + list(slots)
+                                                          : "tree " + std::to_string(in_call[0]->steps.size() - 1)));
       if (!running()) return;
 
       std::vector<std::vector<node_t>> paths;
@@ -647,10 +677,13 @@ class Kit {
                     "; a slot's results must not depend on the other trees of the call (their slots, sizes or order).");
       return;
     }
-    const std::string differ = what + " differ bit for bit from the node run on its path alone (a fresh prefill "
-                                      "of the committed tokens and the path above it, then the node alone)" + first;
+    const std::string differ = what +
+                               " differ bit for bit from the node run on its path alone (a fresh prefill "
+                               "of the committed tokens and the path above it, then the node alone)" +
+                               first;
     if (live_differs_from_again)
-      checker_.fail(where + ": " + differ + ", but the same tree forwarded right after a prefill of the same tokens "
+      checker_.fail(where + ": " + differ +
+                    ", but the same tree forwarded right after a prefill of the same tokens "
                     "agrees; so the cache the earlier steps left after backend::compact_kv is not what forward "
                     "reads: kv_cache() must describe the rows forward writes (node i at base_position + i) and reads.");
     else if (!logits)
@@ -658,7 +691,8 @@ class Kit {
                     (Access::batch ? " of its slot" : "") +
                     ", computed at position tree.position(i) (the decoder then moves the accepted rows).");
     else
-      checker_.fail(where + ": " + differ + "; a node must attend to the cache and to its tree ancestors only "
+      checker_.fail(where + ": " + differ +
+                    "; a node must attend to the cache and to its tree ancestors only "
                     "(tree.attends(node, j)), at position tree.position(node) = base_position + depth" +
                     (Access::batch ? ", and a prefill must leave nothing of the slot's earlier sequence." : "."));
   }
