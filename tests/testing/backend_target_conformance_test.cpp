@@ -28,7 +28,8 @@ enum class Bug {
   index_positions,      // node i sits at position base_position + i, not base_position + depth
   kv_at_positions,      // node i's K/V goes to row base_position + depth (its position), not base_position + i
   leaks_between_slots,  // tree b's root continues the previous tree of the call, not its own slot's cache
-  writes_next_slot      // node i's K/V also goes to the next slot's row base_position + i
+  writes_next_slot,     // node i's K/V also goes to the next slot's row base_position + i
+  keeps_own_state       // a root continues the slot's last prefilled or forwarded node, not the compacted cache
 };
 
 /// BackendHashBatchTarget's model on the host backend with one of a backend target's bugs: slot
@@ -44,7 +45,8 @@ class BuggyHashBatchTarget {
         vocab_(vocab),
         slots_(slots),
         layout_(core::kv_layout(1, max_positions, 1, 1, sizeof(std::uint64_t))),
-        cache_(static_cast<std::size_t>(max_positions) * static_cast<std::size_t>(slots)) {}
+        cache_(static_cast<std::size_t>(max_positions) * static_cast<std::size_t>(slots)),
+        last_(static_cast<std::size_t>(slots), seed) {}
 
   backend::host backend() const { return {}; }
   int vocab_size() const { return vocab_; }
@@ -54,6 +56,7 @@ class BuggyHashBatchTarget {
   void prefill(int slot, std::span<const token_t> tokens) {
     const std::vector<std::uint64_t> hashes = hash_model::running_hashes(tokens, seed);
     std::copy(hashes.begin(), hashes.end(), row(slot, 0));
+    last_[static_cast<std::size_t>(slot)] = hashes.empty() ? seed : hashes.back();
   }
   void release(int) {}
 
@@ -74,6 +77,8 @@ class BuggyHashBatchTarget {
           before = hash[static_cast<std::size_t>(bug_ == Bug::ignores_mask ? i - 1 : tree.parent[i])];
         else if (bug_ == Bug::leaks_between_slots && b > 0)
           before = previous_tree_last;
+        else if (bug_ == Bug::keeps_own_state)
+          before = last_[static_cast<std::size_t>(batch.slots[b])];
         const int position = bug_ == Bug::index_positions ? base + i : tree.position(i);
         hash[static_cast<std::size_t>(i)] = hash_model::mix(before, tree.token[i], position);
       }
@@ -84,6 +89,7 @@ class BuggyHashBatchTarget {
         for (int v = 0; v < vocab_; ++v) *out++ = hash_model::logit(hash[static_cast<std::size_t>(i)], v, sharpness);
       }
       previous_tree_last = hash.back();
+      last_[static_cast<std::size_t>(batch.slots[b])] = hash.back();
     }
     return {logits_.data(), vocab_};
   }
@@ -97,6 +103,7 @@ class BuggyHashBatchTarget {
   int vocab_, slots_;
   core::KvCacheLayout layout_;
   std::vector<std::uint64_t> cache_;
+  std::vector<std::uint64_t> last_;  // per slot, for keeps_own_state
   std::vector<float> logits_;
 };
 static_assert(BackendBatchTarget<BuggyHashBatchTarget>);
@@ -189,6 +196,15 @@ TEST_CASE("backend conformance kit: a target that writes K/V at the nodes' posit
   const testing::ConformanceReport many = testing::check_backend_batch_target(batch);
   REQUIRE_FALSE(many.ok());
   CHECK_THAT(many.str(), Contains("nodes' K/V differ") && Contains("at cache row base_position + i of its slot"));
+}
+
+TEST_CASE("backend conformance kit: a target that ignores the compacted cache fails",
+          "[testing][conformance][backend]") {
+  BuggyHashTarget single(Bug::keeps_own_state, vocab, max_positions);
+  const testing::ConformanceReport report = testing::check_backend_target(single);
+  REQUIRE_FALSE(report.ok());
+  CHECK_THAT(report.str(), Contains("the same tree forwarded right after a prefill of the same tokens agrees") &&
+                               Contains("from the rows kv_cache() describes, not from state of its own"));
 }
 
 TEST_CASE("backend conformance kit: a batch target whose slots leak into each other fails",

@@ -684,8 +684,9 @@ class Kit {
     if (live_differs_from_again)
       checker_.fail(where + ": " + differ +
                     ", but the same tree forwarded right after a prefill of the same tokens "
-                    "agrees; so the cache the earlier steps left after backend::compact_kv is not what forward "
-                    "reads: kv_cache() must describe the rows forward writes (node i at base_position + i) and reads.");
+                    "agrees; so forward did not read the cache as the earlier steps left it (their accepted rows "
+                    "moved by backend::compact_kv): a forward must read the committed tokens' K/V from the rows "
+                    "kv_cache() describes, not from state of its own, and write node i's at base_position + i.");
     else if (!logits)
       checker_.fail(where + ": " + differ + "; forward must write node i's K/V at cache row base_position + i" +
                     (Access::batch ? " of its slot" : "") +
