@@ -246,3 +246,11 @@ TEST_CASE("regression: a backend target ignoring the mask decodes exactly greedy
   CHECK(decoder.generate(60) == plain);
   CHECK_FALSE(testing::check_backend_target(buggy).ok());
 }
+
+TEST_CASE("backend conformance kit: options it cannot run with are one sentence, not a crash",
+          "[testing][conformance][backend]") {
+  BackendHashTarget<> target(vocab, max_positions);
+  const testing::ConformanceReport report = testing::check_backend_target(target, {.prompt_length = 0});
+  REQUIRE_FALSE(report.ok());
+  CHECK_THAT(report.str(), Contains("prompt_length, tree_nodes, max_children, large_tree_nodes and slots must be"));
+}

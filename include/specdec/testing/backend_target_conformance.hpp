@@ -403,6 +403,17 @@ class Kit {
         layout_(core::KvCacheView(target.kv_cache()).layout) {}
 
   ConformanceReport run() {
+    const BackendConformanceOptions& o = options_;
+    if (o.prompt_length < 1 || o.tree_nodes < 1 || o.max_children < 1 || o.large_tree_nodes < 1 || o.slots < 1) {
+      checker_.fail(
+          "BackendConformanceOptions: prompt_length, tree_nodes, max_children, large_tree_nodes and slots "
+          "must be at least 1.");
+      return checker_.report();
+    }
+    if (access_.slots() < 1) {
+      checker_.fail("slots() is " + std::to_string(access_.slots()) + "; a batch target needs at least one slot.");
+      return checker_.report();
+    }
     if (vocab_ < 1) {
       checker_.fail("vocab_size() is " + std::to_string(vocab_) + "; a target needs at least one token.");
       return checker_.report();
@@ -453,8 +464,8 @@ class Kit {
       s.slot = slot;
       s.name = Access::batch ? "round " + std::to_string(round) + ", slot " + std::to_string(slot)
                              : "prompt " + std::to_string(round);
-      // The first sequence of a round has the full prompt length, the others shorter ones, so a
-      // reused slot holds rows of its earlier sequence past its new prompt.
+      // The first sequence of a round has the full prompt length, the others random lengths up to
+      // it, so a reused slot often holds rows of its earlier sequence past its new prompt.
       const int length = sequences.empty()
                              ? options_.prompt_length
                              : 1 + static_cast<int>(rng_() % static_cast<std::uint64_t>(options_.prompt_length));
