@@ -1,0 +1,310 @@
+// The kernels of CudaLlamaTarget's forward (targets/cuda_llama.cuh): embedding, RMSNorm, the
+// weight products, RoPE with the K/V write, tree attention, SwiGLU, and the synthetic weights'
+// fill. Thin __global__ functions (templates, so any number of .cu files may include this) over
+// the index math of llama_forward_core below, which is host-callable so that its bounds are the
+// ones the target checks before each launch.
+//
+// Batch invariance, the rule every kernel here keeps: each output element is reduced in an order
+// that depends only on the model's shape and on what that element reads, never on the number of
+// tree nodes n, on the node's index in the tree or on the launch's grid. Concretely:
+//  - products: y[t][o] = sum_k W[o][k] x[t][k]: lane l of the warp owning row o adds, with fmaf,
+//    the terms k = l·V + 32·V·j + e (V = 16 bytes of weights: 4 fp32 or 8 bf16) in increasing j,
+//    then e; the 32 lane sums are combined by the butterfly xor 16, 8, 4, 2, 1. Tokens are taken
+//    8 at a time with one accumulator each: a token's sum is the same whichever 8 it joins.
+//  - RMSNorm: thread i of 256 sums x[j]² for j = i, i + 256, ... in increasing j, then the pairwise
+//    tree over the 256 partials in shared memory.
+//  - attention of (node, head): the node's attended positions are the cached slots 0 .. base - 1,
+//    then its ancestors root first and itself (from the tree's mask), L in all: the sequence a
+//    single-token forward of its path attends to, in the same order. Thread i of 128 takes
+//    positions p = i, i + 128, ...: scores (a sequential fmaf dot over the head), a max (exact in
+//    any order), exp and a sum in increasing p, then the pairwise tree over the 128 partials;
+//    values: thread (e, part) with parts = 128 / head_size sums p = part, part + parts, ... in
+//    increasing p, then the parts are added in increasing order. So the order is fixed by L,
+//    head_size and the constant 128: a chunk of a FIXED number of positions per thread, never a
+//    number of chunks chosen by size.
+// Device code is compiled without fast math; expf, sqrtf and division are IEEE-rounded by nvcc's
+// defaults, fmaf is explicit, and every kernel runs the same instructions whatever n is.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include <specdec/config.hpp>
+#include <specdec/core/tree.hpp>
+#include <specdec/models/synthetic_weights.hpp>
+
+namespace specdec::kernels::llama {
+
+inline constexpr int norm_threads = 256;
+inline constexpr int attention_threads = 128;
+inline constexpr int product_warps = 8;   // warps per block
+inline constexpr int product_rows = 2;    // output rows per warp
+inline constexpr int product_tokens = 8;  // tokens per pass over a row
+inline constexpr int max_tree_nodes = 256;
+inline constexpr int max_attended = 8192;  // positions an attention block holds scores for
+
+/// Weight storage: fp32, or bf16 as its 16 bits.
+using bf16 = std::uint16_t;
+
+template <class W>
+SPECDEC_HD inline float to_float(W w) {
+  if constexpr (sizeof(W) == 2) return synthetic::bf16_value(w);
+  else return w;
+}
+
+/// Elements of W per 16-byte load.
+template <class W>
+inline constexpr int product_vector = 16 / static_cast<int>(sizeof(W));
+
+/// y[t][o] (+)= sum_k W[o][k] x[t][k] for t < n, o < out.
+struct ProductArgs {
+  const void* w = nullptr;  ///< [out][in] of W, 16-byte aligned
+  int in = 0, out = 0, n = 0;
+  const float* x = nullptr;
+  long long ldx = 0;        ///< floats between tokens of x, a multiple of 4
+  float* y = nullptr;
+  long long ldy = 0;
+  bool accumulate = false;  ///< y += W x (the residual add), else y = W x
+};
+
+/// Attention of n tree nodes over one layer of the cache.
+struct AttentionArgs {
+  const float* qkv = nullptr;  ///< [n][ld_qkv]: q (rotated) at column 0
+  long long ld_qkv = 0;
+  const float* k_cache = nullptr;  ///< this layer's rows: slot s, kv head g at (s * kv_heads + g) * head_size
+  const float* v_cache = nullptr;
+  const std::uint32_t* mask = nullptr;  ///< the tree's ancestor mask, words_per_row per node
+  int words_per_row = 0;
+  int base = 0;  ///< cached positions (the root's slot)
+  int heads = 0, kv_heads = 0, head_size = 0;
+  float scale = 0;  ///< 1 / sqrt(head_size)
+  float* out = nullptr;  ///< [n][heads * head_size]
+};
+
+/// The cache slot of attended position p of a node: the prefix, then its ancestors' slots.
+SPECDEC_HD inline int attended_slot(int p, int base, const int* ancestors) {
+  return p < base ? p : base + ancestors[p - base];
+}
+
+/// Writes node i's ancestors (itself included), root first, to `ancestors`; returns how many.
+SPECDEC_HD inline int tree_ancestors(const std::uint32_t* mask, int words, int i, int* ancestors) {
+  int count = 0;
+  for (int j = 0; j <= i; ++j)
+    if (core::is_ancestor(mask, words, j, i)) ancestors[count++] = j;
+  return count;
+}
+
+/// Dynamic shared memory of an attention launch whose nodes attend to at most `positions`.
+SPECDEC_HD inline int attention_shared_bytes(int positions) { return positions * static_cast<int>(sizeof(float)); }
+
+/// Head sizes the value pass splits evenly over the block.
+SPECDEC_HD inline bool attention_head_size_ok(int head_size) {
+  return head_size >= 2 && head_size <= attention_threads && attention_threads % head_size == 0;
+}
+
+// ---- kernels --------------------------------------------------------------------------------
+
+/// Grid: n blocks. x[t] = embedding[token[t]] in fp32; a token outside the vocabulary gets a row
+/// of NaN, which the verifier turns into an error (no read out of bounds, no crash).
+template <class W>
+__global__ void embed_kernel(const W* embedding, const token_t* tokens, int vocab, int dim, float* x, long long ldx) {
+  const int t = blockIdx.x;
+  const token_t token = tokens[t];
+  const bool ok = token >= 0 && token < vocab;
+  const W* row = embedding + static_cast<long long>(ok ? token : 0) * dim;
+  for (int j = threadIdx.x; j < dim; j += blockDim.x) x[t * ldx + j] = ok ? to_float(row[j]) : __int_as_float(0x7fc00000);
+}
+
+/// Grid: n blocks of norm_threads. out[t] = weight * (x[t] / rms(x[t])), eps 1e-5.
+template <class Unused = void>
+__global__ void rmsnorm_kernel(const float* x, long long ldx, const float* weight, int dim, float* out, long long ldo) {
+  __shared__ float part[norm_threads];
+  const int t = blockIdx.x, i = threadIdx.x;
+  const float* xt = x + t * ldx;
+  float ss = 0.0f;
+  for (int j = i; j < dim; j += norm_threads) ss = fmaf(xt[j], xt[j], ss);
+  part[i] = ss;
+  __syncthreads();
+  for (int s = norm_threads / 2; s >= 1; s /= 2) {
+    if (i < s) part[i] += part[i + s];
+    __syncthreads();
+  }
+  const float scale = 1.0f / sqrtf(part[0] / static_cast<float>(dim) + 1e-5f);
+  for (int j = i; j < dim; j += norm_threads) out[t * ldo + j] = weight[j] * (scale * xt[j]);
+}
+
+/// Grid: ceil(out / (product_warps * product_rows)) blocks of product_warps warps. Each warp owns
+/// product_rows rows and passes over them once per product_tokens tokens (later passes read the
+/// rows from cache). CUDA-core fmaf; the order is the file's rule, so a tensor-core product that
+/// replaces it must keep one fixed order per output too.
+template <class W>
+__global__ void product_kernel(ProductArgs a) {
+  constexpr int V = product_vector<W>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row0 = (blockIdx.x * product_warps + warp) * product_rows;
+  if (row0 >= a.out) return;  // the whole warp: no block barrier follows
+  const W* w = static_cast<const W*>(a.w);
+  for (int t0 = 0; t0 < a.n; t0 += product_tokens) {
+    float acc[product_rows][product_tokens];
+#pragma unroll
+    for (int r = 0; r < product_rows; ++r)
+#pragma unroll
+      for (int t = 0; t < product_tokens; ++t) acc[r][t] = 0.0f;
+    for (int k = lane * V; k < a.in; k += 32 * V) {
+      float wv[product_rows][V];
+#pragma unroll
+      for (int r = 0; r < product_rows; ++r) {
+        alignas(16) W raw[V];
+        if (row0 + r < a.out) *reinterpret_cast<uint4*>(raw) = *reinterpret_cast<const uint4*>(w + static_cast<long long>(row0 + r) * a.in + k);
+        else *reinterpret_cast<uint4*>(raw) = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int e = 0; e < V; ++e) wv[r][e] = to_float(raw[e]);
+      }
+#pragma unroll
+      for (int t = 0; t < product_tokens; ++t) {
+        if (t0 + t >= a.n) break;
+        alignas(16) float xv[V];
+        const float* xt = a.x + (t0 + t) * a.ldx + k;
+#pragma unroll
+        for (int e = 0; e < V; e += 4) *reinterpret_cast<float4*>(xv + e) = *reinterpret_cast<const float4*>(xt + e);
+#pragma unroll
+        for (int r = 0; r < product_rows; ++r)
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[r][t] = fmaf(wv[r][e], xv[e], acc[r][t]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < product_rows; ++r)
+#pragma unroll
+      for (int t = 0; t < product_tokens; ++t) {
+        float v = acc[r][t];
+#pragma unroll
+        for (int offset = 16; offset >= 1; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+        if (lane == 0 && row0 + r < a.out && t0 + t < a.n) {
+          float* y = a.y + (t0 + t) * a.ldy + row0 + r;
+          *y = a.accumulate ? *y + v : v;
+        }
+      }
+  }
+}
+
+/// Grid: n blocks. Rotates node t's q and k by RoPE at its position (base + depth[t]) and writes
+/// its k and v rows at cache slot base + t of this layer. cos_sin: [position][head_size / 2]
+/// pairs (cos, sin).
+template <class Unused = void>
+__global__ void rope_store_kernel(float* qkv, long long ld_qkv, const int* depth, int base, const float2* cos_sin,
+                                  int dim, int kv_dim, int head_size, float* k_cache, float* v_cache) {
+  const int t = blockIdx.x;
+  float* row = qkv + t * ld_qkv;
+  const int position = base + depth[t];
+  const float2* angles = cos_sin + static_cast<long long>(position) * (head_size / 2);
+  const long long slot_offset = static_cast<long long>(base + t) * kv_dim;
+  // Pairs of q, then of k; one thread per pair.
+  for (int pair = threadIdx.x; pair < (dim + kv_dim) / 2; pair += blockDim.x) {
+    const int col = 2 * pair;  // q columns [0, dim), k columns [dim, dim + kv_dim)
+    const int in_head = (col < dim ? col : col - dim) % head_size;
+    const float2 cs = angles[in_head / 2];
+    const float v0 = row[col], v1 = row[col + 1];
+    const float r0 = v0 * cs.x - v1 * cs.y, r1 = v0 * cs.y + v1 * cs.x;
+    row[col] = r0;
+    row[col + 1] = r1;
+    if (col >= dim) {
+      k_cache[slot_offset + col - dim] = r0;
+      k_cache[slot_offset + col - dim + 1] = r1;
+    }
+  }
+  for (int j = threadIdx.x; j < kv_dim; j += blockDim.x) v_cache[slot_offset + j] = row[dim + kv_dim + j];
+}
+
+/// Grid: (heads, n) blocks of attention_threads, attention_shared_bytes(base + max depth + 1)
+/// bytes of dynamic shared memory. The order of every sum is the file's rule.
+template <class Unused = void>
+__global__ void attention_kernel(AttentionArgs a) {
+  extern __shared__ float scores[];
+  __shared__ int ancestors[max_tree_nodes];
+  __shared__ int attended;
+  __shared__ float part[attention_threads];
+  __shared__ float query[attention_threads];
+  const int h = blockIdx.x, i = blockIdx.y, tid = threadIdx.x;
+  const int hs = a.head_size, group = a.heads / a.kv_heads, g = h / group;
+  if (tid == 0) attended = a.base + tree_ancestors(a.mask, a.words_per_row, i, ancestors);
+  if (tid < hs) query[tid] = a.qkv[i * a.ld_qkv + h * hs + tid];
+  __syncthreads();
+  const int L = attended;
+  const long long row_stride = static_cast<long long>(a.kv_heads) * hs;
+
+  float best = -__int_as_float(0x7f800000);  // -inf
+  for (int p = tid; p < L; p += attention_threads) {
+    const float* k = a.k_cache + attended_slot(p, a.base, ancestors) * row_stride + g * hs;
+    float s = 0.0f;
+    for (int e = 0; e < hs; ++e) s = fmaf(query[e], k[e], s);
+    s *= a.scale;
+    scores[p] = s;
+    best = fmaxf(best, s);
+  }
+  part[tid] = best;
+  __syncthreads();
+  for (int s = attention_threads / 2; s >= 1; s /= 2) {
+    if (tid < s) part[tid] = fmaxf(part[tid], part[tid + s]);
+    __syncthreads();
+  }
+  const float max_score = part[0];
+  __syncthreads();  // everyone has read part[0] before it is reused
+
+  float sum = 0.0f;
+  for (int p = tid; p < L; p += attention_threads) {
+    const float e = expf(scores[p] - max_score);
+    scores[p] = e;
+    sum += e;
+  }
+  part[tid] = sum;
+  __syncthreads();
+  for (int s = attention_threads / 2; s >= 1; s /= 2) {
+    if (tid < s) part[tid] += part[tid + s];
+    __syncthreads();
+  }
+  const float total = part[0];
+  __syncthreads();
+
+  const int parts = attention_threads / hs, e = tid % hs, my_part = tid / hs;
+  float acc = 0.0f;
+  for (int p = my_part; p < L; p += parts) {
+    const float* v = a.v_cache + attended_slot(p, a.base, ancestors) * row_stride + g * hs;
+    acc = fmaf(scores[p], v[e], acc);
+  }
+  part[tid] = acc;  // part[my_part * hs + e]
+  __syncthreads();
+  if (tid < hs) {
+    float o = 0.0f;
+    for (int q = 0; q < parts; ++q) o += part[q * hs + tid];
+    a.out[i * static_cast<long long>(a.heads) * hs + h * hs + tid] = o / total;
+  }
+}
+
+/// Grid-stride over n * hidden: out[t][j] = silu(h13[t][j]) * h13[t][hidden + j].
+template <class Unused = void>
+__global__ void swiglu_kernel(const float* h13, int hidden, int n, float* out) {
+  const long long total = static_cast<long long>(n) * hidden;
+  for (long long idx = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long t = idx / hidden, j = idx % hidden;
+    const float a = h13[t * 2 * hidden + j], b = h13[t * 2 * hidden + hidden + j];
+    out[idx] = a / (1.0f + expf(-a)) * b;
+  }
+}
+
+/// Grid-stride over `count`: dst[i] = the synthetic weight (seed, kind, layer, first + i), stored
+/// as W (bf16 rounded to nearest even).
+template <class W>
+__global__ void fill_synthetic_kernel(W* dst, unsigned long long count, std::uint64_t seed, synthetic::tensor kind,
+                                      int layer) {
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<unsigned long long>(gridDim.x) * blockDim.x) {
+    const float w = synthetic::weight(seed, kind, layer, i);
+    if constexpr (sizeof(W) == 2) dst[i] = synthetic::bf16_bits(w);
+    else dst[i] = w;
+  }
+}
+
+}  // namespace specdec::kernels::llama

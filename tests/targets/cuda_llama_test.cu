@@ -1,0 +1,111 @@
+// CudaLlamaTarget's host side, without a GPU (label unit, runs in CI): where its tensors live,
+// the shapes and options it refuses before touching a device (one sentence each), and, on a
+// machine without a device, that constructing one says so in a sentence instead of crashing.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include <specdec/targets/cuda_llama.cuh>
+
+using namespace specdec;
+using Catch::Matchers::Contains;
+namespace syn = specdec::synthetic;
+
+namespace {
+
+const syn::tensor kLayerTensors[] = {syn::tensor::rms_att, syn::tensor::wq, syn::tensor::wk, syn::tensor::wv,
+                                     syn::tensor::wo,      syn::tensor::rms_ffn, syn::tensor::w1, syn::tensor::w2,
+                                     syn::tensor::w3};
+
+bool device_present() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
+std::string construction_error(const SyntheticShape& shape, CudaLlamaOptions options = {}) {
+  try {
+    CudaLlamaTarget::synthetic(shape, 1, {}, options);
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the weight layout gives every tensor its own aligned range, and covers both buffers exactly") {
+  for (const SyntheticShape& shape : synthetic_shapes()) {
+    INFO(shape.name);
+    const CudaLlamaLayout layout(shape.config);
+    const Llama2cConfig& c = shape.config;
+    struct Span {
+      std::uint64_t first, end;
+    };
+    std::vector<Span> matrices, norms;
+    auto add = [&](syn::tensor kind, int layer) {
+      const CudaLlamaLayout::Range r = layout.range(kind, layer);
+      (r.norm ? norms : matrices).push_back({r.first, r.first + r.count});
+      // Rows start on 16 bytes for bf16 (8 elements) and fp32 (4).
+      if (!r.norm) CHECK(r.first % 8 == 0);
+    };
+    add(syn::tensor::embedding, 0);
+    for (int l = 0; l < c.n_layers; ++l)
+      for (syn::tensor kind : kLayerTensors) add(kind, l);
+    add(syn::tensor::rms_final, 0);
+    if (!c.shared_classifier) add(syn::tensor::classifier, 0);
+    else CHECK(layout.range(syn::tensor::classifier, 0).first == layout.range(syn::tensor::embedding, 0).first);
+    for (auto* spans : {&matrices, &norms}) {
+      std::sort(spans->begin(), spans->end(), [](Span a, Span b) { return a.first < b.first; });
+      CHECK(spans->front().first == 0);
+      for (std::size_t i = 1; i < spans->size(); ++i) CHECK((*spans)[i].first == (*spans)[i - 1].end);
+    }
+    CHECK(matrices.back().end == layout.matrix_elements);
+    CHECK(norms.back().end == layout.norm_floats);
+    // The matrices are the checkpoint's, less the legacy RoPE tables and the norms.
+    const std::uint64_t rope = 2ull * c.seq_len * (c.head_size() / 2);
+    CHECK(layout.matrix_elements + layout.norm_floats + rope == Llama2cModel::weight_floats(c));
+    // Fused products: wq | wk | wv and w1 | w3 are consecutive rows of one matrix.
+    CHECK(layout.range(syn::tensor::wk, 0).first == layout.range(syn::tensor::wq, 0).first + std::uint64_t(c.dim) * c.dim);
+    CHECK(layout.range(syn::tensor::w3, 1).first ==
+          layout.range(syn::tensor::w1, 1).first + std::uint64_t(c.hidden_dim) * c.dim);
+  }
+}
+
+TEST_CASE("shapes and options the kernels do not take are one sentence, before any device is used") {
+  SyntheticShape shape{"test", {64, 128, 1, 4, 2, 100, 64, true}, 10000.0f, ""};
+  SECTION("a head size that does not divide the attention block") {
+    shape.config = {768, 128, 1, 3, 1, 100, 64, true};  // head size 256
+    CHECK_THAT(construction_error(shape), Contains("head size 256 must divide 128"));
+  }
+  SECTION("rows that are not whole 16-byte vectors of bf16") {
+    shape.config.hidden_dim = 172;
+    CHECK_THAT(construction_error(shape), Contains("hidden_dim 172 must be multiples of 8"));
+  }
+  SECTION("a tree limit past the kernels'") {
+    const std::string e = construction_error(shape, {.max_positions = 0, .max_tree_nodes = 257});
+    CHECK_THAT(e, Contains("max_tree_nodes 257 must be in [1, 256]"));
+  }
+  SECTION("more positions than an attention block holds scores for") {
+    const std::string e = construction_error(shape, {.max_positions = 8193});
+    CHECK_THAT(e, Contains("max_positions 8193"));
+  }
+  SECTION("a header that cannot shape a layer") {
+    shape.config.n_kv_heads = 3;
+    CHECK_THAT(construction_error(shape), Contains("n_kv_heads 3 does not divide n_heads 4"));
+  }
+}
+
+TEST_CASE("without a device, a target is a sentence that says so") {
+  if (device_present()) {
+    WARN("a CUDA device is present: this case checks the machines without one");
+    return;
+  }
+  const SyntheticShape shape{"test", {64, 128, 1, 4, 2, 100, 64, true}, 10000.0f, ""};
+  const std::string e = construction_error(shape);
+  CHECK_THAT(e, Contains("CudaLlamaTarget: no usable CUDA device ("));
+  CHECK(e.find('\n') == std::string::npos);
+}
