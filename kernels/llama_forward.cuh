@@ -189,6 +189,15 @@ __global__ void product_kernel(ProductArgs a) {
   }
 }
 
+/// Launches product_kernel for `a` on `stream` (the one place its grid is computed); a launch
+/// error is left for the caller's cudaGetLastError.
+template <class W>
+inline void launch_product(const ProductArgs& a, cudaStream_t stream) {
+  constexpr int rows_per_block = product_warps * product_rows;
+  const unsigned blocks = static_cast<unsigned>((a.out + rows_per_block - 1) / rows_per_block);
+  product_kernel<W><<<blocks, 32 * product_warps, 0, stream>>>(a);
+}
+
 /// Grid: n blocks. Rotates node t's q and k by RoPE at its position (base + depth[t]) and writes
 /// its k and v rows at cache slot base + t of this layer. cos_sin: [position][head_size / 2]
 /// pairs (cos, sin).

@@ -208,7 +208,7 @@ std::vector<token_t> speculative(CudaLlamaTarget& target, const std::vector<toke
 
 }  // namespace
 
-TEST_CASE("the GPU target computes the host target's model: close logits, the same greedy tokens") {
+TEST_CASE("the GPU target computes the host target's model: close logits, the same greedy tokens", "[sanitize]") {
   for (const char* file : {"models/stories260K.bin", "models/babyllama-936K.bin"}) {
     const auto path = testing::data_file(file);
     if (!path) continue;
@@ -258,6 +258,12 @@ TEST_CASE("a synthetic bf16 shape with grouped KV heads: every node equals its p
   target.prefill(prompt);
   chunked.prefill(prompt);
   CHECK(single_token(target, 17, 50) == single_token(chunked, 17, 50));
+}
+
+TEST_CASE("a short sweep, small enough for compute-sanitizer", "[sanitize]") {
+  // Trees of up to 100 nodes behind 20 cached tokens in a cache of 128 positions.
+  CudaLlamaTarget target = CudaLlamaTarget::synthetic(small_shape(), 6, {}, {.max_positions = 128});
+  bit_exact_sweep(target, random_tokens(20, target.vocab_size(), 12), 31);
 }
 
 TEST_CASE("speculative greedy decoding on the GPU target equals plain greedy decoding on it") {
@@ -319,7 +325,7 @@ TEST_CASE("synthetic weights on the device equal the host generator's, bit for b
   }
 }
 
-TEST_CASE("bad input is one sentence, and the target still works after it") {
+TEST_CASE("bad input is one sentence, and the target still works after it", "[sanitize]") {
   CudaLlamaTarget target = CudaLlamaTarget::synthetic(small_shape(), 9, {}, {.max_positions = 64});
   const std::vector<token_t> prompt = random_tokens(60, target.vocab_size(), 5);
   target.prefill(prompt);

@@ -426,9 +426,7 @@ class CudaLlamaTarget {
     a.y = y;
     a.ldy = ldy;
     a.accumulate = accumulate;
-    constexpr int rows_per_block = kernels::llama::product_warps * kernels::llama::product_rows;
-    const unsigned blocks = static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block);
-    kernels::llama::product_kernel<W><<<blocks, 32 * kernels::llama::product_warps, 0, tag_.stream>>>(a);
+    kernels::llama::launch_product<W>(a, tag_.stream);  // a launch error shows in run_as's check_launch
   }
 
   void run(const token_t* tokens, const int* depth, const std::uint32_t* mask, int words, int n, int base,
