@@ -4,9 +4,13 @@
 // the index math of llama_forward_core below, which is host-callable so that its bounds are the
 // ones the target checks before each launch.
 //
+// A forward's rows are the nodes of one or more trees (ForwardTrees: one per request, each on its
+// own sequence of the cache), tree after tree.
+//
 // Batch invariance, the rule every kernel here keeps: each output element is reduced in an order
 // that depends only on the model's shape and on what that element reads, never on the number of
-// tree nodes n, on the node's index in the tree or on the launch's grid. Concretely:
+// rows, the node's index in its tree, the other trees of the forward or the launch's grid.
+// Concretely:
 //  - products: y[t][o] = sum_k W[o][k] x[t][k]: lane l of the warp owning row o adds, with fmaf,
 //    the terms k = l·V + 32·V·j + e (V = 16 bytes of weights: 4 fp32 or 8 bf16) in increasing j,
 //    then e; the 32 lane sums are combined by the butterfly xor 16, 8, 4, 2, 1. Tokens are taken
@@ -44,6 +48,33 @@ inline constexpr int product_tokens = 8;  // tokens per pass over a row
 inline constexpr int max_tree_nodes = 256;
 inline constexpr int max_attended = 8192;  // positions an attention block holds scores for
 
+inline constexpr int max_forward_trees = 64;  // trees (requests) in one forward
+
+/// One tree of a forward: its arrays (device memory), where its rows start, and its sequence.
+struct ForwardTree {
+  const token_t* token = nullptr;
+  const int* depth = nullptr;
+  const std::uint32_t* mask = nullptr;  ///< ancestor mask, words_per_row words per node
+  int words_per_row = 0;
+  int base = 0;                         ///< positions cached for its sequence (its root's slot)
+  int first_row = 0;                    ///< row of its node 0 in the forward's activations
+  long long cache_offset = 0;           ///< floats from a layer's rows of sequence 0 to its sequence's
+};
+
+/// The trees of one forward, passed by value to the kernels (about 3 KB): rows are the trees'
+/// nodes, tree after tree.
+struct ForwardTrees {
+  int count = 0;
+  ForwardTree tree[max_forward_trees];
+
+  /// The tree that `row` belongs to: the last whose first_row <= row.
+  SPECDEC_HD int tree_of(int row) const {
+    int b = 0;
+    while (b + 1 < count && tree[b + 1].first_row <= row) ++b;
+    return b;
+  }
+};
+
 /// Weight storage: fp32, or bf16 as its 16 bits.
 using bf16 = std::uint16_t;
 
@@ -68,15 +99,15 @@ struct ProductArgs {
   bool accumulate = false;  ///< y += W x (the residual add), else y = W x
 };
 
-/// Attention of n tree nodes over one layer of the cache.
+/// Attention of a forward's rows over one layer of the cache.
 struct AttentionArgs {
   const float* qkv = nullptr;  ///< [n][ld_qkv]: q (rotated) at column 0
   long long ld_qkv = 0;
-  const float* k_cache = nullptr;  ///< this layer's rows: slot s, kv head g at (s * kv_heads + g) * head_size
+  /// This layer's rows of sequence 0: slot s, kv head g at (s * kv_heads + g) * head_size, plus
+  /// the tree's cache_offset.
+  const float* k_cache = nullptr;
   const float* v_cache = nullptr;
-  const std::uint32_t* mask = nullptr;  ///< the tree's ancestor mask, words_per_row per node
-  int words_per_row = 0;
-  int base = 0;  ///< cached positions (the root's slot)
+  ForwardTrees trees;
   int heads = 0, kv_heads = 0, head_size = 0;
   float scale = 0;  ///< 1 / sqrt(head_size)
   float* out = nullptr;  ///< [n][heads * head_size]
@@ -105,12 +136,13 @@ SPECDEC_HD inline bool attention_head_size_ok(int head_size) {
 
 // ---- kernels --------------------------------------------------------------------------------
 
-/// Grid: n blocks. x[t] = embedding[token[t]] in fp32; a token outside the vocabulary gets a row
-/// of NaN, which the verifier turns into an error (no read out of bounds, no crash).
+/// Grid: one block per row. x[t] = embedding[token of row t] in fp32; a token outside the
+/// vocabulary gets a row of NaN, which the verifier turns into an error (no read out of bounds).
 template <class W>
-__global__ void embed_kernel(const W* embedding, const token_t* tokens, int vocab, int dim, float* x, long long ldx) {
+__global__ void embed_kernel(const W* embedding, ForwardTrees trees, int vocab, int dim, float* x, long long ldx) {
   const int t = blockIdx.x;
-  const token_t token = tokens[t];
+  const ForwardTree& tree = trees.tree[trees.tree_of(t)];
+  const token_t token = tree.token[t - tree.first_row];
   const bool ok = token >= 0 && token < vocab;
   const W* row = embedding + static_cast<long long>(ok ? token : 0) * dim;
   for (int j = threadIdx.x; j < dim; j += blockDim.x) x[t * ldx + j] = ok ? to_float(row[j]) : __int_as_float(0x7fc00000);
@@ -198,17 +230,19 @@ inline void launch_product(const ProductArgs& a, cudaStream_t stream) {
   product_kernel<W><<<blocks, 32 * product_warps, 0, stream>>>(a);
 }
 
-/// Grid: n blocks. Rotates node t's q and k by RoPE at its position (base + depth[t]) and writes
-/// its k and v rows at cache slot base + t of this layer. cos_sin: [position][head_size / 2]
-/// pairs (cos, sin).
+/// Grid: one block per row. Rotates row t's q and k by RoPE at its node's position
+/// (base + depth[i], node i of its tree) and writes its k and v rows at its sequence's cache slot
+/// base + i of this layer. cos_sin: [position][head_size / 2] pairs (cos, sin).
 template <class Unused = void>
-__global__ void rope_store_kernel(float* qkv, long long ld_qkv, const int* depth, int base, const float2* cos_sin,
-                                  int dim, int kv_dim, int head_size, float* k_cache, float* v_cache) {
+__global__ void rope_store_kernel(float* qkv, long long ld_qkv, ForwardTrees trees, const float2* cos_sin, int dim,
+                                  int kv_dim, int head_size, float* k_cache, float* v_cache) {
   const int t = blockIdx.x;
+  const ForwardTree& tree = trees.tree[trees.tree_of(t)];
+  const int i = t - tree.first_row;
   float* row = qkv + t * ld_qkv;
-  const int position = base + depth[t];
+  const int position = tree.base + tree.depth[i];
   const float2* angles = cos_sin + static_cast<long long>(position) * (head_size / 2);
-  const long long slot_offset = static_cast<long long>(base + t) * kv_dim;
+  const long long slot_offset = tree.cache_offset + static_cast<long long>(tree.base + i) * kv_dim;
   // Pairs of q, then of k; one thread per pair.
   for (int pair = threadIdx.x; pair < (dim + kv_dim) / 2; pair += blockDim.x) {
     const int col = 2 * pair;  // q columns [0, dim), k columns [dim, dim + kv_dim)
@@ -226,8 +260,8 @@ __global__ void rope_store_kernel(float* qkv, long long ld_qkv, const int* depth
   for (int j = threadIdx.x; j < kv_dim; j += blockDim.x) v_cache[slot_offset + j] = row[dim + kv_dim + j];
 }
 
-/// Grid: (heads, n) blocks of attention_threads, attention_shared_bytes(base + max depth + 1)
-/// bytes of dynamic shared memory. The order of every sum is the file's rule.
+/// Grid: (heads, rows) blocks of attention_threads, attention_shared_bytes(the most positions a
+/// row attends to) bytes of dynamic shared memory. The order of every sum is the file's rule.
 template <class Unused = void>
 __global__ void attention_kernel(AttentionArgs a) {
   extern __shared__ float scores[];
@@ -235,17 +269,21 @@ __global__ void attention_kernel(AttentionArgs a) {
   __shared__ int attended;
   __shared__ float part[attention_threads];
   __shared__ float query[attention_threads];
-  const int h = blockIdx.x, i = blockIdx.y, tid = threadIdx.x;
+  const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+  const ForwardTree& tree = a.trees.tree[a.trees.tree_of(t)];
+  const int i = t - tree.first_row, base = tree.base;
   const int hs = a.head_size, group = a.heads / a.kv_heads, g = h / group;
-  if (tid == 0) attended = a.base + tree_ancestors(a.mask, a.words_per_row, i, ancestors);
-  if (tid < hs) query[tid] = a.qkv[i * a.ld_qkv + h * hs + tid];
+  if (tid == 0) attended = base + tree_ancestors(tree.mask, tree.words_per_row, i, ancestors);
+  if (tid < hs) query[tid] = a.qkv[t * a.ld_qkv + h * hs + tid];
   __syncthreads();
   const int L = attended;
   const long long row_stride = static_cast<long long>(a.kv_heads) * hs;
+  const float* k_cache = a.k_cache + tree.cache_offset;
+  const float* v_cache = a.v_cache + tree.cache_offset;
 
   float best = -__int_as_float(0x7f800000);  // -inf
   for (int p = tid; p < L; p += attention_threads) {
-    const float* k = a.k_cache + attended_slot(p, a.base, ancestors) * row_stride + g * hs;
+    const float* k = k_cache + attended_slot(p, base, ancestors) * row_stride + g * hs;
     float s = 0.0f;
     for (int e = 0; e < hs; ++e) s = fmaf(query[e], k[e], s);
     s *= a.scale;
@@ -279,7 +317,7 @@ __global__ void attention_kernel(AttentionArgs a) {
   const int parts = attention_threads / hs, e = tid % hs, my_part = tid / hs;
   float acc = 0.0f;
   for (int p = my_part; p < L; p += parts) {
-    const float* v = a.v_cache + attended_slot(p, a.base, ancestors) * row_stride + g * hs;
+    const float* v = v_cache + attended_slot(p, base, ancestors) * row_stride + g * hs;
     acc = fmaf(scores[p], v[e], acc);
   }
   part[tid] = acc;  // part[my_part * hs + e]
@@ -287,7 +325,7 @@ __global__ void attention_kernel(AttentionArgs a) {
   if (tid < hs) {
     float o = 0.0f;
     for (int q = 0; q < parts; ++q) o += part[q * hs + tid];
-    a.out[i * static_cast<long long>(a.heads) * hs + h * hs + tid] = o / total;
+    a.out[t * static_cast<long long>(a.heads) * hs + h * hs + tid] = o / total;
   }
 }
 

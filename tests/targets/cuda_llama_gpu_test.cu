@@ -8,6 +8,9 @@
 //  - speculative greedy decoding on the GPU target equals plain greedy decoding on it
 //    (stories260K and BabyLlama-936K prompts);
 //  - the synthetic weights on the device equal the host generator's, bit for bit;
+//  - the batched form: each request's rows of a forward of many trees (up to 64, on their own
+//    slots) equal its tree forwarded alone, bit for bit; SpeculativeBatch on it decodes every
+//    request exactly as plain greedy decoding does;
 //  - errors: a tree larger than the cache's free slots or than max_tree_nodes, an unknown shape,
 //    a checkpoint too big for the card: one sentence each, and the target still works after.
 #include <catch2/catch.hpp>
@@ -16,6 +19,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -25,6 +30,7 @@
 
 #include <cuda_runtime.h>
 
+#include <specdec/batch_decoder.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/drafters/pld.hpp>
@@ -292,6 +298,86 @@ TEST_CASE("speculative greedy decoding on the GPU target equals plain greedy dec
       CHECK(speculative(target, prompt, count, 8, OracleDrafter(truth, 8, 0.0)) == plain);
     }
   }
+}
+
+TEST_CASE("batched forwards: each request's rows equal its tree forwarded alone, bit for bit", "[sanitize]") {
+  for (const int slots : {6, 64}) {
+    INFO(slots << " slots");
+    CudaLlamaBatchTarget batch = CudaLlamaBatchTarget::synthetic(small_shape(), 8, slots, {}, {.max_positions = 400});
+    CudaLlamaTarget alone = CudaLlamaTarget::synthetic(small_shape(), 8, {}, {.max_positions = 400});
+    const int vocab = batch.vocab_size();
+    std::mt19937 rng(static_cast<unsigned>(slots));
+    std::vector<std::vector<token_t>> prefixes;
+    std::vector<std::unique_ptr<DeviceTree>> trees;
+    std::vector<TreeView> views;
+    std::vector<int> order(static_cast<std::size_t>(slots));
+    for (int b = 0; b < slots; ++b) order[static_cast<std::size_t>(b)] = (b * 5 + 3) % slots;  // slots out of order
+    int rows = 0;
+    for (int b = 0; b < slots; ++b) {
+      const int length = std::uniform_int_distribution<int>(0, 300)(rng);
+      const int n = slots > 8 ? std::uniform_int_distribution<int>(1, 12)(rng) : std::uniform_int_distribution<int>(1, 90)(rng);
+      prefixes.push_back(random_tokens(length, vocab, rng()));
+      batch.prefill(order[static_cast<std::size_t>(b)], prefixes.back());
+      trees.push_back(std::make_unique<DeviceTree>(random_parents(static_cast<Shape>(b % 4), n, rng),
+                                                   random_tokens(n, vocab, rng()), length));
+      views.push_back(trees.back()->view());
+      rows += n;
+    }
+    std::vector<float> all(static_cast<std::size_t>(rows) * vocab);
+    const LogitsRows out = batch.forward(TreeBatchView{order, views});
+    cuda_check(cudaStreamSynchronize(batch.backend().stream), "the batched forward");
+    cuda_check(cudaMemcpy(all.data(), out.data, all.size() * sizeof(float), cudaMemcpyDeviceToHost), "logits");
+    int row = 0, mismatched = 0;
+    for (int b = 0; b < slots; ++b) {
+      alone.prefill(prefixes[static_cast<std::size_t>(b)]);
+      const int n = views[static_cast<std::size_t>(b)].size;
+      const std::vector<float> single = logits_on_host(alone, alone.forward(views[static_cast<std::size_t>(b)]), n);
+      mismatched += std::memcmp(single.data(), all.data() + static_cast<std::size_t>(row) * vocab,
+                                single.size() * sizeof(float)) != 0;
+      row += n;
+    }
+    CHECK(mismatched == 0);
+  }
+}
+
+TEST_CASE("SpeculativeBatch on the GPU batch target decodes every request as plain greedy decoding does") {
+  const auto path = testing::data_file("models/stories260K.bin");
+  const auto tok_path = testing::data_file("models/tok512.bin");
+  if (!path || !tok_path) return;
+  CudaLlamaTarget single = CudaLlamaTarget::load(*path);
+  CudaLlamaBatchTarget target = CudaLlamaBatchTarget::load(*path, 3);
+  const Llama2cTokenizer tokenizer = Llama2cTokenizer::load(*tok_path, target.vocab_size());
+  const char* texts[] = {"Once upon a time", "The cat", "Lily and Tom went to the park", "One day", "Sam had a ball",
+                         "The sun was"};
+  std::vector<std::vector<token_t>> prompts, expected, got(std::size(texts));
+  for (const char* text : texts) {
+    prompts.push_back(tokenizer.encode(text));
+    expected.push_back(plain_greedy(single, prompts.back(), 100));
+  }
+  using Batch = SpeculativeBatch<CudaLlamaBatchTarget, OracleDrafter, ExactVerifier>;
+  Batch batch(target, 3, OracleDrafter({}, 1), ExactVerifier{});
+  std::map<request_id, std::size_t> which;
+  std::size_t next = 0;
+  while (next < prompts.size() || batch.active() > 0) {
+    while (next < prompts.size() && batch.active() < batch.capacity()) {
+      std::vector<token_t> truth = prompts[next];
+      truth.insert(truth.end(), expected[next].begin(), expected[next].end());
+      RequestOptions options;
+      options.max_new_tokens = 100;
+      options.budget = 12;
+      which[batch.add(prompts[next], options, OracleDrafter(truth, 5, 0.3, 2, next + 1))] = next;
+      ++next;
+    }
+    for (const RequestUpdate& u : batch.step()) {
+      std::vector<token_t>& out = got[which.at(u.id)];
+      out.insert(out.end(), u.tokens.begin(), u.tokens.end());
+    }
+  }
+  for (std::size_t r = 0; r < prompts.size(); ++r) {
+    INFO(texts[r]);
+    CHECK(got[r] == expected[r]);
+  }
+  CHECK(batch.forwards() < 600);  // 6 requests of 100 tokens: drafts were accepted
 }
 
 TEST_CASE("synthetic weights on the device equal the host generator's, bit for bit") {

@@ -93,6 +93,19 @@ TEST_CASE("shapes and options the kernels do not take are one sentence, before a
     const std::string e = construction_error(shape, {.max_positions = 8193});
     CHECK_THAT(e, Contains("max_positions 8193"));
   }
+  SECTION("a batch without slots, or with fewer rows than one tree") {
+    auto batch_error = [&](int slots, CudaLlamaOptions options) -> std::string {
+      try {
+        CudaLlamaBatchTarget::synthetic(shape, 1, slots, {}, options);
+      } catch (const error& e) {
+        return e.what();
+      }
+      return "";
+    };
+    CHECK_THAT(batch_error(0, {}), Contains("CudaLlamaBatchTarget: synthetic test: slots 0 must be in [1, 32767]"));
+    CHECK_THAT(batch_error(4, {.max_positions = 0, .max_tree_nodes = 64, .max_rows = 63}),
+               Contains("max_rows 63 must be in [max_tree_nodes = 64, 65535]"));
+  }
   SECTION("a header that cannot shape a layer") {
     shape.config.n_kv_heads = 3;
     CHECK_THAT(construction_error(shape), Contains("n_kv_heads 3 does not divide n_heads 4"));

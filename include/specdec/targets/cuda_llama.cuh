@@ -13,8 +13,11 @@
 // its path. Activations, the KV cache and the logits are fp32; bf16 weights are widened exactly
 // and accumulated in fp32.
 //
-// Include it in a .cu file compiled by nvcc (C++20). Not done yet: tensor-core products, a
-// batched form (BackendBatchTarget), CUDA graphs for the ~9 launches per layer.
+// CudaLlamaBatchTarget is the same model as a BackendBatchTarget: one cache per slot, the trees
+// of up to 64 requests in one forward (SpeculativeBatch, backend_batch_step.hpp).
+//
+// Include it in a .cu file compiled by nvcc (C++20). Not done yet: tensor-core products, CUDA
+// graphs for the ~9 launches per layer.
 #pragma once
 
 #include <algorithm>
@@ -24,12 +27,14 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
 
 #include <specdec/backend.hpp>
-#include <specdec/backend_step.hpp>  // the decoder's step for a BackendTarget
+#include <specdec/backend_batch_step.hpp>  // the batch's step for a BackendBatchTarget
+#include <specdec/backend_step.hpp>        // the decoder's step for a BackendTarget
 #include <specdec/concepts.hpp>
 #include <specdec/core/kv_compaction.hpp>
 #include <specdec/core/tree.hpp>
@@ -48,9 +53,12 @@ struct CudaLlamaOptions {
   /// The largest tree one forward takes (and the prefill's chunk), at most
   /// kernels::llama::max_tree_nodes.
   int max_tree_nodes = kernels::llama::max_tree_nodes;
+  /// Nodes of all trees in one forward (what the activation buffers hold); 0: max_tree_nodes for
+  /// one slot, else slots * max_tree_nodes up to 1024 (and at least max_tree_nodes).
+  int max_rows = 0;
 };
 
-/// Where every tensor lives in CudaLlamaTarget's two device buffers: matrices (fp32 or bf16
+/// Where every tensor lives in CudaLlamaModel's two device buffers: matrices (fp32 or bf16
 /// elements, [out][in]) and norm weights (fp32). The one place their offsets are computed.
 struct CudaLlamaLayout {
   Llama2cConfig config;
@@ -103,54 +111,57 @@ struct CudaLlamaLayout {
   }
 };
 
-class CudaLlamaTarget {
+/// The model both targets run: weights, the KV caches of `slots` sequences (sequence s of
+/// kv_layout() is slot s), the activation buffers, and the forward of several trees at once.
+/// CudaLlamaTarget is it with one slot, CudaLlamaBatchTarget with many.
+class CudaLlamaModel {
  public:
-  using backend_type = backend::cuda;
-
-  /// A llama2.c checkpoint in fp32. Throws specdec::error (one sentence) for a bad file, a shape
-  /// the kernels do not take, no usable device, or a model that does not fit the device's free
-  /// memory (said from the header, before any weight is read).
-  static CudaLlamaTarget load(const std::filesystem::path& checkpoint, backend::cuda tag = {},
-                              CudaLlamaOptions options = {}) {
+  /// A llama2.c checkpoint in fp32. Throws specdec::error (one sentence, starting with `who`) for
+  /// a bad file, a shape the kernels do not take, no usable device, or a model that does not fit
+  /// the device's free memory (said from the header, before any weight is read).
+  static CudaLlamaModel load(const std::filesystem::path& checkpoint, backend::cuda tag, CudaLlamaOptions options,
+                             int slots, const char* who) {
     const Llama2cConfig config = Llama2cModel::read_config(checkpoint);
-    CudaLlamaTarget target(config, 10000.0f, WeightFormat::fp32, tag, options,
-                           "llama2.c checkpoint '" + checkpoint.string() + "'");
-    target.upload(Llama2cModel::load(checkpoint));
-    return target;
+    CudaLlamaModel model(config, 10000.0f, WeightFormat::fp32, tag, options, slots, who,
+                         "llama2.c checkpoint '" + checkpoint.string() + "'");
+    model.upload(Llama2cModel::load(checkpoint));
+    return model;
   }
 
   /// `shape` in bf16 with the synthetic weights of `seed`, generated on the device.
-  static CudaLlamaTarget synthetic(const SyntheticShape& shape, std::uint64_t seed, backend::cuda tag = {},
-                                   CudaLlamaOptions options = {}) {
-    CudaLlamaTarget target(shape.config, shape.rope_theta, WeightFormat::bf16, tag, options,
-                           std::string("synthetic ") + shape.name);
-    target.fill_synthetic(seed);
-    return target;
+  static CudaLlamaModel synthetic(const SyntheticShape& shape, std::uint64_t seed, backend::cuda tag,
+                                  CudaLlamaOptions options, int slots, const char* who) {
+    CudaLlamaModel model(shape.config, shape.rope_theta, WeightFormat::bf16, tag, options, slots, who,
+                         std::string("synthetic ") + shape.name);
+    model.fill_synthetic(seed);
+    return model;
   }
 
-  CudaLlamaTarget(CudaLlamaTarget&&) noexcept = default;
-  CudaLlamaTarget& operator=(CudaLlamaTarget&&) noexcept = default;
+  CudaLlamaModel(CudaLlamaModel&&) noexcept = default;
+  CudaLlamaModel& operator=(CudaLlamaModel&&) noexcept = default;
 
   backend::cuda backend() const { return tag_; }
   int vocab_size() const { return layout_.config.vocab_size; }
   const Llama2cConfig& config() const { return layout_.config; }
   WeightFormat weight_format() const { return format_; }
+  int slots() const { return slots_; }
   int max_positions() const { return max_positions_; }
   int max_tree_nodes() const { return max_tree_; }
+  int max_rows() const { return max_rows_; }
   core::KvCacheView kv_cache() { return {kv_layout(), k_cache_.data(), v_cache_.data()}; }
-
-  /// Device memory this target holds, in bytes (weights, norms, KV cache, buffers).
+  /// Device memory held, in bytes (weights, norms, KV caches, buffers).
   std::uint64_t device_bytes() const { return device_bytes_; }
 
-  /// The cache holds exactly `tokens` afterwards (their K/V at positions 0 .. size - 1), run as
-  /// chains of max_tree_nodes; waits for the device.
-  void prefill(std::span<const token_t> tokens) {
+  /// Slot `slot`'s cache holds exactly `tokens` afterwards (their K/V at positions 0 .. size - 1),
+  /// run as chains of max_tree_nodes; waits for the device.
+  void prefill(int slot, std::span<const token_t> tokens) {
+    check_slot(slot, "prefill");
     if (static_cast<long long>(tokens.size()) > max_positions_)
-      throw error("CudaLlamaTarget::prefill: " + std::to_string(tokens.size()) + " tokens do not fit the cache's " +
+      throw error(who_ + "::prefill: " + std::to_string(tokens.size()) + " tokens do not fit the cache's " +
                   std::to_string(max_positions_) + " positions");
     for (token_t t : tokens)
       if (t < 0 || t >= vocab_size())
-        throw error("CudaLlamaTarget::prefill: token " + std::to_string(t) + " is outside the vocabulary [0, " +
+        throw error(who_ + "::prefill: token " + std::to_string(t) + " is outside the vocabulary [0, " +
                     std::to_string(vocab_size()) + ")");
     const int total = static_cast<int>(tokens.size());
     for (int first = 0; first < total; first += max_tree_) {
@@ -167,27 +178,52 @@ class CudaLlamaTarget {
       check(backend::copy(tag_, chain_tokens, tokens.data() + first, sizeof(token_t) * n), "prefill");
       check(backend::copy(tag_, chain_depth, depth.data(), sizeof(int) * n), "prefill");
       check(backend::copy(tag_, chain_mask, mask.data(), sizeof(std::uint32_t) * mask.size()), "prefill");
-      run(chain_tokens, chain_depth, chain_mask, words, n, first, false);
+      kernels::llama::ForwardTrees chain;
+      chain.count = 1;
+      chain.tree[0] = {chain_tokens, chain_depth, chain_mask, words, first, 0, sequence_offset(slot)};
+      run(chain, n, first + n, false);
       // The host arrays above are reused by the next chunk: wait for this one.
       check(backend::synchronize(tag_), "prefill");
     }
   }
 
-  /// Runs `tree` (arrays in device memory) on top of the cache: node i's K/V at slot
-  /// base_position + i, its logits at row i of the result (enqueued on the stream, not waited for).
-  LogitsRows forward(const TreeView& tree) {
-    if (tree.size < 1 || tree.size > max_tree_)
-      throw error("CudaLlamaTarget::forward: a tree of " + std::to_string(tree.size) +
-                  " nodes is outside [1, max_tree_nodes = " + std::to_string(max_tree_) + "]");
-    if (tree.base_position < 0 || tree.base_position > max_positions_ - tree.size)
-      throw error("CudaLlamaTarget::forward: a tree of " + std::to_string(tree.size) + " nodes at position " +
-                  std::to_string(tree.base_position) + " does not fit the cache's " + std::to_string(max_positions_) +
-                  " positions (" + std::to_string(std::max(0, max_positions_ - tree.base_position)) + " free)");
-    if (tree.words_per_row < core::mask_words(tree.size))
-      throw error("CudaLlamaTarget::forward: the tree's mask has " + std::to_string(tree.words_per_row) +
-                  " words per row, a tree of " + std::to_string(tree.size) + " nodes needs " +
-                  std::to_string(core::mask_words(tree.size)));
-    run(tree.token, tree.depth, tree.mask, tree.words_per_row, tree.size, tree.base_position, true);
+  /// Runs trees[b] (arrays in device memory) on top of slot slots[b]'s cache: its node i writes
+  /// K/V at that slot's position base_position + i; its logits are rows (the sizes of trees
+  /// [0, b) summed) + i of the result. Enqueued on the stream, not waited for.
+  LogitsRows forward(std::span<const TreeView> trees, std::span<const int> slots) {
+    const std::string where = who_ + "::forward: ";
+    if (trees.empty() || trees.size() > static_cast<std::size_t>(kernels::llama::max_forward_trees) ||
+        slots.size() != trees.size())
+      throw error(where + std::to_string(trees.size()) + " trees (with " + std::to_string(slots.size()) +
+                  " slots) is outside [1, " + std::to_string(kernels::llama::max_forward_trees) + "]");
+    kernels::llama::ForwardTrees forward;
+    forward.count = static_cast<int>(trees.size());
+    int rows = 0, attended = 0;
+    for (std::size_t b = 0; b < trees.size(); ++b) {
+      const TreeView& tree = trees[b];
+      const int slot = slots[b];
+      check_slot(slot, "forward");
+      for (std::size_t other = 0; other < b; ++other)
+        if (slots[other] == slot)
+          throw error(where + "slot " + std::to_string(slot) + " has two trees in one forward");
+      if (tree.size < 1 || tree.size > max_tree_)
+        throw error(where + "a tree of " + std::to_string(tree.size) + " nodes is outside [1, max_tree_nodes = " +
+                    std::to_string(max_tree_) + "]");
+      if (tree.base_position < 0 || tree.base_position > max_positions_ - tree.size)
+        throw error(where + "a tree of " + std::to_string(tree.size) + " nodes at position " +
+                    std::to_string(tree.base_position) + " does not fit the cache's " + std::to_string(max_positions_) +
+                    " positions (" + std::to_string(std::max(0, max_positions_ - tree.base_position)) + " free)");
+      if (tree.words_per_row < core::mask_words(tree.size))
+        throw error(where + "the tree's mask has " + std::to_string(tree.words_per_row) + " words per row, a tree of " +
+                    std::to_string(tree.size) + " nodes needs " + std::to_string(core::mask_words(tree.size)));
+      if (rows > max_rows_ - tree.size)
+        throw error(where + "the trees have more than max_rows = " + std::to_string(max_rows_) + " nodes in all");
+      forward.tree[b] = {tree.token,    tree.depth, tree.mask, tree.words_per_row, tree.base_position, rows,
+                         sequence_offset(slot)};
+      rows += tree.size;
+      attended = std::max(attended, tree.base_position + tree.size);
+    }
+    run(forward, rows, attended, true);
     return {logits(), vocab_size()};
   }
 
@@ -196,7 +232,7 @@ class CudaLlamaTarget {
   std::vector<float> weights(synthetic::tensor kind, int layer, std::uint64_t first, std::size_t count) const {
     const CudaLlamaLayout::Range r = layout_.range(kind, layer);
     if (layer < 0 || layer >= layout_.config.n_layers || first > r.count || count > r.count - first)
-      throw error("CudaLlamaTarget::weights: elements [" + std::to_string(first) + ", " +
+      throw error(who_ + "::weights: elements [" + std::to_string(first) + ", " +
                   std::to_string(first + count) + ") of layer " + std::to_string(layer) + " are outside the tensor's " +
                   std::to_string(r.count));
     std::vector<float> out(count);
@@ -215,16 +251,19 @@ class CudaLlamaTarget {
   }
 
  private:
-  CudaLlamaTarget(const Llama2cConfig& config, float rope_theta, WeightFormat format, backend::cuda tag,
-                  CudaLlamaOptions options, const std::string& name)
-      : tag_(tag), layout_(config), format_(format) {
+  CudaLlamaModel(const Llama2cConfig& config, float rope_theta, WeightFormat format, backend::cuda tag,
+                 CudaLlamaOptions options, int slots, const char* who, const std::string& name)
+      : tag_(tag), layout_(config), format_(format), who_(who), slots_(slots) {
     const Llama2cConfig& c = config;
     max_positions_ = options.max_positions > 0 ? options.max_positions : std::min(c.seq_len, kernels::llama::max_attended);
     max_tree_ = options.max_tree_nodes;
+    max_rows_ = options.max_rows > 0 ? options.max_rows
+                : slots_ == 1   ? max_tree_
+                                : std::max(max_tree_, std::min(slots_ * max_tree_, 1024));
     refuse_shape(name, options);
     const cudaError_t device = cudaSetDevice(current_device());
     if (device != cudaSuccess)
-      throw error("CudaLlamaTarget: no usable CUDA device (" + std::string(cudaGetErrorName(device)) + ": " +
+      throw error(who_ + ": no usable CUDA device (" + std::string(cudaGetErrorName(device)) + ": " +
                   cudaGetErrorString(device) + ")");
     refuse_unless_it_fits(name);
 
@@ -232,10 +271,10 @@ class CudaLlamaTarget {
     weights_ = allocate_device(layout_.matrix_elements * element);
     norms_ = allocate_device(layout_.norm_floats * sizeof(float));
     const core::KvCacheLayout kv = kv_layout();
-    k_cache_ = allocate_device(static_cast<std::uint64_t>(kv.sequence_stride));
-    v_cache_ = allocate_device(static_cast<std::uint64_t>(kv.sequence_stride));
+    k_cache_ = allocate_device(static_cast<std::uint64_t>(kv.sequence_stride) * static_cast<std::uint64_t>(slots_));
+    v_cache_ = allocate_device(static_cast<std::uint64_t>(kv.sequence_stride) * static_cast<std::uint64_t>(slots_));
     const std::uint64_t T = static_cast<std::uint64_t>(max_tree_);
-    activations_ = allocate_device(T * activation_floats() * sizeof(float));
+    activations_ = allocate_device(static_cast<std::uint64_t>(max_rows_) * activation_floats() * sizeof(float));
     chain_ = allocate_device(T * (sizeof(token_t) + sizeof(int)) + T * core::mask_words(max_tree_) * sizeof(std::uint32_t));
 
     // RoPE: (cos, sin) of every position and pair, as the host's RopeTable computes them.
@@ -279,25 +318,31 @@ class CudaLlamaTarget {
     if (why.empty() && (max_tree_ < 1 || max_tree_ > kernels::llama::max_tree_nodes))
       why = "max_tree_nodes " + std::to_string(max_tree_) + " must be in [1, " +
             std::to_string(kernels::llama::max_tree_nodes) + "]";
-    if (!why.empty()) throw error("CudaLlamaTarget: " + name + ": " + why);
+    if (why.empty() && (slots_ < 1 || slots_ > 32767))
+      why = "slots " + std::to_string(slots_) + " must be in [1, 32767]";
+    if (why.empty() && (max_rows_ < max_tree_ || max_rows_ > 65535))
+      why = "max_rows " + std::to_string(max_rows_) + " must be in [max_tree_nodes = " + std::to_string(max_tree_) +
+            ", 65535]";
+    if (!why.empty()) throw error(who_ + ": " + name + ": " + why);
   }
 
   void refuse_unless_it_fits(const std::string& name) {
     const std::uint64_t element = format_ == WeightFormat::bf16 ? 2 : 4;
     const std::uint64_t weights = layout_.matrix_elements * element + layout_.norm_floats * sizeof(float);
-    const std::uint64_t cache = 2 * static_cast<std::uint64_t>(kv_layout().sequence_stride);
+    const std::uint64_t cache =
+        2 * static_cast<std::uint64_t>(kv_layout().sequence_stride) * static_cast<std::uint64_t>(slots_);
     const std::uint64_t T = static_cast<std::uint64_t>(max_tree_);
-    const std::uint64_t buffers = T * activation_floats() * sizeof(float) +
+    const std::uint64_t buffers = static_cast<std::uint64_t>(max_rows_) * activation_floats() * sizeof(float) +
                                   static_cast<std::uint64_t>(max_positions_) * layout_.config.head_size() * sizeof(float) +
                                   T * (8 + core::mask_words(max_tree_) * 4);
     device_bytes_ = weights + cache + buffers;
     std::size_t free = 0, total = 0;
     const cudaError_t e = cudaMemGetInfo(&free, &total);
     if (e != cudaSuccess)
-      throw error("CudaLlamaTarget: cannot read the device's free memory (" + std::string(cudaGetErrorName(e)) + ")");
+      throw error(who_ + ": cannot read the device's free memory (" + std::string(cudaGetErrorName(e)) + ")");
     if (device_bytes_ > free) {
       auto gb = [](std::uint64_t b) { return std::to_string(static_cast<double>(b) / 1e9).substr(0, 6); };
-      throw error("CudaLlamaTarget: " + name + " needs " + gb(device_bytes_) + " GB of device memory (weights " +
+      throw error(who_ + ": " + name + " needs " + gb(device_bytes_) + " GB of device memory (weights " +
                   gb(weights) + " GB in " + weight_format_name(format_) + ", KV cache " + gb(cache) +
                   " GB, buffers " + gb(buffers) + " GB) but the device has " + gb(free) + " GB free");
     }
@@ -307,6 +352,15 @@ class CudaLlamaTarget {
     const Llama2cConfig& c = layout_.config;
     return core::kv_layout(c.n_layers, max_positions_, c.n_kv_heads, c.head_size(), sizeof(float));
   }
+  /// Floats from the cache's start to slot `slot`'s sequence.
+  long long sequence_offset(int slot) const {
+    return slot * (kv_layout().sequence_stride / static_cast<long long>(sizeof(float)));
+  }
+  void check_slot(int slot, const char* what) const {
+    if (slot < 0 || slot >= slots_)
+      throw error(who_ + "::" + what + ": slot " + std::to_string(slot) + " is outside [0, " + std::to_string(slots_) +
+                  ")");
+  }
 
   // Per token: x, xb, att [dim]; qkv [dim + 2 kv_dim]; h13 [2 hidden]; hb [hidden]; logits [vocab].
   std::uint64_t activation_floats() const {
@@ -315,7 +369,7 @@ class CudaLlamaTarget {
   }
   float* activation(int which) const {
     const Llama2cConfig& c = layout_.config;
-    const std::uint64_t T = static_cast<std::uint64_t>(max_tree_);
+    const std::uint64_t T = static_cast<std::uint64_t>(max_rows_);
     const std::uint64_t sizes[] = {static_cast<std::uint64_t>(c.dim), static_cast<std::uint64_t>(c.dim),
                                    static_cast<std::uint64_t>(c.dim), c.dim + 2ull * c.kv_dim(),
                                    2ull * c.hidden_dim, static_cast<std::uint64_t>(c.hidden_dim)};
@@ -339,7 +393,7 @@ class CudaLlamaTarget {
 
   void check(backend::status s, const char* what) const {
     if (s != backend::status::ok)
-      throw error(std::string("CudaLlamaTarget: ") + what + " failed: " + backend::describe(tag_, s));
+      throw error(who_ + ": " + what + " failed: " + backend::describe(tag_, s));
   }
   void check_launch(const char* what) const { check(backend::detail::from(cudaGetLastError()), what); }
 
@@ -429,15 +483,14 @@ class CudaLlamaTarget {
     kernels::llama::launch_product<W>(a, tag_.stream);  // a launch error shows in run_as's check_launch
   }
 
-  void run(const token_t* tokens, const int* depth, const std::uint32_t* mask, int words, int n, int base,
-           bool want_logits) {
-    if (format_ == WeightFormat::bf16) run_as<kernels::llama::bf16>(tokens, depth, mask, words, n, base, want_logits);
-    else run_as<float>(tokens, depth, mask, words, n, base, want_logits);
+  // The forward of `trees` (n rows in all, none attending to more than `attended` positions).
+  void run(const kernels::llama::ForwardTrees& trees, int n, int attended, bool want_logits) {
+    if (format_ == WeightFormat::bf16) run_as<kernels::llama::bf16>(trees, n, attended, want_logits);
+    else run_as<float>(trees, n, attended, want_logits);
   }
 
   template <class W>
-  void run_as(const token_t* tokens, const int* depth, const std::uint32_t* mask, int words, int n, int base,
-              bool want_logits) {
+  void run_as(const kernels::llama::ForwardTrees& trees, int n, int attended, bool want_logits) {
     namespace k = kernels::llama;
     const Llama2cConfig& c = layout_.config;
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, hs = c.head_size(), qkv_width = d + 2 * kv;
@@ -446,7 +499,7 @@ class CudaLlamaTarget {
     const core::KvCacheLayout cache = kv_layout();
     using synthetic::tensor;
 
-    k::embed_kernel<W><<<n, 256, 0, s>>>(reinterpret_cast<const W*>(weights_.data()) + layout_.embedding, tokens,
+    k::embed_kernel<W><<<n, 256, 0, s>>>(reinterpret_cast<const W*>(weights_.data()) + layout_.embedding, trees,
                                          c.vocab_size, d, x(), d);
     for (int l = 0; l < c.n_layers; ++l) {
       const std::uint64_t at = layout_.layers + static_cast<std::uint64_t>(l) * layout_.layer_elements;
@@ -455,24 +508,20 @@ class CudaLlamaTarget {
       k::rmsnorm_kernel<><<<n, k::norm_threads, 0, s>>>(x(), d, norms + layout_.range(tensor::rms_att, l).first, d,
                                                         xb(), d);
       product<W>(at + layout_.wqkv, d, qkv_width, xb(), d, qkv(), qkv_width, n, false);
-      k::rope_store_kernel<><<<n, 256, 0, s>>>(qkv(), qkv_width, depth, base,
-                                               reinterpret_cast<const float2*>(rope_.data()), d, kv, hs, k_layer,
-                                               v_layer);
+      k::rope_store_kernel<><<<n, 256, 0, s>>>(qkv(), qkv_width, trees, reinterpret_cast<const float2*>(rope_.data()),
+                                               d, kv, hs, k_layer, v_layer);
       k::AttentionArgs a;
       a.qkv = qkv();
       a.ld_qkv = qkv_width;
       a.k_cache = k_layer;
       a.v_cache = v_layer;
-      a.mask = mask;
-      a.words_per_row = words;
-      a.base = base;
+      a.trees = trees;
       a.heads = c.n_heads;
       a.kv_heads = c.n_kv_heads;
       a.head_size = hs;
       a.scale = 1.0f / std::sqrt(static_cast<float>(hs));
       a.out = att();
-      // A node attends to at most base + n positions (its depth is below n).
-      k::attention_kernel<><<<dim3(c.n_heads, n), k::attention_threads, k::attention_shared_bytes(base + n), s>>>(a);
+      k::attention_kernel<><<<dim3(c.n_heads, n), k::attention_threads, k::attention_shared_bytes(attended), s>>>(a);
       product<W>(at + layout_.wo, d, d, att(), d, x(), d, n, true);
       k::rmsnorm_kernel<><<<n, k::norm_threads, 0, s>>>(x(), d, norms + layout_.range(tensor::rms_ffn, l).first, d,
                                                         xb(), d);
@@ -493,12 +542,98 @@ class CudaLlamaTarget {
   backend::cuda tag_;
   CudaLlamaLayout layout_;
   WeightFormat format_;
+  std::string who_;  // the target's name, first in every message
+  int slots_ = 1;
   int max_positions_ = 0;
   int max_tree_ = 0;
+  int max_rows_ = 0;
   std::uint64_t device_bytes_ = 0;
   backend::buffer<backend::cuda> weights_, norms_, k_cache_, v_cache_, activations_, chain_, rope_;
 };
 
+/// The model as a BackendTarget: one sequence (slot 0 of CudaLlamaModel).
+class CudaLlamaTarget {
+ public:
+  using backend_type = backend::cuda;
+
+  /// A llama2.c checkpoint in fp32 (CudaLlamaModel::load).
+  static CudaLlamaTarget load(const std::filesystem::path& checkpoint, backend::cuda tag = {},
+                              CudaLlamaOptions options = {}) {
+    return CudaLlamaTarget(CudaLlamaModel::load(checkpoint, tag, options, 1, "CudaLlamaTarget"));
+  }
+  /// `shape` in bf16 with the synthetic weights of `seed` (CudaLlamaModel::synthetic).
+  static CudaLlamaTarget synthetic(const SyntheticShape& shape, std::uint64_t seed, backend::cuda tag = {},
+                                   CudaLlamaOptions options = {}) {
+    return CudaLlamaTarget(CudaLlamaModel::synthetic(shape, seed, tag, options, 1, "CudaLlamaTarget"));
+  }
+
+  backend::cuda backend() const { return model_.backend(); }
+  int vocab_size() const { return model_.vocab_size(); }
+  core::KvCacheView kv_cache() { return model_.kv_cache(); }
+  /// The cache holds exactly `tokens` afterwards; waits for the device.
+  void prefill(std::span<const token_t> tokens) { model_.prefill(0, tokens); }
+  /// Runs `tree` (arrays in device memory) on top of the cache: node i's K/V at slot
+  /// base_position + i, its logits at row i of the result (enqueued, not waited for).
+  LogitsRows forward(const TreeView& tree) {
+    static constexpr int slot = 0;
+    return model_.forward({&tree, 1}, {&slot, 1});
+  }
+
+  const Llama2cConfig& config() const { return model_.config(); }
+  WeightFormat weight_format() const { return model_.weight_format(); }
+  int max_positions() const { return model_.max_positions(); }
+  int max_tree_nodes() const { return model_.max_tree_nodes(); }
+  std::uint64_t device_bytes() const { return model_.device_bytes(); }
+  std::vector<float> weights(synthetic::tensor kind, int layer, std::uint64_t first, std::size_t count) const {
+    return model_.weights(kind, layer, first, count);
+  }
+  CudaLlamaModel& model() { return model_; }
+
+ private:
+  explicit CudaLlamaTarget(CudaLlamaModel model) : model_(std::move(model)) {}
+  CudaLlamaModel model_;
+};
+
 static_assert(BackendTarget<CudaLlamaTarget>);
+
+/// The model as a BackendBatchTarget: `slots` sequences, each its own cache (sequence s of the
+/// layout), so that SpeculativeBatch runs up to kernels::llama::max_forward_trees requests' trees in
+/// one forward: each weight matrix is read once for all of them, and a request's logits do not
+/// depend on the others (the batch-invariance rule).
+class CudaLlamaBatchTarget {
+ public:
+  using backend_type = backend::cuda;
+
+  static CudaLlamaBatchTarget load(const std::filesystem::path& checkpoint, int slots, backend::cuda tag = {},
+                                   CudaLlamaOptions options = {}) {
+    return CudaLlamaBatchTarget(CudaLlamaModel::load(checkpoint, tag, options, slots, "CudaLlamaBatchTarget"));
+  }
+  static CudaLlamaBatchTarget synthetic(const SyntheticShape& shape, std::uint64_t seed, int slots,
+                                        backend::cuda tag = {}, CudaLlamaOptions options = {}) {
+    return CudaLlamaBatchTarget(CudaLlamaModel::synthetic(shape, seed, tag, options, slots, "CudaLlamaBatchTarget"));
+  }
+
+  backend::cuda backend() const { return model_.backend(); }
+  int vocab_size() const { return model_.vocab_size(); }
+  int slots() const { return model_.slots(); }
+  core::KvCacheView kv_cache() { return model_.kv_cache(); }
+  void prefill(int slot, std::span<const token_t> tokens) { model_.prefill(slot, tokens); }
+  /// Nothing to free: the slot's next prefill overwrites its cache.
+  void release(int slot) {
+    if (slot < 0 || slot >= slots())
+      throw error("CudaLlamaBatchTarget::release: slot " + std::to_string(slot) + " is outside [0, " +
+                  std::to_string(slots()) + ")");
+  }
+  /// trees[b] on slot slots[b]'s cache; node i of trees[b] at row (sizes of trees [0, b)) + i.
+  LogitsRows forward(const TreeBatchView& batch) { return model_.forward(batch.trees, batch.slots); }
+
+  CudaLlamaModel& model() { return model_; }
+
+ private:
+  explicit CudaLlamaBatchTarget(CudaLlamaModel model) : model_(std::move(model)) {}
+  CudaLlamaModel model_;
+};
+
+static_assert(BackendBatchTarget<CudaLlamaBatchTarget>);
 
 }  // namespace specdec
