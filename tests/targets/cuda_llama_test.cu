@@ -1,15 +1,18 @@
 // CudaLlamaTarget's host side, without a GPU (label unit, runs in CI): where its tensors live,
-// the shapes and options it refuses before touching a device (one sentence each), and, on a
-// machine without a device, that constructing one says so in a sentence instead of crashing.
+// the index math its kernels share with the host (a node's attended slots, a row's tree), the
+// shapes and options it refuses before touching a device (one sentence each), and, on a machine
+// without a device, that constructing one says so in a sentence instead of crashing.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
 
 #include <specdec/targets/cuda_llama.cuh>
+#include <specdec/testing/laid_out_tree.hpp>
 
 using namespace specdec;
 using Catch::Matchers::Contains;
@@ -73,6 +76,66 @@ TEST_CASE("the weight layout gives every tensor its own aligned range, and cover
     CHECK(layout.range(syn::tensor::w3, 1).first ==
           layout.range(syn::tensor::w1, 1).first + std::uint64_t(c.hidden_dim) * c.dim);
   }
+}
+
+TEST_CASE("a node attends to the prefix, then its path root first: the slots of its single-token forward") {
+  namespace k = specdec::kernels::llama;
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % k::max_tree_nodes);
+    std::vector<node_t> parent(static_cast<std::size_t>(n), -1);
+    for (int i = 1; i < n; ++i) {
+      const int lo = trial % 3 == 0 ? i - 1 : trial % 3 == 1 ? 0 : std::max(0, i - 5);
+      parent[static_cast<std::size_t>(i)] = lo + static_cast<int>(rng() % static_cast<unsigned>(i - lo));
+    }
+    const testing::LaidOutTree tree(parent, std::vector<token_t>(static_cast<std::size_t>(n), 0));
+    const TreeView view = tree.view(/*base_position=*/17);
+    const int base = view.base_position;
+    for (int i = 0; i < n; ++i) {
+      int ancestors[k::max_tree_nodes];
+      const int count = k::tree_ancestors(view.mask, view.words_per_row, i, ancestors);
+      const int depth = tree.depth[static_cast<std::size_t>(i)];
+      REQUIRE(count == depth + 1);
+      // Attended position p of the node holds the K/V of the token its single-token path forward
+      // has at position p: the prefix, then the path's node at depth p - base.
+      for (int p = 0; p < base + count; ++p) {
+        const int slot = k::attended_slot(p, base, ancestors);
+        if (p < base) {
+          CHECK(slot == p);
+        } else {
+          const int node = slot - base;
+          CHECK(tree.depth[static_cast<std::size_t>(node)] == p - base);
+          CHECK(view.attends(i, node));
+        }
+      }
+      CHECK(ancestors[count - 1] == i);
+    }
+  }
+}
+
+TEST_CASE("a forward's row belongs to the tree whose rows hold it") {
+  namespace k = specdec::kernels::llama;
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 100; ++trial) {
+    k::ForwardTrees trees;
+    trees.count = 1 + static_cast<int>(rng() % k::max_forward_trees);
+    std::vector<int> owner;
+    for (int b = 0; b < trees.count; ++b) {
+      trees.tree[b].first_row = static_cast<int>(owner.size());
+      const int size = 1 + static_cast<int>(rng() % 20);
+      owner.insert(owner.end(), static_cast<std::size_t>(size), b);
+    }
+    for (int row = 0; row < static_cast<int>(owner.size()); ++row)
+      CHECK(trees.tree_of(row) == owner[static_cast<std::size_t>(row)]);
+  }
+}
+
+TEST_CASE("the attention launch's shared memory fits a block's 48 KB at the largest cache") {
+  namespace k = specdec::kernels::llama;
+  const int static_bytes = k::max_tree_nodes * 4 + 4 + 2 * k::attention_threads * 4;
+  CHECK(k::attention_shared_bytes(k::max_attended) + static_bytes <= 48 * 1024);
+  // Kernel parameters: the trees travel by value, within the 4 KB every launch may pass.
+  CHECK(sizeof(k::AttentionArgs) <= 4096);
 }
 
 TEST_CASE("shapes and options the kernels do not take are one sentence, before any device is used") {
