@@ -5,12 +5,14 @@
 //
 // Part 1, per shape and context: milliseconds per forward (CUDA events around `reps` forwards
 // after one warm-up) of a tree of n nodes on a cache of `context` tokens, for n = 1..16, 24, 32,
-// 48, 64, 96, 128, and c(n)/c(1). The tree is a binary heap (node i's parent (i - 1) / 2: shallow
-// and wide, like merged drafts). c(1) at context 512 is the plain decoding step.
+// 48, 64, 96, 128, and c(n)/c(1), with tensor-core products at every context and with CUDA-core
+// products at the middle one. The tree is a binary heap (node i's parent (i - 1) / 2: shallow and
+// wide, like merged drafts). c(1) at context 512 is the plain decoding step.
 // Part 2, per shape: each weight product (qkv, o, w1|w3, w2, classifier) of n = 1, 16, 64, 128
-// tokens, ours (batch-invariant, CUDA cores, fp32 activations) against cublasGemmEx (bf16 x bf16,
-// fp32 accumulation and output, tensor cores, cuBLAS's own choice of algorithm), and the weight
-// bytes per second ours reaches. Exits 0 with a message when there is no device.
+// tokens: ours on CUDA cores (fp32 activations) and on tensor cores (bf16 activations, rounding
+// included), both batch-invariant, against cublasGemmEx (bf16 x bf16, fp32 accumulation and
+// output, cuBLAS's own choice of algorithm), and the weight bytes per second ours reach. Exits 0
+// with a message when there is no device.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -116,11 +118,14 @@ class HeapTree {
 
 const int kSizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 48, 64, 96, 128};
 
-void forward_costs(const SyntheticShape& shape, const std::vector<int>& contexts, int reps, cudaStream_t stream) {
+void forward_costs(const SyntheticShape& shape, const std::vector<int>& contexts, int reps, cudaStream_t stream,
+                   bool tensor_cores) {
   const int longest = *std::max_element(contexts.begin(), contexts.end());
   CudaLlamaTarget target = CudaLlamaTarget::synthetic(
-      shape, 1, backend::cuda{stream}, {.max_positions = longest + 128, .max_tree_nodes = 128});
-  std::printf("\n%s (bf16, %.2f GB of device memory)\n", shape.name, static_cast<double>(target.device_bytes()) / 1e9);
+      shape, 1, backend::cuda{stream},
+      {.max_positions = longest + 128, .max_tree_nodes = 128, .max_rows = 0, .tensor_cores = tensor_cores});
+  std::printf("\n%s (bf16, %s products, %.2f GB of device memory)\n", shape.name,
+              tensor_cores ? "tensor-core" : "CUDA-core", static_cast<double>(target.device_bytes()) / 1e9);
   std::printf("%8s %5s %10s %9s\n", "context", "n", "ms", "c(n)/c(1)");
   for (int context : contexts) {
     std::vector<token_t> prompt(static_cast<std::size_t>(context));
@@ -149,18 +154,21 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
                               {"w2", c.hidden_dim, c.dim},
                               {"classifier", c.dim, c.vocab_size}};
   constexpr int max_n = 128;
-  std::printf("\n%s: weight products, ours (batch-invariant, CUDA cores) against cuBLAS (bf16 tensor cores)\n",
+  std::printf("\n%s: weight products, ours (batch-invariant) on CUDA cores and on tensor cores, against cuBLAS\n",
               shape.name);
-  std::printf("%-10s %6s %6s %4s %10s %10s %7s %9s\n", "product", "in", "out", "n", "ours ms", "cublas ms", "ratio",
-              "ours GB/s");
+  std::printf("%-10s %6s %6s %4s %9s %9s %9s %7s %7s %8s %8s\n", "product", "in", "out", "n", "cuda ms", "tc ms",
+              "cublas ms", "cuda/cb", "tc/cb", "cuda GB/s", "tc GB/s");
   for (const Product& p : products) {
     const std::size_t weights = static_cast<std::size_t>(p.in) * p.out;
     k::bf16* w = nullptr;
     __nv_bfloat16* x16 = nullptr;
     float *x = nullptr, *y = nullptr;
-    must(cudaMalloc(&w, weights * 2), "cudaMalloc");
+    // Room for the last tile's rows past `out` (the target keeps the same slack).
+    must(cudaMalloc(&w, (weights + static_cast<std::size_t>(k::tc_tile) * p.in) * 2), "cudaMalloc");
     must(cudaMalloc(&x, sizeof(float) * max_n * p.in), "cudaMalloc");
     must(cudaMalloc(&x16, 2ull * max_n * p.in), "cudaMalloc");
+    k::bf16* x16_ours = nullptr;  // the tensor-core product's own rounding of x
+    must(cudaMalloc(&x16_ours, 2ull * max_n * p.in), "cudaMalloc");
     must(cudaMalloc(&y, sizeof(float) * max_n * p.out), "cudaMalloc");
     k::fill_synthetic_kernel<k::bf16><<<4096, 256, 0, stream>>>(w, weights, 1, synthetic::tensor::wq, 0);
     k::fill_synthetic_kernel<float><<<256, 256, 0, stream>>>(x, static_cast<unsigned long long>(max_n) * p.in, 2,
@@ -181,6 +189,8 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
       a.ldy = p.out;
       const double ours = time_ms(stream, reps, [&] { k::launch_product<k::bf16>(a, stream); });
       must(cudaGetLastError(), "our product");
+      const double ours_tc = time_ms(stream, reps, [&] { k::launch_product_tc(a, x16_ours, stream); });
+      must(cudaGetLastError(), "our tensor-core product");
       // Y^T [out][n] = W [out][in] · X^T: column-major, W is a transposed (in x out) matrix.
       const float one = 1.0f, zero = 0.0f;
       const double theirs = time_ms(stream, reps, [&] {
@@ -188,13 +198,15 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
                           p.in, &zero, y, CUDA_R_32F, p.out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
              "cublasGemmEx");
       });
-      std::printf("%-10s %6d %6d %4d %10.4f %10.4f %7.2f %9.0f\n", p.name, p.in, p.out, n, ours, theirs, ours / theirs,
-                  static_cast<double>(weights) * 2 / (ours * 1e-3) / 1e9);
+      const double bytes = static_cast<double>(weights) * 2;
+      std::printf("%-10s %6d %6d %4d %9.4f %9.4f %9.4f %7.2f %7.2f %8.0f %8.0f\n", p.name, p.in, p.out, n, ours, ours_tc,
+                  theirs, ours / theirs, ours_tc / theirs, bytes / (ours * 1e-3) / 1e9, bytes / (ours_tc * 1e-3) / 1e9);
     }
     must(cudaStreamSynchronize(stream), "the products");
     cudaFree(w);
     cudaFree(x);
     cudaFree(x16);
+    cudaFree(x16_ours);
     cudaFree(y);
   }
 }
@@ -234,7 +246,8 @@ int main(int argc, char** argv) {
   try {
     for (const std::string& name : shapes) {
       const SyntheticShape& shape = synthetic_shape(name);
-      forward_costs(shape, contexts, reps, stream);
+      forward_costs(shape, contexts, reps, stream, /*tensor_cores=*/true);
+      forward_costs(shape, {contexts[contexts.size() / 2]}, reps, stream, /*tensor_cores=*/false);
       products_against_cublas(shape, reps, stream, blas);
     }
   } catch (const error& e) {

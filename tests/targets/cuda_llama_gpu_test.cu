@@ -7,6 +7,8 @@
 //    logits equal, bit for bit, a single-token forward of its path;
 //  - speculative greedy decoding on the GPU target equals plain greedy decoding on it
 //    (stories260K and BabyLlama-936K prompts);
+//  - the same with tensor-core products (CudaLlamaOptions::tensor_cores), which compute the
+//    CUDA-core products' model within the bf16 rounding of the activations;
 //  - the synthetic weights on the device equal the host generator's, bit for bit;
 //  - the batched form: each request's rows of a forward of many trees (up to 64, on their own
 //    slots) equal its tree forwarded alone, bit for bit; SpeculativeBatch on it decodes every
@@ -310,6 +312,47 @@ TEST_CASE("a short sweep, small enough for compute-sanitizer", "[sanitize]") {
   // Trees of up to 44 nodes behind 20 cached tokens in a cache of 64 positions.
   CudaLlamaTarget target = CudaLlamaTarget::synthetic(small_shape(), 6, {}, {.max_positions = 64});
   bit_exact_sweep(target, random_tokens(20, target.vocab_size(), 12), 31);
+}
+
+TEST_CASE("tensor-core products: every node equals its path's single-token forward, bit for bit") {
+  const CudaLlamaOptions tc{.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0, .tensor_cores = true};
+  CudaLlamaTarget target = CudaLlamaTarget::synthetic(small_shape(), 5, {}, tc);
+  REQUIRE(target.tensor_cores());
+  bit_exact_sweep(target, random_tokens(300, target.vocab_size(), 3), 22);
+  bit_exact_sweep(target, {}, 23);
+}
+
+TEST_CASE("tensor-core products compute the CUDA-core products' model, within bf16 rounding of the activations") {
+  CudaLlamaTarget cuda_cores = CudaLlamaTarget::synthetic(small_shape(), 5);
+  CudaLlamaTarget tensor_cores = CudaLlamaTarget::synthetic(
+      small_shape(), 5, {}, {.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0, .tensor_cores = true});
+  const int vocab = cuda_cores.vocab_size();
+  const std::vector<token_t> prefix = random_tokens(100, vocab, 13);
+  std::mt19937 rng(4);
+  const DeviceTree tree(random_parents(Shape::branchy, 50, rng), random_tokens(50, vocab, 14), 100);
+  cuda_cores.prefill(prefix);
+  tensor_cores.prefill(prefix);
+  const std::vector<float> a = logits_on_host(cuda_cores, cuda_cores.forward(tree.view()), 50);
+  const std::vector<float> b = logits_on_host(tensor_cores, tensor_cores.forward(tree.view()), 50);
+  double largest = 0, worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    largest = std::max(largest, static_cast<double>(std::abs(a[i])));
+    worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+  }
+  INFO("largest logit " << largest << ", largest difference " << worst);
+  CHECK(largest > 0);
+  CHECK(worst < 0.05 * largest);
+  CHECK(a != b);  // the activations really were rounded: a different product ran
+}
+
+TEST_CASE("speculative greedy decoding with tensor-core products equals plain greedy decoding on them") {
+  const CudaLlamaOptions tc{.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0, .tensor_cores = true};
+  CudaLlamaTarget target = CudaLlamaTarget::synthetic(small_shape(), 5, {}, tc);
+  const std::vector<token_t> prompt = random_tokens(12, target.vocab_size(), 15);
+  const std::vector<token_t> plain = plain_greedy(target, prompt, 120);
+  std::vector<token_t> truth = prompt;
+  truth.insert(truth.end(), plain.begin(), plain.end());
+  CHECK(speculative(target, prompt, 120, 32, OracleDrafter(truth, 8, 0.2, 2, 3)) == plain);
 }
 
 TEST_CASE("speculative greedy decoding on the GPU target equals plain greedy decoding on it") {

@@ -27,6 +27,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -56,6 +57,10 @@ struct CudaLlamaOptions {
   /// Nodes of all trees in one forward (what the activation buffers hold); 0: max_tree_nodes for
   /// one slot, else slots * max_tree_nodes up to 1024 (and at least max_tree_nodes).
   int max_rows = 0;
+  /// Weight products on tensor cores (WMMA, activations rounded to bf16; kernels/llama_forward.cuh
+  /// states their fixed order): bf16 weights with dim and hidden_dim multiples of 16 only. Off:
+  /// CUDA-core fmaf with fp32 activations.
+  bool tensor_cores = false;
 };
 
 /// Where every tensor lives in CudaLlamaModel's two device buffers: matrices (fp32 or bf16
@@ -148,6 +153,7 @@ class CudaLlamaModel {
   int max_positions() const { return max_positions_; }
   int max_tree_nodes() const { return max_tree_; }
   int max_rows() const { return max_rows_; }
+  bool tensor_cores() const { return tensor_cores_; }
   core::KvCacheView kv_cache() { return {kv_layout(), k_cache_.data(), v_cache_.data()}; }
   /// Device memory held, in bytes (weights, norms, KV caches, buffers).
   std::uint64_t device_bytes() const { return device_bytes_; }
@@ -255,6 +261,7 @@ class CudaLlamaModel {
                  CudaLlamaOptions options, int slots, const char* who, const std::string& name)
       : tag_(tag), layout_(config), format_(format), who_(who), slots_(slots) {
     const Llama2cConfig& c = config;
+    tensor_cores_ = options.tensor_cores;
     max_positions_ = options.max_positions > 0 ? options.max_positions : std::min(c.seq_len, kernels::llama::max_attended);
     max_tree_ = options.max_tree_nodes;
     max_rows_ = options.max_rows > 0 ? options.max_rows
@@ -268,7 +275,11 @@ class CudaLlamaModel {
     refuse_unless_it_fits(name);
 
     const std::uint64_t element = format_ == WeightFormat::bf16 ? 2 : 4;
-    weights_ = allocate_device(layout_.matrix_elements * element);
+    weights_ = allocate_device((layout_.matrix_elements + weight_slack()) * element);
+    if (tensor_cores_) {
+      x16_ = allocate_device(x16_elements() * 2);
+      check(backend::detail::from(cudaMemsetAsync(x16_.data(), 0, x16_elements() * 2, tag_.stream)), "clearing");
+    }
     norms_ = allocate_device(layout_.norm_floats * sizeof(float));
     const core::KvCacheLayout kv = kv_layout();
     k_cache_ = allocate_device(static_cast<std::uint64_t>(kv.sequence_stride) * static_cast<std::uint64_t>(slots_));
@@ -318,6 +329,10 @@ class CudaLlamaModel {
     if (why.empty() && (max_tree_ < 1 || max_tree_ > kernels::llama::max_tree_nodes))
       why = "max_tree_nodes " + std::to_string(max_tree_) + " must be in [1, " +
             std::to_string(kernels::llama::max_tree_nodes) + "]";
+    if (why.empty() && tensor_cores_ && (format_ != WeightFormat::bf16 || c.dim % 16 != 0 || c.hidden_dim % 16 != 0))
+      why = "tensor_cores needs bf16 weights (a synthetic shape) with dim and hidden_dim multiples of 16, not " +
+            std::string(weight_format_name(format_)) + " with dim " + std::to_string(c.dim) + " and hidden_dim " +
+            std::to_string(c.hidden_dim);
     if (why.empty() && (slots_ < 1 || slots_ > 32767))
       why = "slots " + std::to_string(slots_) + " must be in [1, 32767]";
     if (why.empty() && (max_rows_ < max_tree_ || max_rows_ > 65535))
@@ -328,13 +343,14 @@ class CudaLlamaModel {
 
   void refuse_unless_it_fits(const std::string& name) {
     const std::uint64_t element = format_ == WeightFormat::bf16 ? 2 : 4;
-    const std::uint64_t weights = layout_.matrix_elements * element + layout_.norm_floats * sizeof(float);
+    const std::uint64_t weights =
+        (layout_.matrix_elements + weight_slack()) * element + layout_.norm_floats * sizeof(float);
     const std::uint64_t cache =
         2 * static_cast<std::uint64_t>(kv_layout().sequence_stride) * static_cast<std::uint64_t>(slots_);
     const std::uint64_t T = static_cast<std::uint64_t>(max_tree_);
     const std::uint64_t buffers = static_cast<std::uint64_t>(max_rows_) * activation_floats() * sizeof(float) +
                                   static_cast<std::uint64_t>(max_positions_) * layout_.config.head_size() * sizeof(float) +
-                                  T * (8 + core::mask_words(max_tree_) * 4);
+                                  T * (8 + core::mask_words(max_tree_) * 4) + (tensor_cores_ ? x16_elements() * 2 : 0);
     device_bytes_ = weights + cache + buffers;
     std::size_t free = 0, total = 0;
     const cudaError_t e = cudaMemGetInfo(&free, &total);
@@ -360,6 +376,18 @@ class CudaLlamaModel {
     if (slot < 0 || slot >= slots_)
       throw error(who_ + "::" + what + ": slot " + std::to_string(slot) + " is outside [0, " + std::to_string(slots_) +
                   ")");
+  }
+
+  // Elements after the matrices that a tensor-core tile may read past a matrix's last row.
+  std::uint64_t weight_slack() const {
+    return static_cast<std::uint64_t>(kernels::llama::tc_tile) *
+           static_cast<std::uint64_t>(std::max(layout_.config.dim, layout_.config.hidden_dim));
+  }
+  // The tensor-core products' bf16 activations: rows rounded up to whole tiles, the widest input.
+  std::uint64_t x16_elements() const {
+    const std::uint64_t tile = kernels::llama::tc_tile;
+    return (static_cast<std::uint64_t>(max_rows_) + tile - 1) / tile * tile *
+           static_cast<std::uint64_t>(std::max(layout_.config.dim, layout_.config.hidden_dim));
   }
 
   // Per token: x, xb, att [dim]; qkv [dim + 2 kv_dim]; h13 [2 hidden]; hb [hidden]; logits [vocab].
@@ -480,7 +508,14 @@ class CudaLlamaModel {
     a.y = y;
     a.ldy = ldy;
     a.accumulate = accumulate;
-    kernels::llama::launch_product<W>(a, tag_.stream);  // a launch error shows in run_as's check_launch
+    // A launch error shows in run_as's check_launch.
+    if constexpr (std::is_same_v<W, kernels::llama::bf16>) {
+      if (tensor_cores_) {
+        kernels::llama::launch_product_tc(a, reinterpret_cast<kernels::llama::bf16*>(x16_.data()), tag_.stream);
+        return;
+      }
+    }
+    kernels::llama::launch_product<W>(a, tag_.stream);
   }
 
   // The forward of `trees` (n rows in all, none attending to more than `attended` positions).
@@ -547,8 +582,10 @@ class CudaLlamaModel {
   int max_positions_ = 0;
   int max_tree_ = 0;
   int max_rows_ = 0;
+  bool tensor_cores_ = false;
   std::uint64_t device_bytes_ = 0;
   backend::buffer<backend::cuda> weights_, norms_, k_cache_, v_cache_, activations_, chain_, rope_;
+  backend::buffer<backend::cuda> x16_;  // bf16 activations of the tensor-core products
 };
 
 /// The model as a BackendTarget: one sequence (slot 0 of CudaLlamaModel).
@@ -583,6 +620,7 @@ class CudaLlamaTarget {
   WeightFormat weight_format() const { return model_.weight_format(); }
   int max_positions() const { return model_.max_positions(); }
   int max_tree_nodes() const { return model_.max_tree_nodes(); }
+  bool tensor_cores() const { return model_.tensor_cores(); }
   std::uint64_t device_bytes() const { return model_.device_bytes(); }
   std::vector<float> weights(synthetic::tensor kind, int layer, std::uint64_t first, std::size_t count) const {
     return model_.weights(kind, layer, first, count);
