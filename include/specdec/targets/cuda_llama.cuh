@@ -11,13 +11,15 @@
 // Batch-invariant bit for bit: every output's reduction order is fixed independently of the tree
 // (kernels/llama_forward.cuh states the rule), so a node's logits equal a single-token forward of
 // its path. Activations, the KV cache and the logits are fp32; bf16 weights are widened exactly
-// and accumulated in fp32.
+// and accumulated in fp32 (CudaLlamaOptions::tensor_cores: WMMA products of bf16-rounded
+// activations instead).
 //
 // CudaLlamaBatchTarget is the same model as a BackendBatchTarget: one cache per slot, the trees
 // of up to 64 requests in one forward (SpeculativeBatch, backend_batch_step.hpp).
 //
-// Include it in a .cu file compiled by nvcc (C++20). Not done yet: tensor-core products, CUDA
-// graphs for the ~9 launches per layer.
+// Include it in a .cu file compiled by nvcc (C++20). Not done yet: CUDA graphs for the ~9
+// launches per layer, weights staged through shared memory, attention that reads each cached row
+// once for all of a tree's nodes.
 #pragma once
 
 #include <algorithm>
