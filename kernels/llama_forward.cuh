@@ -257,7 +257,7 @@ __global__ void to_bf16_kernel(const float* x, long long ldx, int in, int n, bf1
 template <class Unused = void>
 __global__ void product_tc_kernel(ProductArgs a, const bf16* x16) {
   using namespace nvcuda;
-  __shared__ float tile[tc_warps][tc_tile * tc_tile];
+  __shared__ alignas(32) float tile[tc_warps][tc_tile * tc_tile];  // WMMA stores need 32-byte alignment
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = (blockIdx.x * tc_warps + warp) * tc_tile;
   if (row0 >= a.out) return;  // the whole warp: only warp-level synchronisation follows
