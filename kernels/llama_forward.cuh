@@ -24,8 +24,9 @@
 //  - attention of (node, head): the node's attended positions are the cached slots 0 .. base - 1,
 //    then its ancestors root first and itself (from the tree's mask), L in all: the sequence a
 //    single-token forward of its path attends to, in the same order. Thread i of 128 takes
-//    positions p = i, i + 128, ...: scores (a sequential fmaf dot over the head), a max (exact in
-//    any order), exp and a sum in increasing p, then the pairwise tree over the 128 partials;
+//    positions p = i, i + 128, ...: scores (a sequential fmaf dot over the head, e = 0, 1, ...),
+//    a max (exact in any order), exp and a sum in increasing p, then the pairwise tree over the
+//    128 partials;
 //    values: thread (e, part) with parts = 128 / head_size sums p = part, part + parts, ... in
 //    increasing p, then the parts are added in increasing order. So the order is fixed by L,
 //    head_size and the constant 128: a chunk of a FIXED number of positions per thread, never a
@@ -136,9 +137,9 @@ SPECDEC_HD inline int tree_ancestors(const std::uint32_t* mask, int words, int i
 /// Dynamic shared memory of an attention launch whose nodes attend to at most `positions`.
 SPECDEC_HD inline int attention_shared_bytes(int positions) { return positions * static_cast<int>(sizeof(float)); }
 
-/// Head sizes the value pass splits evenly over the block.
+/// Head sizes the value pass splits evenly over the block, in whole 16-byte key loads.
 SPECDEC_HD inline bool attention_head_size_ok(int head_size) {
-  return head_size >= 2 && head_size <= attention_threads && attention_threads % head_size == 0;
+  return head_size >= 4 && head_size <= attention_threads && attention_threads % head_size == 0;
 }
 
 // ---- kernels --------------------------------------------------------------------------------
@@ -354,7 +355,14 @@ __global__ void attention_kernel(AttentionArgs a) {
   for (int p = tid; p < L; p += attention_threads) {
     const float* k = k_cache + attended_slot(p, base, ancestors) * row_stride + g * hs;
     float s = 0.0f;
-    for (int e = 0; e < hs; ++e) s = fmaf(query[e], k[e], s);
+    // 16-byte loads of the key (head_size % 4 == 0; rows start on 16 bytes), summed in e order.
+    for (int e = 0; e < hs; e += 4) {
+      const float4 k4 = *reinterpret_cast<const float4*>(k + e);
+      s = fmaf(query[e], k4.x, s);
+      s = fmaf(query[e + 1], k4.y, s);
+      s = fmaf(query[e + 2], k4.z, s);
+      s = fmaf(query[e + 3], k4.w, s);
+    }
     s *= a.scale;
     scores[p] = s;
     best = fmaxf(best, s);

@@ -142,7 +142,7 @@ TEST_CASE("shapes and options the kernels do not take are one sentence, before a
   SyntheticShape shape{"test", {64, 128, 1, 4, 2, 100, 64, true}, 10000.0f, ""};
   SECTION("a head size that does not divide the attention block") {
     shape.config = {768, 128, 1, 3, 1, 100, 64, true};  // head size 256
-    CHECK_THAT(construction_error(shape), Contains("head size 256 must divide 128"));
+    CHECK_THAT(construction_error(shape), Contains("head size 256 must be a multiple of 4 that divides 128"));
   }
   SECTION("rows that are not whole 16-byte vectors of bf16") {
     shape.config.hidden_dim = 172;

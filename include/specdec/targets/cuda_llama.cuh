@@ -323,7 +323,7 @@ class CudaLlamaModel {
             " must be multiples of " + std::to_string(vector) + " (16-byte rows of " + weight_format_name(format_) +
             " weights)";
     if (why.empty() && !kernels::llama::attention_head_size_ok(c.head_size()))
-      why = "head size " + std::to_string(c.head_size()) + " must divide " +
+      why = "head size " + std::to_string(c.head_size()) + " must be a multiple of 4 that divides " +
             std::to_string(kernels::llama::attention_threads);
     if (why.empty() && (max_positions_ < 1 || max_positions_ > kernels::llama::max_attended))
       why = "max_positions " + std::to_string(options.max_positions) + " (or the model's seq_len " +
