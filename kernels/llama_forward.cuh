@@ -176,8 +176,7 @@ __global__ void rmsnorm_kernel(const float* x, long long ldx, const float* weigh
 
 /// Grid: ceil(out / (product_warps * product_rows)) blocks of product_warps warps. Each warp owns
 /// product_rows rows and passes over them once per product_tokens tokens (later passes read the
-/// rows from cache). CUDA-core fmaf; the order is the file's rule, so a tensor-core product that
-/// replaces it must keep one fixed order per output too.
+/// rows from cache). CUDA-core fmaf, in the order the file's rule states.
 template <class W>
 __global__ void product_kernel(ProductArgs a) {
   constexpr int V = product_vector<W>;
@@ -191,6 +190,8 @@ __global__ void product_kernel(ProductArgs a) {
     for (int r = 0; r < product_rows; ++r)
 #pragma unroll
       for (int t = 0; t < product_tokens; ++t) acc[r][t] = 0.0f;
+    // Unrolled for loads in flight; the sums keep their order (k increasing per accumulator).
+#pragma unroll 4
     for (int k = lane * V; k < a.in; k += 32 * V) {
       float wv[product_rows][V];
 #pragma unroll
