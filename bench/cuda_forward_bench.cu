@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
   // The issue's main target first (Llama-2-7B's plain step at context 512).
   std::vector<std::string> shapes{"Llama-2-7B", "Llama-3-8B", "TinyLlama-1.1B", "stories110M"};
   std::vector<int> contexts{128, 512, 2048};
-  int reps = 5;
+  int reps = 3;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;

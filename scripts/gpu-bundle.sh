@@ -74,8 +74,8 @@ done
 if [ "${SANITIZE:-0}" != 1 ]; then
   "$here/kernels_bench" >"$logs/kernels_bench.txt" 2>&1 || failed=1
   "$here/decoder_step_bench" --tokens 128 >"$logs/decoder_step_bench.txt" 2>&1 || failed=1
-  # At most 3 minutes (the whole run must fit in 6): a slower first version still leaves its lines.
-  timeout 180 "$here/cuda_forward_bench" >"$logs/cuda_forward_bench.txt" 2>&1
+  # At most 2 minutes (the whole run must fit in 6): a slower first version still leaves its lines.
+  timeout 120 "$here/cuda_forward_bench" >"$logs/cuda_forward_bench.txt" 2>&1
   rc=$?
   echo "cuda_forward_bench: exit $rc" | tee -a "$logs/summary.txt"
   [ "$rc" -eq 0 ] || failed=1
@@ -84,7 +84,7 @@ if [ "${SANITIZE:-0}" != 1 ]; then
   export PATH="$PATH:/usr/local/cuda/bin"
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
-      timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 99 "$here/cuda_llama_gpu_test" "[sanitize]" \
+      timeout 75 compute-sanitizer --tool "$tool" --error-exitcode 99 "$here/cuda_llama_gpu_test" "[sanitize]" \
         >"$logs/cuda_llama_gpu_test.$tool.log" 2>&1
       rc=$?
       echo "cuda_llama_gpu_test [sanitize] ($tool): exit $rc" | tee -a "$logs/summary.txt"
