@@ -4,7 +4,9 @@
 # machine that has a driver but none of the build dependencies (Catch2 and the rest are compiled
 # in). cuBLAS (gpu_dense_search_gpu_test and specdec-dense-datastore's gpu-flat search) is too
 # large to carry: it comes from that machine's CUDA toolkit (/usr/local/cuda). On that machine:
-#   build/gpu-bundle/run.sh [LOG_DIR]    # every gpu test, then kernels_bench and decoder_step_bench
+#   build/gpu-bundle/run.sh [LOG_DIR]    # every gpu test, then kernels_bench, decoder_step_bench and
+#                                        # cuda_forward_bench, and CudaLlamaTarget's kernels under
+#                                        # compute-sanitizer (memcheck, racecheck) on its small cases
 #   DENSE_DS=FILE build/gpu-bundle/run.sh  # also specdec-dense-datastore bench FILE --backend gpu-flat
 #   SANITIZE=1 build/gpu-bundle/run.sh [LOG_DIR]   # the gpu tests under compute-sanitizer instead
 #                                                  # (memcheck, racecheck, synccheck; slow)
@@ -15,11 +17,12 @@ cmake --preset cuda >/dev/null
 # Every test labelled gpu (tests/CMakeLists.txt), by the name of its program.
 mapfile -t tests < <(ctest --test-dir build/cuda -L gpu -N | awk '/Test +#/ {print $3}')
 [ "${#tests[@]}" -gt 0 ] || { echo "gpu-bundle: no test labelled gpu in build/cuda" >&2; exit 1; }
-cmake --build --preset cuda -j "$(nproc)" --target "${tests[@]}" kernels_bench decoder_step_bench specdec_dense_datastore
+cmake --build --preset cuda -j "$(nproc)" --target "${tests[@]}" kernels_bench decoder_step_bench cuda_forward_bench \
+  specdec_dense_datastore
 bundle=build/gpu-bundle
 rm -rf "$bundle"
 mkdir -p "$bundle"
-programs=(build/cuda/bench/kernels_bench build/cuda/bench/decoder_step_bench
+programs=(build/cuda/bench/kernels_bench build/cuda/bench/decoder_step_bench build/cuda/bench/cuda_forward_bench
           build/cuda/tools/dense_datastore/specdec-dense-datastore)
 for t in "${tests[@]}"; do programs+=("$(find build/cuda/tests -name "$t" -type f | head -1)"); done
 cp "${programs[@]}" "$bundle/"
@@ -28,6 +31,13 @@ cp "${programs[@]}" "$bundle/"
 ldd "${programs[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
   grep -Ev '^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libcuda|libcublas|libcublasLt)\.so' |
   while read -r _ path; do cp -L "$path" "$bundle/"; done
+# The two small real models and their tokenizers (5 MB; not in git) for the GPU target's tests.
+data="${SPECDEC_DATA:-../shared/data}"
+mkdir -p "$bundle/data/models"
+for f in stories260K.bin tok512.bin babyllama-936K.bin tok105.bin; do
+  if [ -f "$data/models/$f" ]; then cp "$data/models/$f" "$bundle/data/models/"
+  else echo "gpu-bundle: $data/models/$f not found: cuda_llama_gpu_test will skip the cases that need it" >&2; fi
+done
 cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs every GPU test, then the benchmarks; logs go to $1 (default .). Any exit but 0 counts as a
@@ -37,6 +47,7 @@ cat > "$bundle/run.sh" <<'RUN'
 here="$(cd "$(dirname "$0")" && pwd)"
 logs="${1:-.}"
 mkdir -p "$logs"
+export SPECDEC_DATA="${SPECDEC_DATA:-$here/data}"
 export LD_LIBRARY_PATH="$here:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>&1 | tee "$logs/device.txt"
 if [ "${SANITIZE:-0}" = 1 ] && ! command -v compute-sanitizer >/dev/null; then
@@ -63,6 +74,26 @@ done
 if [ "${SANITIZE:-0}" != 1 ]; then
   "$here/kernels_bench" >"$logs/kernels_bench.txt" 2>&1 || failed=1
   "$here/decoder_step_bench" --tokens 128 >"$logs/decoder_step_bench.txt" 2>&1 || failed=1
+  # At most 2 minutes (the whole run must fit in 6): a slower first version still leaves its lines.
+  timeout 120 "$here/cuda_forward_bench" >"$logs/cuda_forward_bench.txt" 2>&1
+  rc=$?
+  echo "cuda_forward_bench: exit $rc" | tee -a "$logs/summary.txt"
+  [ "$rc" -eq 0 ] || failed=1
+  # CudaLlamaTarget's kernels under compute-sanitizer, on the test cases tagged [sanitize] (small
+  # models, few forwards: a sanitizer makes every launch slow).
+  export PATH="$PATH:/usr/local/cuda/bin"
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck; do
+      timeout 75 compute-sanitizer --tool "$tool" --error-exitcode 99 "$here/cuda_llama_gpu_test" "[sanitize]" \
+        >"$logs/cuda_llama_gpu_test.$tool.log" 2>&1
+      rc=$?
+      echo "cuda_llama_gpu_test [sanitize] ($tool): exit $rc" | tee -a "$logs/summary.txt"
+      [ "$rc" -eq 0 ] || failed=1
+    done
+  else
+    echo "compute-sanitizer not found: CudaLlamaTarget's kernels not sanitized" | tee -a "$logs/summary.txt"
+    failed=1
+  fi
   if [ -n "${DENSE_DS:-}" ]; then
     "$here/specdec-dense-datastore" bench "$DENSE_DS" --queries 200 --backend gpu-flat >"$logs/dense_bench.txt" 2>&1 ||
       failed=1

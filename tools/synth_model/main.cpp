@@ -14,22 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include <specdec/models/llama2c_model.hpp>
+#include <specdec/models/synthetic_llama.hpp>
 
 namespace {
-
-struct Shape {
-  const char* name;
-  specdec::Llama2cConfig config;
-  const char* source;
-};
-
-// The published configurations (vocab 32000: the Llama-2 tokenizer, the replay's vocabulary).
-const Shape shapes[] = {
-    {"stories15M", {288, 768, 6, 6, 6, 32000, 256, true}, "karpathy/tinyllamas stories15M.bin"},
-    {"stories110M", {768, 2048, 12, 12, 12, 32000, 1024, true}, "karpathy/tinyllamas stories110M.bin"},
-    {"TinyLlama-1.1B", {2048, 5632, 22, 32, 4, 32000, 2048, false}, "TinyLlama/TinyLlama-1.1B config.json"},
-    {"Llama-2-7B", {4096, 11008, 32, 32, 32, 32000, 4096, false}, "meta-llama/Llama-2-7b config.json"},
-};
 
 class usage_error : public std::runtime_error {
  public:
@@ -105,15 +92,6 @@ void write_checkpoint(const std::string& path, const specdec::Llama2cConfig& c, 
   w.close();
 }
 
-const Shape& find_shape(const std::string& name) {
-  std::string list;
-  for (const Shape& s : shapes) {
-    if (name == s.name) return s;
-    list += (list.empty() ? "" : ", ") + std::string(s.name);
-  }
-  throw usage_error("unknown shape '" + name + "'; the shapes are: " + list);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,7 +119,7 @@ int main(int argc, char** argv) {
   try {
     if (list) {
       std::cout << "shapes (synthetic weights, for timing only):\n";
-      for (const Shape& s : shapes) {
+      for (const specdec::SyntheticShape& s : specdec::synthetic_shapes()) {
         const double bytes = 4.0 * static_cast<double>(specdec::Llama2cModel::weight_floats(s.config));
         std::cout << fmt::format("  {:<15} {}; {:.2f} GB fp32 ({})\n", s.name, specdec::Llama2cModel::describe(s.config),
                                  bytes / 1e9, s.source);
@@ -150,7 +128,7 @@ int main(int argc, char** argv) {
     }
     if (shape_name.empty()) throw usage_error("--shape is required (see --list)");
     if (out.empty()) throw usage_error("--out is required");
-    const Shape& shape = find_shape(shape_name);
+    const specdec::SyntheticShape& shape = specdec::synthetic_shape(shape_name);
     specdec::Llama2cConfig c = shape.config;
     const int all_layers = c.n_layers;
     if (layers > all_layers)
@@ -165,7 +143,10 @@ int main(int argc, char** argv) {
                                 {"layers", c.n_layers},
                                 {"layers_of", all_layers},
                                 {"seq_len", c.seq_len},
-                                {"config", specdec::Llama2cModel::describe(c)}};
+                                {"config", specdec::Llama2cModel::describe(c)},
+                                {"rope_theta", shape.rope_theta}};
+    if (shape.rope_theta != 10000.0f)
+      meta["rope_theta_note"] = "a llama2.c checkpoint cannot hold the RoPE base: Llama2cTarget runs it with 10000";
     std::ofstream json(out + ".json");
     json << meta.dump(2) << "\n";
     if (!json.flush()) throw usage_error("cannot write " + out + ".json");
@@ -175,6 +156,9 @@ int main(int argc, char** argv) {
         "random weights, for timing only\n",
         out, bytes / 1e6, shape.name, c.n_layers, all_layers, c.seq_len, seed);
   } catch (const usage_error& e) {
+    std::cerr << "specdec-synth-model: " << e.what() << "\n";
+    return 2;
+  } catch (const specdec::error& e) {  // an unknown shape
     std::cerr << "specdec-synth-model: " << e.what() << "\n";
     return 2;
   }

@@ -1,0 +1,263 @@
+// CudaLlamaTarget's forward cost c(n) for trees of n nodes, and its weight products against
+// cuBLAS, on the synthetic shapes (bf16 weights made on the device; timing only):
+//
+//   cuda_forward_bench [--shapes A,B,...] [--contexts 128,512,2048] [--reps N]
+//
+// Part 1, per shape and context: milliseconds per forward (CUDA events around `reps` forwards
+// after one warm-up) of a tree of n nodes on a cache of `context` tokens, for n = 1..16, 24, 32,
+// 48, 64, 96, 128, and c(n)/c(1), with tensor-core products at every context and with CUDA-core
+// products at the middle one. The tree is a binary heap (node i's parent (i - 1) / 2: shallow and
+// wide, like merged drafts). c(1) at context 512 is the plain decoding step.
+// Part 2, per shape: each weight product (qkv, o, w1|w3, w2, classifier) of n = 1, 16, 64, 128
+// tokens: ours on CUDA cores (fp32 activations) and on tensor cores (bf16 activations, rounding
+// included), both batch-invariant, against cublasGemmEx (bf16 x bf16, fp32 accumulation and
+// output, cuBLAS's own choice of algorithm), and the weight bytes per second ours reach. Exits 0
+// with a message when there is no device.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <specdec/models/synthetic_llama.hpp>
+#include <specdec/targets/cuda_llama.cuh>
+
+using namespace specdec;
+namespace k = specdec::kernels::llama;
+
+namespace {
+
+void must(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "cuda_forward_bench: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+void must(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cuda_forward_bench: %s: cuBLAS status %d\n", what, static_cast<int>(s));
+    std::exit(1);
+  }
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Times `reps` calls of f on `stream` after one warm-up: milliseconds per call.
+template <class F>
+double time_ms(cudaStream_t stream, int reps, F&& f) {
+  cudaEvent_t start, stop;
+  must(cudaEventCreate(&start), "cudaEventCreate");
+  must(cudaEventCreate(&stop), "cudaEventCreate");
+  f();
+  must(cudaEventRecord(start, stream), "cudaEventRecord");
+  for (int r = 0; r < reps; ++r) f();
+  must(cudaEventRecord(stop, stream), "cudaEventRecord");
+  must(cudaEventSynchronize(stop), "the timed work");
+  float ms = 0;
+  must(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return static_cast<double>(ms) / reps;
+}
+
+// A binary-heap tree of n nodes in device memory (laid out on the host), at base_position.
+class HeapTree {
+ public:
+  HeapTree(int n, int base, int vocab) {
+    const int words = core::mask_words(n);
+    std::vector<node_t> parent(static_cast<std::size_t>(n)), first(parent.size()), next(parent.size());
+    std::vector<token_t> token(parent.size());
+    std::vector<int> depth(parent.size());
+    std::vector<std::uint32_t> mask(parent.size() * words);
+    for (int i = 0; i < n; ++i) {
+      parent[static_cast<std::size_t>(i)] = i == 0 ? -1 : (i - 1) / 2;
+      token[static_cast<std::size_t>(i)] = (7 * i + 3) % vocab;
+    }
+    view_.max_depth = core::build_tree_layout(parent.data(), n, words, depth.data(), mask.data(), first.data(), next.data());
+    view_.size = n;
+    view_.words_per_row = words;
+    view_.base_position = base;
+    view_.parent = put(parent);
+    view_.token = put(token);
+    view_.depth = put(depth);
+    view_.mask = put(mask);
+    view_.first_child = put(first);
+    view_.next_sibling = put(next);
+  }
+  HeapTree(const HeapTree&) = delete;
+  HeapTree& operator=(const HeapTree&) = delete;
+  ~HeapTree() {
+    for (void* p : owned_) cudaFree(p);
+  }
+  const TreeView& view() const { return view_; }
+
+ private:
+  template <class T>
+  const T* put(const std::vector<T>& v) {
+    void* p = nullptr;
+    must(cudaMalloc(&p, v.size() * sizeof(T) + 1), "cudaMalloc");
+    owned_.push_back(p);
+    must(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+    return static_cast<const T*>(p);
+  }
+  TreeView view_;
+  std::vector<void*> owned_;
+};
+
+const int kSizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 48, 64, 96, 128};
+
+void forward_costs(const SyntheticShape& shape, const std::vector<int>& contexts, int reps, cudaStream_t stream,
+                   bool tensor_cores) {
+  const int longest = *std::max_element(contexts.begin(), contexts.end());
+  CudaLlamaTarget target = CudaLlamaTarget::synthetic(
+      shape, 1, backend::cuda{stream},
+      {.max_positions = longest + 128, .max_tree_nodes = 128, .max_rows = 0, .tensor_cores = tensor_cores});
+  std::printf("\n%s (bf16, %s products, %.2f GB of device memory)\n", shape.name,
+              tensor_cores ? "tensor-core" : "CUDA-core", static_cast<double>(target.device_bytes()) / 1e9);
+  std::printf("%8s %5s %10s %9s\n", "context", "n", "ms", "c(n)/c(1)");
+  for (int context : contexts) {
+    std::vector<token_t> prompt(static_cast<std::size_t>(context));
+    for (int i = 0; i < context; ++i) prompt[static_cast<std::size_t>(i)] = (31 * i + 5) % target.vocab_size();
+    target.prefill(prompt);
+    double c1 = 0;
+    for (int n : kSizes) {
+      const HeapTree tree(n, context, target.vocab_size());
+      const double ms = time_ms(stream, reps, [&] { target.forward(tree.view()); });
+      if (n == 1) c1 = ms;
+      std::printf("%8d %5d %10.3f %9.3f\n", context, n, ms, ms / c1);
+    }
+  }
+  must(cudaStreamSynchronize(stream), "the forwards");
+}
+
+void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t stream, cublasHandle_t blas) {
+  const Llama2cConfig& c = shape.config;
+  struct Product {
+    const char* name;
+    int in, out;
+  };
+  const Product products[] = {{"qkv", c.dim, c.dim + 2 * c.kv_dim()},
+                              {"o", c.dim, c.dim},
+                              {"w1|w3", c.dim, 2 * c.hidden_dim},
+                              {"w2", c.hidden_dim, c.dim},
+                              {"classifier", c.dim, c.vocab_size}};
+  constexpr int max_n = 128;
+  std::printf("\n%s: weight products, ours (batch-invariant) on CUDA cores and on tensor cores, against cuBLAS\n",
+              shape.name);
+  std::printf("%-10s %6s %6s %4s %9s %9s %9s %7s %7s %8s %8s\n", "product", "in", "out", "n", "cuda ms", "tc ms",
+              "cublas ms", "cuda/cb", "tc/cb", "cuda GB/s", "tc GB/s");
+  for (const Product& p : products) {
+    const std::size_t weights = static_cast<std::size_t>(p.in) * p.out;
+    k::bf16* w = nullptr;
+    __nv_bfloat16* x16 = nullptr;
+    float *x = nullptr, *y = nullptr;
+    // Room for the last tile's rows past `out` (the target keeps the same slack).
+    must(cudaMalloc(&w, (weights + static_cast<std::size_t>(k::tc_tile) * p.in) * 2), "cudaMalloc");
+    must(cudaMalloc(&x, sizeof(float) * max_n * p.in), "cudaMalloc");
+    must(cudaMalloc(&x16, 2ull * max_n * p.in), "cudaMalloc");
+    k::bf16* x16_ours = nullptr;  // the tensor-core product's own rounding of x
+    must(cudaMalloc(&x16_ours, 2ull * max_n * p.in), "cudaMalloc");
+    must(cudaMalloc(&y, sizeof(float) * max_n * p.out), "cudaMalloc");
+    k::fill_synthetic_kernel<k::bf16><<<4096, 256, 0, stream>>>(w, weights, 1, synthetic::tensor::wq, 0);
+    k::fill_synthetic_kernel<float><<<256, 256, 0, stream>>>(x, static_cast<unsigned long long>(max_n) * p.in, 2,
+                                                             synthetic::tensor::rms_att, 0);
+    k::fill_synthetic_kernel<k::bf16><<<256, 256, 0, stream>>>(reinterpret_cast<k::bf16*>(x16),
+                                                               static_cast<unsigned long long>(max_n) * p.in, 2,
+                                                               synthetic::tensor::rms_att, 0);
+    must(cudaGetLastError(), "filling the operands");
+    for (int n : {1, 16, 64, 128}) {
+      k::ProductArgs a;
+      a.w = w;
+      a.in = p.in;
+      a.out = p.out;
+      a.n = n;
+      a.x = x;
+      a.ldx = p.in;
+      a.y = y;
+      a.ldy = p.out;
+      const double ours = time_ms(stream, reps, [&] { k::launch_product<k::bf16>(a, stream); });
+      must(cudaGetLastError(), "our product");
+      const double ours_tc = time_ms(stream, reps, [&] { k::launch_product_tc(a, x16_ours, stream); });
+      must(cudaGetLastError(), "our tensor-core product");
+      // Y^T [out][n] = W [out][in] · X^T: column-major, W is a transposed (in x out) matrix.
+      const float one = 1.0f, zero = 0.0f;
+      const double theirs = time_ms(stream, reps, [&] {
+        must(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, p.out, n, p.in, &one, w, CUDA_R_16BF, p.in, x16, CUDA_R_16BF,
+                          p.in, &zero, y, CUDA_R_32F, p.out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             "cublasGemmEx");
+      });
+      const double bytes = static_cast<double>(weights) * 2;
+      std::printf("%-10s %6d %6d %4d %9.4f %9.4f %9.4f %7.2f %7.2f %8.0f %8.0f\n", p.name, p.in, p.out, n, ours, ours_tc,
+                  theirs, ours / theirs, ours_tc / theirs, bytes / (ours * 1e-3) / 1e9, bytes / (ours_tc * 1e-3) / 1e9);
+    }
+    must(cudaStreamSynchronize(stream), "the products");
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(x16);
+    cudaFree(x16_ours);
+    cudaFree(y);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Line-buffered: a run cut short by a time limit keeps every line it printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  // The issue's main target first (Llama-2-7B's plain step at context 512).
+  std::vector<std::string> shapes{"Llama-2-7B", "Llama-3-8B", "TinyLlama-1.1B", "stories110M"};
+  std::vector<int> contexts{128, 512, 2048};
+  int reps = 3;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--shapes" && has_value) shapes = split(argv[++i]);
+    else if (arg == "--contexts" && has_value) {
+      contexts.clear();
+      for (const std::string& s : split(argv[++i])) contexts.push_back(std::atoi(s.c_str()));
+    } else if (arg == "--reps" && has_value) reps = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: cuda_forward_bench [--shapes A,B] [--contexts 128,512,2048] [--reps N]\n");
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("cuda_forward_bench: no CUDA device; nothing measured.\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  must(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf("cuda_forward_bench on %s: CudaLlamaTarget forwards (synthetic bf16 weights, timing only)\n", prop.name);
+  cudaStream_t stream;
+  must(cudaStreamCreate(&stream), "cudaStreamCreate");
+  cublasHandle_t blas;
+  must(cublasCreate(&blas), "cublasCreate");
+  must(cublasSetStream(blas, stream), "cublasSetStream");
+  try {
+    for (const std::string& name : shapes) {
+      const SyntheticShape& shape = synthetic_shape(name);
+      forward_costs(shape, contexts, reps, stream, /*tensor_cores=*/true);
+      forward_costs(shape, {contexts[contexts.size() / 2]}, reps, stream, /*tensor_cores=*/false);
+      products_against_cublas(shape, reps, stream, blas);
+    }
+  } catch (const error& e) {
+    std::fprintf(stderr, "cuda_forward_bench: %s\n", e.what());
+    return 1;
+  }
+  cublasDestroy(blas);
+  cudaStreamDestroy(stream);
+  return 0;
+}
