@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -56,6 +57,44 @@ T peek(const std::string& bytes, std::size_t offset) {
 }
 
 }  // namespace
+
+// Version 1's FNV-1a step (h ^ w) * odd carried bit 63 of a word to bit 63 alone: flipping the
+// sign bits of two odd-indexed floats (the high halves of two words) left the checksum unchanged
+// (issue 49, defect d).
+TEST_CASE("datastore checksum: two flipped sign bits change it", "[file_format][checksum]") {
+  std::vector<float> values(16, 0.5f);
+  const std::uint64_t before = datastore_checksum(values.data(), values.size() * sizeof(float));
+  for (std::size_t a = 1; a < values.size(); a += 2)
+    for (std::size_t b = a + 2; b < values.size(); b += 2) {
+      std::vector<float> flipped = values;
+      flipped[a] = -flipped[a];
+      flipped[b] = -flipped[b];
+      CHECK(datastore_checksum(flipped.data(), flipped.size() * sizeof(float)) != before);
+    }
+}
+
+TEST_CASE("datastore checksum: every input bit changes about half of the output bits", "[file_format][checksum]") {
+  std::mt19937_64 rng(5);
+  std::vector<std::uint64_t> words(8);
+  for (auto& w : words) w = rng();
+  const std::uint64_t before = datastore_checksum(words.data(), words.size() * 8);
+  double changed = 0;
+  for (int bit = 0; bit < 512; ++bit) {
+    std::vector<std::uint64_t> flipped = words;
+    flipped[static_cast<std::size_t>(bit / 64)] ^= std::uint64_t{1} << (bit % 64);
+    const int differ = std::popcount(datastore_checksum(flipped.data(), flipped.size() * 8) ^ before);
+    CHECK(differ >= 10);  // no input bit reaches only a few output bits
+    changed += differ;
+  }
+  CHECK(changed / 512 == Approx(32).margin(2));
+  // Pieces hash as the whole.
+  DatastoreChecksum pieces;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(words.data());
+  pieces.add(bytes, 3);
+  pieces.add(bytes + 3, 20);
+  pieces.add(bytes + 23, 41);
+  CHECK(pieces.value() == before);
+}
 
 TEST_CASE("FileLayout: offsets laid end to end, a sum or product past 2^64 refused", "[file_format]") {
   FileLayout ok(64);

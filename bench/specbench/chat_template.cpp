@@ -117,7 +117,9 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& file) {
   if (!in) throw input_error("template file " + file.string() + " cannot be read (does it exist?)");
   std::ostringstream text;
   text << in.rdbuf();
-  return parse(text.str(), "template file " + file.string());
+  std::string content = text.str();
+  if (content.starts_with("\xEF\xBB\xBF")) content.erase(0, 3);  // an editor's byte-order mark
+  return parse(content, "template file " + file.string());
 }
 
 std::string ChatTemplate::render(std::span<const std::string> users, std::span<const std::string> answers) const {

@@ -30,7 +30,8 @@ void read_jsonl(const std::filesystem::path& file, const std::string& what, OnLi
   std::string line;
   int lines = 0;
   for (int number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    line = specdec::tools::text_line(line, number == 1);
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const std::string where = what + " file " + file.string() + " line " + std::to_string(number);
     json value;
     try {

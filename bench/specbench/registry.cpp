@@ -68,6 +68,8 @@ const Combination& find_combination(std::span<const std::string> names) {
   }
   std::vector<std::string> sorted_wanted = wanted;
   std::sort(sorted_wanted.begin(), sorted_wanted.end());
+  if (const auto twice = std::adjacent_find(sorted_wanted.begin(), sorted_wanted.end()); twice != sorted_wanted.end())
+    throw input_error("drafter '" + *twice + "' is given twice; a combination merges different drafters");
   std::string list;
   for (const Combination& c : combinations()) {
     std::vector<std::string> sorted = c.drafters;
@@ -78,7 +80,7 @@ const Combination& find_combination(std::span<const std::string> names) {
   std::string asked;
   for (const auto& w : wanted) asked += (asked.empty() ? "" : ",") + w;
   throw input_error("no compiled combination of the drafters '" + asked + "'; the combinations are: " + list +
-                    " (add one in bench/specbench/registry.cpp)");
+                    " (add one in bench/specbench/combinations.hpp)");
 }
 
 }  // namespace specbench

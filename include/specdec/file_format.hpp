@@ -26,9 +26,14 @@
 
 namespace specdec {
 
-/// The datastore checksum: 64-bit FNV-1a over 8-byte little-endian words (a last partial word
-/// zero-padded), then the byte count. Word-wise, so hashing a 100M-token file costs one multiply
-/// per 8 bytes.
+/// The datastore checksum (format version 2 of the token and dense datastores and of the n-gram
+/// model): over 8-byte little-endian words (a last partial word zero-padded), word i folded into
+/// lane i mod 4 as lane = mix(lane ^ word), then the lanes and the byte count folded together the
+/// same way. mix is a bijection whose every output bit depends on every input bit (xor-shift-
+/// multiply, the SplitMix64 finaliser). Version 1 used FNV-1a's h = (h ^ word) * odd, where bit 63
+/// of a word reaches bit 63 alone: flipping the sign bits of two odd-indexed floats left the sum
+/// unchanged. Four lanes, so that four words are mixed at once (one chain took four times as long
+/// as FNV-1a; the lanes take about 1.3 times).
 class DatastoreChecksum {
  public:
   void add(const void* data, std::size_t bytes) {
@@ -52,18 +57,25 @@ class DatastoreChecksum {
       std::memset(copy.buffer_ + copy.pending_, 0, 8 - copy.pending_);
       copy.mix(copy.buffer_);
     }
-    copy.hash_ = (copy.hash_ ^ bytes_) * kPrime;
-    return copy.hash_;
+    std::uint64_t h = bytes_;
+    for (const std::uint64_t lane : copy.lanes_) h = avalanche(h ^ lane);
+    return h;
   }
 
  private:
-  static constexpr std::uint64_t kPrime = 0x100000001b3ull;
+  static constexpr std::uint64_t avalanche(std::uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
   void mix(const unsigned char* p) {
     std::uint64_t w;
     std::memcpy(&w, p, 8);
-    hash_ = (hash_ ^ w) * kPrime;
+    std::uint64_t& lane = lanes_[words_++ & 3];
+    lane = avalanche(lane ^ w);
   }
-  std::uint64_t hash_ = 0xcbf29ce484222325ull;
+  std::uint64_t lanes_[4] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull, 0x7f4a7c159e3779b9ull};
+  std::uint64_t words_ = 0;
   std::uint64_t bytes_ = 0;
   unsigned char buffer_[8] = {};
   std::size_t pending_ = 0;
@@ -144,7 +156,7 @@ void check_file_header(const Header& h, const char (&magic)[8], std::uint32_t ve
   if (std::memcmp(h.magic, magic, sizeof magic) != 0) throw error(who + " is not a specdec " + kind + " (bad magic)");
   if (h.version != version)
     throw error(who + " has format version " + std::to_string(h.version) + ", this build reads version " +
-                std::to_string(version));
+                std::to_string(version) + ": rebuild it with this build's tools");
   if (h.header_bytes != sizeof(Header))
     throw error(who + " has a header of " + std::to_string(h.header_bytes) + " bytes, expected " +
                 std::to_string(sizeof(Header)));

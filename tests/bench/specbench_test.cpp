@@ -16,6 +16,7 @@
 #include "input_error.hpp"
 #include "registry.hpp"
 #include "report.hpp"
+#include "tasks.hpp"
 #include "support/data.hpp"
 #include "support/tiny_llama.hpp"
 
@@ -63,6 +64,16 @@ TEST_CASE("the vicuna template renders Spec-Bench's prompts", "[specbench]") {
   // Placeholders are replaced in the template only, never inside the texts put into it.
   const std::vector<std::string> tricky{"say {assistant}"};
   CHECK(vicuna.render(tricky, {}) == kVicunaSystem + "USER: say {assistant} ASSISTANT:");
+}
+
+// Files as editors save them (issue 49): a byte-order mark and Windows line endings are not text.
+TEST_CASE("prompts and template files with a byte-order mark and CRLF line endings", "[specbench]") {
+  const Task task = load_task(temp_file("bom_crlf.txt", "\xEF\xBB\xBFOnce upon a time\r\n\r\nThe cat\r\n").string());
+  CHECK(task.prompts == std::vector<std::string>{"Once upon a time", "The cat"});
+  const ChatTemplate t =
+      ChatTemplate::load(temp_file("bom.template", "\xEF\xBB\xBFuser = \"[INST] {user}\"\r\nsystem = \"s\"\r\n"));
+  CHECK(t.user() == "[INST] {user}");
+  CHECK(t.system() == "s");
 }
 
 TEST_CASE("template files", "[specbench]") {
@@ -300,9 +311,11 @@ TEST_CASE("combinations are found by their drafters' names in any order", "[spec
   CHECK(&find_combination(separate) == &find_combination(joined));
   const std::vector<std::string> unknown{"nope"};
   CHECK_THROWS_WITH(find_combination(unknown), Catch::StartsWith("unknown drafter 'nope'; the drafters are: empty, frequent, "));
-  const std::vector<std::string> twice{"empty,empty"};
-  CHECK_THROWS_WITH(find_combination(twice), Catch::StartsWith("no compiled combination of the drafters 'empty,empty'; "
-                                                               "the combinations are: empty; frequent; frequent,empty"));
+  const std::vector<std::string> twice{"empty,frequent", "empty"};
+  CHECK_THROWS_WITH(find_combination(twice), "drafter 'empty' is given twice; a combination merges different drafters");
+  const std::vector<std::string> absent{"pld,tree"};
+  CHECK_THROWS_WITH(find_combination(absent), Catch::StartsWith("no compiled combination of the drafters 'pld,tree'; "
+                                                                "the combinations are: empty; frequent; frequent,empty"));
   const std::vector<std::string> names = drafter_names();
   REQUIRE(names.size() >= 2);
   CHECK(names[0] == "empty");

@@ -200,9 +200,9 @@ TEST_CASE("bad dense datastore files give one-line errors", "[dense][errors]") {
   }
   SECTION("another version") {
     std::string b = bytes;
-    poke(b, offsetof(DenseDatastoreHeader, version), std::uint32_t{2});
+    poke(b, offsetof(DenseDatastoreHeader, version), std::uint32_t{1});
     reseal(b);
-    expect(b, "has format version 2, this build reads version 1");
+    expect(b, "has format version 1, this build reads version 2: rebuild it with this build's tools");
   }
   SECTION("damaged header") {
     std::string b = bytes;

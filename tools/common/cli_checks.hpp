@@ -21,6 +21,15 @@
 
 namespace specdec::tools {
 
+/// A line of a text file as editors and tools write them: without the UTF-8 byte-order mark that
+/// some put at the file's start (`first`: the file's first line) and without the carriage return
+/// of Windows line endings.
+inline std::string text_line(std::string line, bool first) {
+  if (first && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return line;
+}
+
 /// The check level of an `info` command's --verify (full) and --no-verify (header) flags, values
 /// without either, and how its output line names it.
 inline DatastoreVerify verify_level(bool verify, bool no_verify) {

@@ -76,7 +76,8 @@ void add_jsonl(const fs::path& file, const std::string& key, const TextTokenizer
   if (!in) throw specbench::input_error("jsonl file " + file.string() + " cannot be read (does it exist?)");
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    line = specdec::tools::text_line(line, number == 1);
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const auto value = nlohmann::json::parse(line, nullptr, false);
     const auto field = value.is_object() ? value.find(key) : value.end();
     if (value.is_discarded() || field == value.end() || !field->is_string())

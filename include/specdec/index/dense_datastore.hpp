@@ -3,9 +3,9 @@
 // principal components and L2-normalised; its value is the document's text after that position.
 // One file, memory-mapped read-only and shared by every decoder that drafts from it.
 //
-// File format, version 1 (all integers and floats little-endian):
+// File format, version 2 (all integers and floats little-endian):
 //   offset  0  char[8]  magic "SDDENSE\0"
-//           8  u32      version (1)
+//           8  u32      version (2)
 //          12  u32      header bytes (128)
 //          16  u32      vocab_size: every token id is < vocab_size
 //          20  u32      feature_dim: floats per target feature (the target's feature_dim())
@@ -63,7 +63,7 @@
 namespace specdec {
 
 inline constexpr char kDenseDatastoreMagic[8] = {'S', 'D', 'D', 'E', 'N', 'S', 'E', '\0'};
-inline constexpr std::uint32_t kDenseDatastoreVersion = 1;
+inline constexpr std::uint32_t kDenseDatastoreVersion = 2;
 
 /// The 128-byte header of a dense datastore file (see the top of this file).
 struct DenseDatastoreHeader {

@@ -32,9 +32,9 @@
 // singletons in the corpus (n_1 = 0), or every word seen, the unigrams are maximum-likelihood
 // and an unseen word has probability 0. Queries never return a word of probability 0.
 //
-// File format, version 1 (all integers little-endian, probabilities IEEE double):
+// File format, version 2 (all integers little-endian, probabilities IEEE double):
 //   offset  0  char[8]  magic "SDNGRAM\0"
-//           8  u32      version (1)
+//           8  u32      version (2)
 //          12  u32      header bytes (112)
 //          16  u32      vocab_size V: every token id is < V
 //          20  u32      cutoff k asked for (1..kNgramMaxCutoff)
@@ -98,7 +98,7 @@
 namespace specdec {
 
 inline constexpr char kNgramMagic[8] = {'S', 'D', 'N', 'G', 'R', 'A', 'M', '\0'};
-inline constexpr std::uint32_t kNgramVersion = 1;
+inline constexpr std::uint32_t kNgramVersion = 2;
 /// The largest Good-Turing cut-off a model may be built with.
 inline constexpr int kNgramMaxCutoff = 32;
 

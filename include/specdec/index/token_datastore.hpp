@@ -1,9 +1,9 @@
 // TokenDatastore: a static text of token documents and its suffix array, in one file that is
 // memory-mapped read-only and shared by every decoder that drafts from it (REST's datastore).
 //
-// File format, version 1 (all integers little-endian):
+// File format, version 2 (all integers little-endian):
 //   offset  0  char[8]  magic "SDTOKDS\0"
-//           8  u32      version (1)
+//           8  u32      version (2)
 //          12  u32      header bytes (64)
 //          16  u32      vocab_size: every token id is < vocab_size
 //          20  u32      flags (0)
@@ -48,7 +48,7 @@
 namespace specdec {
 
 inline constexpr char kDatastoreMagic[8] = {'S', 'D', 'T', 'O', 'K', 'D', 'S', '\0'};
-inline constexpr std::uint32_t kDatastoreVersion = 1;
+inline constexpr std::uint32_t kDatastoreVersion = 2;
 
 /// The 64-byte header of a datastore file (see the top of this file).
 struct DatastoreHeader {
