@@ -30,8 +30,8 @@ inline std::string type_name(py::handle obj) { return py::str(py::type::handle_o
 inline py::array cpu_tensor_as_array(py::handle tensor, const std::string& what) {
   const std::string device = py::str(tensor.attr("device"));
   if (device != "cpu")
-    throw error(what + " is a tensor on " + device +
-                ", but this module verifies host memory only: pass it with .cpu() (see docs/python.md, CUDA tensors)");
+    throw error(what + ": a tensor on " + device +
+                ", but this module reads host memory only: pass it with .cpu() (docs/python.md, CUDA tensors)");
   return tensor.attr("detach")().attr("numpy")();
 }
 

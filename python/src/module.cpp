@@ -190,6 +190,7 @@ PYBIND11_MODULE(specdec, m) {
              return tree_arrays(view, s.tree().sources().data());
            })
       .def("verify", [](Session& s, py::handle logits) {
+             s.require_drafted("verify");
              const HostLogits rows = host_logits(logits, s.view().size, s.vocab());
              return verdict_arrays(s.view(), s.verify(RowMajorLogits{rows.data, rows.row_stride, s.view().size, s.vocab()}));
            }, py::arg("logits"), "logits: [tree nodes, vocab] float32, NumPy or a CPU tensor, row i after node i")

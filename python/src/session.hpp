@@ -202,7 +202,7 @@ class Session {
     drafted_ = true;
     const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
     step_draft_seconds_ = seconds;
-    if (view_.size > 1 || options_.budget > 0) {
+    if (options_.budget > 0) {
       drafting_seconds_ += seconds;
       ++drafting_steps_;
     }
@@ -246,6 +246,13 @@ class Session {
     pending_ = drafted_ = false;
   }
 
+  /// Throws unless a tree was drafted and not verified yet (before the caller reads its logits).
+  void require_drafted(const char* what) const {
+    require_started(what);
+    if (pending_) throw error(std::string("Decoder.") + what + ": the last verdict was not committed yet (call commit())");
+    if (!drafted_) throw error(std::string("Decoder.") + what + ": no tree to verify (call draft() first)");
+  }
+
   bool started() const { return !context_.empty(); }
   std::span<const token_t> context() const { return context_; }
   int cached() const { return static_cast<int>(context_.size()) - 1; }
@@ -262,10 +269,6 @@ class Session {
 
   void require_started(const char* what) const {
     if (!started()) throw error(std::string("Decoder.") + what + ": no sequence (call begin(prompt) first)");
-  }
-  void require_drafted(const char* what) const {
-    require_started(what);
-    if (!drafted_) throw error(std::string("Decoder.") + what + ": no tree to verify (call draft() first)");
   }
 
   void propose_one(std::size_t i, const DraftContext& ctx) {

@@ -1,0 +1,57 @@
+"""The module drafts, merges and commits what SpeculativeDecoder<HashTarget, Drafters...,
+ExactVerifier> does from the same context (tests/python/reference.cpp): the same tree (parents,
+tokens, which drafters proposed each node) at every step."""
+import numpy as np
+
+import specdec
+from conftest import data_file
+
+
+def parse(lines):
+    vocab = int(lines[0].split()[1])
+    prompt = [int(t) for t in lines[1].split()[1:]]
+    steps = []
+    for line in lines[2:]:
+        fields = [[int(x) for x in f.split()] for f in line[len("step "):].split("|")]
+        steps.append(dict(parents=fields[0], tokens=fields[1], sources=fields[2], path=fields[3], next=fields[4][0]))
+    return vocab, prompt, steps
+
+
+def replay(decoder, vocab, prompt, steps):
+    """Steps the module with logits whose argmax is the C++ verdict, checking each tree."""
+    decoder.begin(prompt)
+    drafted = 0
+    for k, want in enumerate(steps):
+        tree = decoder.draft()
+        assert tree.parents.tolist() == want["parents"], f"step {k}"
+        assert tree.tokens.tolist() == want["tokens"], f"step {k}"
+        assert tree.sources.tolist() == want["sources"], f"step {k}"
+        drafted += len(tree) - 1
+        # The target's argmax after each path node is the next path token, then the next token.
+        logits = np.zeros((len(tree), vocab), np.float32)
+        chosen = [tree.tokens[n] for n in want["path"][1:]] + [want["next"]]
+        for node, token in zip(want["path"], chosen):
+            logits[node, token] = 1.0
+        verdict = decoder.verify(logits)
+        assert verdict.path.tolist() == want["path"], f"step {k}"
+        assert decoder.commit().tolist() == chosen
+    assert drafted > 0, "the reference drafted nothing: the comparison would be empty"
+    return decoder
+
+
+def test_copy_drafters_draft_as_the_cpp_decoder(reference):
+    vocab, prompt, steps = parse(reference("decode", "copy", 40))
+    d = specdec.drafters
+    decoder = specdec.Decoder(vocab, [d.Pld(), d.Casd(), d.ContextTree(), d.CasdPrompt()], budget=24)
+    replay(decoder, vocab, prompt, steps)
+    stats = decoder.stats
+    assert stats.steps == 40
+    assert stats.tokens == len(decoder.context) - len(prompt)
+    assert stats.drafter_names == ["pld", "casd", "tree", "casd_prompt"]
+
+
+def test_history_tree_and_draft_model_draft_as_the_cpp_decoder(reference):
+    checkpoint = data_file("models/stories260K.bin")
+    vocab, prompt, steps = parse(reference("decode", "model", 12, checkpoint))
+    d = specdec.drafters
+    replay(specdec.Decoder(vocab, [d.HistoryTree(), d.DraftModel(checkpoint)], budget=16), vocab, prompt, steps)
