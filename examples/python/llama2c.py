@@ -12,7 +12,8 @@ gets. So each node attends to exactly the keys a one-token forward would, in pos
 (the cache, then its ancestors by depth), and nodes of one depth are batched together: only the
 matrix products see a batch of varying size. Whether PyTorch's CPU products are batch-invariant
 depends on its BLAS and threads: `batch_invariant()` checks it on this machine; where they are
-not, `--row-by-row` computes every product one row at a time, as a one-token forward does.
+not (or with `--row-by-row`), every product is computed one row at a time, as a one-token
+forward does.
 """
 import argparse
 import math
@@ -177,7 +178,9 @@ def main():
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--drafters", default="pld,casd,tree")
     p.add_argument("--budget", type=int, default=16)
-    p.add_argument("--row-by-row", action="store_true", help="every product one row at a time (exact on any BLAS)")
+    p.add_argument("--row-by-row", action="store_true",
+                   help="every product one row at a time (exact on any BLAS; on by itself where products are not "
+                        "batch-invariant)")
     a = p.parse_args()
     torch.set_num_threads(1)
     model = Llama2c(a.model, a.row_by_row, extra_slots=a.budget + 1)
@@ -185,7 +188,9 @@ def main():
     prompts = specdec.tasks()[a.task][: a.max_prompts or None]
     drafters = [DRAFTERS[name]() for name in a.drafters.split(",")]
     decoder = specdec.Decoder(model.vocab, drafters, budget=a.budget, max_positions=model.seq_len)
-    print(f"products batch-invariant on this machine: {batch_invariant(model)}; row by row: {a.row_by_row}")
+    invariant = batch_invariant(model)
+    model.row_by_row = a.row_by_row or not invariant
+    print(f"products batch-invariant on this machine: {invariant}; row by row: {model.row_by_row}")
     seconds, tokens, committed, steps, identical = [0.0, 0.0], 0, 0, 0, 0
     for i, text in enumerate(prompts):
         prompt = tokenizer.encode(text).tolist()

@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include <specdec/testing/laid_out_tree.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
@@ -28,7 +29,7 @@ struct ConditionalSpec : VerifierSpec {};
 
 /// The tree of a step as NumPy arrays (copies: a tree is small, and the arrays outlive the step).
 struct TreeArrays {
-  py::array_t<std::int32_t> tokens, parents, depths, positions, sources;
+  py::array_t<std::int32_t> tokens, parents, depths, positions, sources, first_child, next_sibling;
   py::array_t<bool> mask;                 // [n, n]: mask[i, j] = node i attends to node j
   py::array_t<std::uint32_t> mask_bits;   // [n, ceil(n / 32)]: bit j % 32 of word j / 32
   int base_position = 0;
@@ -43,6 +44,8 @@ TreeArrays tree_arrays(const TreeView& view, const std::uint32_t* sources) {
   t.tokens = numpy_copy(view.token, n);
   t.parents = numpy_copy(view.parent, n);
   t.depths = numpy_copy(view.depth, n);
+  t.first_child = numpy_copy(view.first_child, n);
+  t.next_sibling = numpy_copy(view.next_sibling, n);
   t.positions = py::array_t<std::int32_t>(static_cast<py::ssize_t>(n));
   for (std::size_t i = 0; i < n; ++i) t.positions.mutable_data()[i] = view.position(static_cast<int>(i));
   t.sources = py::array_t<std::int32_t>(static_cast<py::ssize_t>(n));
@@ -148,6 +151,8 @@ PYBIND11_MODULE(specdec, m) {
       .def_readonly("depths", &TreeArrays::depths)
       .def_readonly("positions", &TreeArrays::positions, "sequence position of each node: base_position + depth")
       .def_readonly("sources", &TreeArrays::sources, "bit d set: drafter d proposed the node")
+      .def_readonly("first_child", &TreeArrays::first_child, "each node's first child, -1 when none")
+      .def_readonly("next_sibling", &TreeArrays::next_sibling, "each node's next sibling (increasing index), -1 when none")
       .def_readonly("mask", &TreeArrays::mask, "bool [n, n]: node i attends to node j (j is i or an ancestor)")
       .def_readonly("mask_bits", &TreeArrays::mask_bits, "uint32 [n, ceil(n/32)]: the mask packed, bit j%32 of word j//32")
       .def_readonly("base_position", &TreeArrays::base_position, "tokens in the target's KV cache: the root's position")
@@ -194,6 +199,11 @@ PYBIND11_MODULE(specdec, m) {
              const HostLogits rows = host_logits(logits, s.view().size, s.vocab());
              return verdict_arrays(s.view(), s.verify(RowMajorLogits{rows.data, rows.row_stride, s.view().size, s.vocab()}));
            }, py::arg("logits"), "logits: [tree nodes, vocab] float32, NumPy or a CPU tensor, row i after node i")
+      .def("accept", [](Session& s, py::handle path, int next_token) {
+             const std::vector<node_t> nodes = ints_from(path, "path", 0);
+             return verdict_arrays(s.view(), s.accept(nodes, next_token));
+           }, py::arg("path"), py::arg("next_token"),
+           "A verdict reached elsewhere (a serving engine's sampler): accepted nodes, root first, and the next token")
       .def("commit", [](Session& s) {
              const auto committed = s.commit();
              return numpy_copy(committed.data(), committed.size());
@@ -209,7 +219,7 @@ PYBIND11_MODULE(specdec, m) {
         "Verifies a tree given as arrays (e.g. a serving engine's): logits row i is the target's after node i");
 
   py::class_<Llama2cTokenizer>(m, "Tokenizer", "A llama2.c tokenizer.bin (e.g. tok512.bin for stories260K)")
-      .def(py::init([](const std::string& path) { return Llama2cTokenizer::load(path); }), py::arg("path"))
+      .def(py::init([](const std::filesystem::path& path) { return Llama2cTokenizer::load(path); }), py::arg("path"))
       .def("encode", [](const Llama2cTokenizer& t, const std::string& text, bool bos) {
              const auto ids = t.encode(text, bos);
              return numpy_copy(ids.data(), ids.size());

@@ -220,11 +220,22 @@ class Session {
     return verdict_;
   }
 
+  /// A verdict reached elsewhere (e.g. a serving engine's rejection sampler) on the drafted tree:
+  /// checked as the verifier's is, then commit() as after verify().
+  const Verdict& accept(std::span<const node_t> path, token_t next_token) {
+    require_drafted("accept");
+    verdict_.path.assign(path.begin(), path.end());
+    verdict_.next_token = next_token;
+    check_verdict();
+    pending_ = true;
+    return verdict_;
+  }
+
   /// commit: the verdict's tokens join the context, the drafters observe them, the step is
   /// counted. Returns the committed tokens (accepted drafts, then the next token).
   std::span<const token_t> commit() {
     require_started("commit");
-    if (!pending_) throw error("Decoder.commit: no verdict to commit (call verify() after draft())");
+    if (!pending_) throw error("Decoder.commit: no verdict to commit (call verify() or accept() after draft())");
     const auto t0 = clock::now();
     committed_.clear();
     for (std::size_t k = 1; k < verdict_.path.size(); ++k) committed_.push_back(view_.token[verdict_.path[k]]);

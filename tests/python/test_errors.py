@@ -57,7 +57,7 @@ def test_calls_out_of_order_are_refused():
     decoder.begin([1, 2, 3])
     with pytest.raises(specdec.Error, match=r"call draft\(\) first"):
         decoder.verify(np.zeros((1, 16), np.float32))
-    with pytest.raises(specdec.Error, match=r"call verify\(\) after draft\(\)"):
+    with pytest.raises(specdec.Error, match=r"call verify\(\) or accept\(\) after draft\(\)"):
         decoder.commit()
     tree = decoder.draft()
     decoder.verify(np.zeros((len(tree), 16), np.float32))
@@ -102,3 +102,14 @@ def test_bad_standalone_trees_are_refused():
         specdec.verify([-1, 0], [1, 2, 3], logits, specdec.Greedy())
     with pytest.raises(specdec.Error, match=r"contains NaN"):
         specdec.verify([-1, 0, 1], [1, 2, 3], np.full((3, 8), np.nan, np.float32), specdec.Greedy())
+
+
+def test_a_verdict_from_elsewhere_is_checked():
+    decoder, tree = drafted()
+    with pytest.raises(specdec.Error, match=r"accepted path entry 1 is not a child of the previous node"):
+        decoder.accept([0, 2], 5)
+    with pytest.raises(specdec.Error, match=r"the next token is 16, outside the vocabulary"):
+        decoder.accept([0, 1], 16)
+    verdict = decoder.accept([0, 1], 5)
+    assert verdict.tokens.tolist() == [tree.tokens[1], 5]
+    assert decoder.commit().tolist() == [tree.tokens[1], 5]

@@ -1,0 +1,54 @@
+"""The PyTorch example (examples/python/llama2c.py) is lossless, and docs/python.md's first
+example runs as written. The full stories task is a documented command (docs/python.md); CI
+decodes its first prompts."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import specdec
+from conftest import data_file
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples" / "python"))
+import llama2c  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model():
+    return llama2c.Llama2c(data_file("models/stories260K.bin"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return specdec.Tokenizer(data_file("models/tok512.bin"))
+
+
+@pytest.mark.parametrize("row_by_row", [False, True])
+def test_speculative_output_equals_plain_greedy_decoding(model, tokenizer, row_by_row):
+    model.row_by_row = row_by_row or not llama2c.batch_invariant(model)
+    d = specdec.drafters
+    decoder = specdec.Decoder(model.vocab, [d.Pld(), d.Casd(), d.ContextTree()], budget=16,
+                              max_positions=model.seq_len)
+    prompts = specdec.tasks()["stories"][:6 if not row_by_row else 2]
+    steps = tokens = 0
+    for text in prompts:
+        prompt = tokenizer.encode(text).tolist()
+        want = llama2c.plain(model, prompt, 64)
+        assert llama2c.speculative(model, decoder, prompt, 64) == want
+        steps, tokens = steps + decoder.stats.steps, tokens + decoder.stats.tokens
+    assert tokens > steps, "no draft token was accepted: the check would not exercise the tree forward"
+
+
+def test_the_first_example_of_the_docs_runs_as_written():
+    data_file("models/stories260K.bin")
+    text = (ROOT / "docs" / "python.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    assert len(code.strip().splitlines()) < 30
+    env = dict(os.environ, SPECDEC_DATA=str(data_file("models").parent))
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "tau" in done.stdout
