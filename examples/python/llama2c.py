@@ -31,8 +31,8 @@ import specdec
 class Llama2c:
     """A llama2.c checkpoint (legacy format: 7 int32 header, fp32 weights) with a KV cache."""
 
-    def __init__(self, path, row_by_row=False, extra_slots=65):
-        raw = Path(path).read_bytes()
+    def __init__(self, checkpoint, row_by_row=False, extra_slots=65):
+        raw = checkpoint if isinstance(checkpoint, bytes) else Path(checkpoint).read_bytes()
         dim, hidden, layers, heads, kv_heads, vocab, seq_len = struct.unpack("7i", raw[:28])
         weights = torch.from_numpy(np.frombuffer(raw, dtype=np.float32, offset=28).copy())
         self.dim, self.layers, self.heads, self.kv_heads = dim, layers, heads, kv_heads
@@ -55,6 +55,16 @@ class Llama2c:
         # Tree nodes take cache slots base .. base + n - 1 until commit keeps the accepted ones.
         self.k = torch.zeros(layers, seq_len + extra_slots, kv_heads, hs)
         self.v = torch.zeros_like(self.k)
+
+    @staticmethod
+    def synthetic(dim, hidden, layers, heads, kv_heads, vocab, seq_len, seed=0):
+        """A checkpoint of this shape with random weights (for timing a memory-bound shape)."""
+        head = struct.pack("7i", dim, hidden, layers, heads, kv_heads, vocab, seq_len)
+        kv_dim = kv_heads * (dim // heads)
+        count = vocab * dim + layers * (2 * dim + 2 * dim * dim + 2 * kv_dim * dim + 3 * hidden * dim) + dim \
+            + seq_len * (dim // heads)
+        weights = np.random.default_rng(seed).standard_normal(count, dtype=np.float32) * np.float32(0.02)
+        return head + weights.tobytes()
 
     def linear(self, x, w):
         if self.row_by_row:
@@ -176,6 +186,9 @@ def main():
     p.add_argument("--task", default="stories")
     p.add_argument("--max-prompts", type=int, default=0, help="0: every prompt of the task")
     p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--synthetic", metavar="DIM,HIDDEN,LAYERS,HEADS,KV_HEADS,VOCAB,SEQ_LEN",
+                   help="random weights of this shape instead of --model (e.g. stories110M's: "
+                        "768,2048,12,12,12,32000,1024), for a memory-bound forward")
     p.add_argument("--drafters", default="pld,casd,tree")
     p.add_argument("--budget", type=int, default=16)
     p.add_argument("--row-by-row", action="store_true",
@@ -183,7 +196,8 @@ def main():
                         "batch-invariant)")
     a = p.parse_args()
     torch.set_num_threads(1)
-    model = Llama2c(a.model, a.row_by_row, extra_slots=a.budget + 1)
+    checkpoint = Llama2c.synthetic(*map(int, a.synthetic.split(","))) if a.synthetic else a.model
+    model = Llama2c(checkpoint, a.row_by_row, extra_slots=a.budget + 1)
     tokenizer = specdec.Tokenizer(a.tokenizer)
     prompts = specdec.tasks()[a.task][: a.max_prompts or None]
     drafters = [DRAFTERS[name]() for name in a.drafters.split(",")]
