@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <span>
@@ -93,7 +94,7 @@ inline void verify_tree(AnyVerifier& verifier, const TreeView& tree, const RowMa
 
 /// What a forward of n tree nodes costs, from a table: seconds[n - 1] (context-independent).
 struct CostTable {
-  std::vector<double> seconds;
+  std::span<const double> seconds;
   double step_seconds(int nodes, int /*context*/) const { return seconds[static_cast<std::size_t>(nodes - 1)]; }
 };
 
@@ -134,6 +135,7 @@ class Session {
     }
     for (auto& d : drafters_) d->claimed = true;
     trees_.resize(std::max<std::size_t>(drafters_.size(), 1));
+    for (const DraftTree& t : trees_) tree_pointers_.push_back(&t);
   }
   ~Session() {
     for (auto& d : drafters_) d->claimed = false;
@@ -177,11 +179,9 @@ class Session {
       merger_.root_only(context_.back());
     } else {
       const DraftContext ctx{context_, prompt_length_, options_.budget, max_depth, vocab_};
-      std::vector<const DraftTree*> trees;
-      trees.reserve(trees_.size());
       if (drafters_.empty()) trees_[0].reset(context_.back());
       for (std::size_t i = 0; i < drafters_.size(); ++i) propose_one(i, ctx);
-      for (const DraftTree& t : trees_) trees.push_back(&t);
+      const std::span<const DraftTree* const> trees(tree_pointers_);
       if (acceptance_) {
         merger_.rank(trees, options_.budget, max_depth, &*acceptance_);
         ranked_.resize(static_cast<std::size_t>(merger_.ranked()));
@@ -334,7 +334,8 @@ class Session {
   double step_draft_seconds_ = 0;
   std::vector<token_t> context_;
   int prompt_length_ = 0;
-  std::vector<DraftTree> trees_;
+  std::vector<DraftTree> trees_;                   // one per drafter (one for none)
+  std::vector<const DraftTree*> tree_pointers_;  // to trees_, as TreeMerger takes them
   TreeMerger merger_;
   TreeView view_{};
   Verdict verdict_;
