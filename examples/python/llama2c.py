@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.utils.mkldnn
 
 import specdec
 
@@ -31,7 +32,7 @@ import specdec
 class Llama2c:
     """A llama2.c checkpoint (legacy format: 7 int32 header, fp32 weights) with a KV cache."""
 
-    def __init__(self, checkpoint, row_by_row=False, extra_slots=65):
+    def __init__(self, checkpoint, row_by_row=False, extra_slots=65, onednn=False):
         raw = checkpoint if isinstance(checkpoint, bytes) else Path(checkpoint).read_bytes()
         dim, hidden, layers, heads, kv_heads, vocab, seq_len = struct.unpack("7i", raw[:28])
         weights = torch.from_numpy(np.frombuffer(raw, dtype=np.float32, offset=28).copy())
@@ -52,6 +53,15 @@ class Llama2c:
         angle = torch.outer(torch.arange(seq_len, dtype=torch.float32), freq)
         self.cos, self.sin = torch.cos(angle), torch.sin(angle)
         self.row_by_row = row_by_row
+        # oneDNN's inner product reads each weight once for all rows (Debian's PyTorch multiplies
+        # through the reference BLAS, whose cost grows with the rows).
+        self.onednn = {}
+        if onednn:
+            for w in [getattr(self, n)[l] for n in ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
+                      for l in range(layers)] + [self.wcls]:
+                linear = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
+                linear.weight.data = w
+                self.onednn[w.data_ptr()] = torch.utils.mkldnn.to_mkldnn(linear)
         # Tree nodes take cache slots base .. base + n - 1 until commit keeps the accepted ones.
         self.k = torch.zeros(layers, seq_len + extra_slots, kv_heads, hs)
         self.v = torch.zeros_like(self.k)
@@ -66,10 +76,15 @@ class Llama2c:
         weights = np.random.default_rng(seed).standard_normal(count, dtype=np.float32) * np.float32(0.02)
         return head + weights.tobytes()
 
+    def product(self, x, w):
+        if self.onednn:
+            return self.onednn[w.data_ptr()](x.to_mkldnn()).to_dense()
+        return x @ w.T
+
     def linear(self, x, w):
         if self.row_by_row:
-            return torch.cat([x[i:i + 1] @ w.T for i in range(x.shape[0])])
-        return x @ w.T
+            return torch.cat([self.product(x[i:i + 1], w) for i in range(x.shape[0])])
+        return self.product(x, w)
 
     def rms(self, x, w):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5) * w
@@ -169,8 +184,8 @@ def batch_invariant(model, rows=65):
     g = torch.Generator().manual_seed(0)
     for w in (model.wq[0], model.wk[0], model.w1[0], model.w2[0], model.wcls):
         x = torch.randn(rows, w.shape[1], generator=g)
-        one = x[:1] @ w.T
-        if any(not torch.equal((x[:m] @ w.T)[:1], one) for m in range(2, rows + 1)):
+        one = model.product(x[:1], w)
+        if any(not torch.equal(model.product(x[:m], w)[:1], one) for m in range(2, rows + 1)):
             return False
     return True
 
@@ -189,6 +204,7 @@ def main():
     p.add_argument("--synthetic", metavar="DIM,HIDDEN,LAYERS,HEADS,KV_HEADS,VOCAB,SEQ_LEN",
                    help="random weights of this shape instead of --model (e.g. stories110M's: "
                         "768,2048,12,12,12,32000,1024), for a memory-bound forward")
+    p.add_argument("--onednn", action="store_true", help="products through oneDNN (weights read once per forward)")
     p.add_argument("--drafters", default="pld,casd,tree")
     p.add_argument("--budget", type=int, default=16)
     p.add_argument("--row-by-row", action="store_true",
@@ -197,14 +213,15 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(1)
     checkpoint = Llama2c.synthetic(*map(int, a.synthetic.split(","))) if a.synthetic else a.model
-    model = Llama2c(checkpoint, a.row_by_row, extra_slots=a.budget + 1)
+    model = Llama2c(checkpoint, a.row_by_row, extra_slots=a.budget + 1, onednn=a.onednn)
     tokenizer = specdec.Tokenizer(a.tokenizer)
     prompts = specdec.tasks()[a.task][: a.max_prompts or None]
     drafters = [DRAFTERS[name]() for name in a.drafters.split(",")]
     decoder = specdec.Decoder(model.vocab, drafters, budget=a.budget, max_positions=model.seq_len)
     invariant = batch_invariant(model)
     model.row_by_row = a.row_by_row or not invariant
-    print(f"products batch-invariant on this machine: {invariant}; row by row: {model.row_by_row}")
+    print(f"products batch-invariant on this machine: {invariant}; row by row: {model.row_by_row}; "
+          f"oneDNN: {a.onednn}")
     seconds, tokens, committed, steps, identical = [0.0, 0.0], 0, 0, 0, 0
     for i, text in enumerate(prompts):
         prompt = tokenizer.encode(text).tolist()

@@ -18,22 +18,18 @@ import llama2c  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def model():
-    return llama2c.Llama2c(data_file("models/stories260K.bin"))
-
-
-@pytest.fixture(scope="module")
 def tokenizer():
     return specdec.Tokenizer(data_file("models/tok512.bin"))
 
 
-@pytest.mark.parametrize("row_by_row", [False, True])
-def test_speculative_output_equals_plain_greedy_decoding(model, tokenizer, row_by_row):
+@pytest.mark.parametrize("row_by_row, onednn, prompts", [(False, False, 6), (True, False, 2), (False, True, 2)])
+def test_speculative_output_equals_plain_greedy_decoding(tokenizer, row_by_row, onednn, prompts):
+    model = llama2c.Llama2c(data_file("models/stories260K.bin"), onednn=onednn)
     model.row_by_row = row_by_row or not llama2c.batch_invariant(model)
     d = specdec.drafters
     decoder = specdec.Decoder(model.vocab, [d.Pld(), d.Casd(), d.ContextTree()], budget=16,
                               max_positions=model.seq_len)
-    prompts = specdec.tasks()["stories"][:6 if not row_by_row else 2]
+    prompts = specdec.tasks()["stories"][:prompts]
     steps = tokens = 0
     for text in prompts:
         prompt = tokenizer.encode(text).tolist()
