@@ -122,7 +122,8 @@ class Llama2c:
             x = x + self.linear(out.view(n, self.dim), self.wo[l])
             h = self.rms(x, self.rms_ffn[l])
             x = x + self.linear(torch.nn.functional.silu(self.linear(h, self.w1[l])) * self.linear(h, self.w3[l]), self.w2[l])
-        return self.linear(self.rms(x, self.rms_final), self.wcls)
+        self.features = self.rms(x, self.rms_final)  # the classifier's input: EAGLE's and DReSD's features
+        return self.linear(self.features, self.wcls)
 
     def keep(self, base, path):
         """Commit: the K/V of tree nodes `path` (root first) move to slots base, base + 1, ..."""
@@ -133,6 +134,7 @@ class Llama2c:
     def prefill(self, tokens):
         """The cache holds exactly `tokens` (a chain forward, every node kept)."""
         n = len(tokens)
+        self.features = torch.empty(0, self.dim)
         if n:
             self.forward(tokens, np.arange(n), np.tri(n, dtype=bool), 0)
 
@@ -162,20 +164,30 @@ def plain(model, prompt, max_new):
 
 def speculative(model, decoder, prompt, max_new):
     model.prefill(prompt[:-1])
-    decoder.begin(prompt)
+    decoder.begin(prompt, features=model.features)  # features: read by EAGLE and DReSD only
     out = []
     while len(out) < max_new and not any(t in STOP for t in out):
         tree = decoder.draft()
         logits = model.forward(tree.tokens, tree.depths, tree.mask, tree.base_position)
-        verdict = decoder.verify(logits)
+        verdict = decoder.verify(logits, features=model.features)
         model.keep(tree.base_position, verdict.path)
         out += decoder.commit().tolist()
     decoder.end()
     return finish(out, max_new)
 
 
-DRAFTERS = {"pld": specdec.drafters.Pld, "casd": specdec.drafters.Casd, "casd_prompt": specdec.drafters.CasdPrompt,
-            "tree": specdec.drafters.ContextTree, "tree_history": specdec.drafters.HistoryTree}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def drafter(name, checkpoint):
+    """A drafter by specbench's name; eagle uses the stories260K head committed in tools/eagle."""
+    d = specdec.drafters
+    if name == "eagle":
+        return d.Eagle(ROOT / "tools" / "eagle" / "heads" / "stories260K.eagle", checkpoint)
+    if name == "draft_model":
+        return d.DraftModel(ROOT / "tools" / "draft_model" / "models" / "stories260K-draft.bin")
+    return {"pld": d.Pld, "casd": d.Casd, "casd_prompt": d.CasdPrompt, "tree": d.ContextTree,
+            "tree_history": d.HistoryTree}[name]()
 
 
 def batch_invariant(model, rows=65):
@@ -191,7 +203,7 @@ def batch_invariant(model, rows=65):
 
 
 def data_dir():
-    return Path(os.environ.get("SPECDEC_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
+    return Path(os.environ.get("SPECDEC_DATA") or ROOT.parent / "shared" / "data")
 
 
 def main():
@@ -216,7 +228,7 @@ def main():
     model = Llama2c(checkpoint, a.row_by_row, extra_slots=a.budget + 1, onednn=a.onednn)
     tokenizer = specdec.Tokenizer(a.tokenizer)
     prompts = specdec.tasks()[a.task][: a.max_prompts or None]
-    drafters = [DRAFTERS[name]() for name in a.drafters.split(",")]
+    drafters = [drafter(name, a.model) for name in a.drafters.split(",")]
     decoder = specdec.Decoder(model.vocab, drafters, budget=a.budget, max_positions=model.seq_len)
     invariant = batch_invariant(model)
     model.row_by_row = a.row_by_row or not invariant

@@ -72,41 +72,41 @@ inline std::vector<std::int32_t> ints_from(py::handle obj, const std::string& wh
 /// Token ids (see ints_from); the caller checks them against its vocabulary.
 inline std::vector<token_t> tokens_from(py::handle obj, const std::string& what) { return ints_from(obj, what, 0); }
 
-/// Logits read in place: float32 rows × vocab, each row contiguous (any row stride).
-struct HostLogits {
+/// Rows of float32 read in place (logits, features): each row contiguous, any row stride.
+struct HostRows {
   py::array owner;  // keeps the memory alive
   const float* data = nullptr;
   std::int64_t row_stride = 0;
-  int vocab = 0;
+  int cols = 0;
 };
 
-/// Checks `obj` holds `rows` rows of `vocab` float32 logits in host memory (vocab < 0: any
-/// width, at least 1) and returns them.
-inline HostLogits host_logits(py::handle obj, int rows, int vocab) {
+/// Checks `obj` holds `rows` rows of `cols` float32 values in host memory (cols < 0: any width,
+/// at least 1) and returns them. `what` names them in a refusal ("logits").
+inline HostRows host_rows(py::handle obj, const std::string& what, int rows, int cols) {
   py::array array;
   if (is_torch_tensor(obj)) {
     const std::string dtype = py::str(obj.attr("dtype"));
-    if (dtype != "torch.float32") throw error("logits have dtype " + dtype + ", need torch.float32");
-    array = cpu_tensor_as_array(obj, "logits");
+    if (dtype != "torch.float32") throw error(what + " have dtype " + dtype + ", need torch.float32");
+    array = cpu_tensor_as_array(obj, what);
   } else if (py::isinstance<py::array>(obj)) {
     array = py::reinterpret_borrow<py::array>(obj);
     if (!array.dtype().is(py::dtype::of<float>()))
-      throw error("logits have dtype " + std::string(py::str(array.dtype())) + ", need float32");
+      throw error(what + " have dtype " + std::string(py::str(array.dtype())) + ", need float32");
   } else {
-    throw error("logits must be a NumPy array or a torch.Tensor, got " + type_name(obj));
+    throw error(what + " must be a NumPy array or a torch.Tensor, got " + type_name(obj));
   }
   if (array.ndim() != 2)
-    throw error("logits have " + std::to_string(array.ndim()) + " dimensions, need 2 (tree nodes x vocabulary)");
-  if (vocab < 0 && array.shape(1) >= 1) vocab = static_cast<int>(array.shape(1));
-  if (array.shape(0) != rows || array.shape(1) != vocab)
-    throw error("logits have shape (" + std::to_string(array.shape(0)) + ", " + std::to_string(array.shape(1)) +
-                "), need (" + std::to_string(rows) + ", " + std::to_string(vocab) + "): one row per tree node");
+    throw error(what + " have " + std::to_string(array.ndim()) + " dimensions, need 2 (one row per tree node)");
+  if (cols < 0 && array.shape(1) >= 1) cols = static_cast<int>(array.shape(1));
+  if (array.shape(0) != rows || array.shape(1) != cols)
+    throw error(what + " have shape (" + std::to_string(array.shape(0)) + ", " + std::to_string(array.shape(1)) +
+                "), need (" + std::to_string(rows) + ", " + std::to_string(cols) + ")");
   if (array.strides(1) != static_cast<py::ssize_t>(sizeof(float)) || array.strides(0) % sizeof(float) != 0 ||
-      (rows > 1 && array.strides(0) < vocab * static_cast<py::ssize_t>(sizeof(float))))
-    throw error("logits have strides (" + std::to_string(array.strides(0)) + ", " + std::to_string(array.strides(1)) +
+      (rows > 1 && array.strides(0) < cols * static_cast<py::ssize_t>(sizeof(float))))
+    throw error(what + " have strides (" + std::to_string(array.strides(0)) + ", " + std::to_string(array.strides(1)) +
                 ") bytes: each row must be contiguous (use .contiguous() or np.ascontiguousarray)");
-  HostLogits out;
-  out.vocab = vocab;
+  HostRows out;
+  out.cols = cols;
   out.data = static_cast<const float*>(array.data());
   out.row_stride = array.strides(0) / static_cast<py::ssize_t>(sizeof(float));
   out.owner = std::move(array);

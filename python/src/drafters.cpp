@@ -12,6 +12,8 @@
 
 #include <specdec/policies/drafters/casd.hpp>
 #include <specdec/policies/drafters/context_tree.hpp>
+#include <specdec/policies/drafters/dresd.hpp>
+#include <specdec/policies/drafters/eagle.hpp>
 #include <specdec/policies/drafters/empty.hpp>
 #include <specdec/policies/drafters/fixed_tree.hpp>
 #include <specdec/policies/drafters/ngram.hpp>
@@ -112,6 +114,30 @@ void bind_drafters(py::module_& parent) {
            }),
            py::arg("model"), py::kw_only(), py::arg("budget") = nd.budget, py::arg("depth") = nd.depth,
            py::arg("top_k") = nd.top_k);
+  {
+    const EagleOptions d{};
+    drafter_class<EagleDrafter>(m, "Eagle",
+                                "EAGLE-2: a trained head (tools/eagle) over the target's features; the target's embedding "
+                                "and classifier come from its llama2.c checkpoint")
+        .def(py::init([](const path& head, const path& checkpoint, int budget, int depth, int top_k) {
+               auto target = std::make_shared<const Llama2cModel>(Llama2cModel::load(checkpoint));
+               return std::make_shared<held<EagleDrafter>>(EagleDrafter(head, target, EagleOptions{budget, depth, top_k}));
+             }),
+             py::arg("head"), py::arg("checkpoint"), py::kw_only(), py::arg("budget") = d.budget,
+             py::arg("depth") = d.depth, py::arg("top_k") = d.top_k);
+  }
+  {
+    const DresdOptions d{};
+    drafter_class<DresdDrafter>(m, "Dresd",
+                                "DReSD: nearest neighbours of the target's feature in a dense datastore "
+                                "(specdec-dense-datastore), searched exactly")
+        .def(py::init([](const path& datastore, int neighbours, int drafts, int depth) {
+               return std::make_shared<held<DresdDrafter>>(DresdDrafter(
+                   std::make_shared<const DenseDatastore>(datastore), DresdOptions{neighbours, drafts, depth}));
+             }),
+             py::arg("datastore"), py::kw_only(), py::arg("neighbours") = d.neighbours, py::arg("drafts") = d.drafts,
+             py::arg("depth") = d.depth);
+  }
   const StagedOptions sd{};
   using DraftModel = StagedDrafter<Llama2cTarget>;
   drafter_class<DraftModel>(m, "DraftModel", "A draft model (llama2.c checkpoint) with the target's vocabulary")

@@ -78,6 +78,13 @@ VerdictArrays verdict_arrays(const TreeView& view, const Verdict& verdict) {
   return v;
 }
 
+/// Features of `rows` rows (any width) from None or an array/tensor; empty for None.
+FeatureRows features_of(py::handle obj, int rows) {
+  if (obj.is_none()) return {};
+  const HostRows f = host_rows(obj, "features", rows, -1);
+  return {f.data, f.row_stride, rows, f.cols};
+}
+
 std::unique_ptr<Session> make_session(int vocab, std::vector<std::shared_ptr<AnyDrafter>> drafters,
                                       const VerifierSpec& verifier, int budget, int max_positions,
                                       const py::object& cost) {
@@ -99,7 +106,7 @@ VerdictArrays verify_arrays(py::handle parents_obj, py::handle tokens_obj, py::h
     throw error("parents and tokens have " + std::to_string(parents.size()) + " and " + std::to_string(tokens.size()) +
                 " entries: need one per tree node, the root included");
   if (base_position < 0) throw error("base_position must be >= 0, got " + std::to_string(base_position));
-  const HostLogits logits = host_logits(logits_obj, static_cast<int>(tokens.size()), -1);
+  const HostRows logits = host_rows(logits_obj, "logits", static_cast<int>(tokens.size()), -1);
   if (parents[0] != -1) throw error("parents[0] is " + std::to_string(parents[0]) + ", the root's must be -1");
   DraftTree tree;
   tree.reset(tokens[0]);
@@ -109,11 +116,11 @@ VerdictArrays verify_arrays(py::handle parents_obj, py::handle tokens_obj, py::h
                   ": a parent must come before its child");
     tree.add(parents[i], tokens[i]);
   }
-  check_tree(tree, logits.vocab, "tree");
+  check_tree(tree, logits.cols, "tree");
   const testing::LaidOutTree laid(parents, tokens);
   const TreeView view = laid.view(base_position);
   Verdict verdict;
-  verify_tree(verifier.verifier, view, RowMajorLogits{logits.data, logits.row_stride, view.size, logits.vocab}, verdict);
+  verify_tree(verifier.verifier, view, RowMajorLogits{logits.data, logits.row_stride, view.size, logits.cols}, verdict);
   return verdict_arrays(view, verdict);
 }
 
@@ -188,21 +195,29 @@ PYBIND11_MODULE(specdec, m) {
       .def(py::init(&make_session), py::arg("vocab_size"), py::arg("drafters") = std::vector<std::shared_ptr<AnyDrafter>>{},
            py::kw_only(), py::arg("verifier") = GreedySpec{{ExactVerifier{}}}, py::arg("budget") = 64,
            py::arg("max_positions") = 0, py::arg("cost") = py::none())
-      .def("begin", [](Session& s, py::handle prompt) { s.begin(tokens_from(prompt, "prompt")); }, py::arg("prompt"),
-           "Starts a sequence: prompt's last token is the first root (your cache holds the others)")
+      .def("begin", [](Session& s, py::handle prompt, py::handle features) {
+             const std::vector<token_t> tokens = tokens_from(prompt, "prompt");
+             s.begin(tokens, features_of(features, static_cast<int>(tokens.size()) - 1));
+           }, py::arg("prompt"), py::arg("features") = py::none(),
+           "Starts a sequence: prompt's last token is the first root (your cache holds the others); features "
+           "(for EAGLE, DReSD): your model's last hidden states, one row per prompt token but the last")
       .def("draft", [](Session& s) {
              const TreeView view = s.draft();
              return tree_arrays(view, s.tree().sources().data());
            })
-      .def("verify", [](Session& s, py::handle logits) {
+      .def("verify", [](Session& s, py::handle logits, py::handle features) {
              s.require_drafted("verify");
-             const HostLogits rows = host_logits(logits, s.view().size, s.vocab());
-             return verdict_arrays(s.view(), s.verify(RowMajorLogits{rows.data, rows.row_stride, s.view().size, s.vocab()}));
-           }, py::arg("logits"), "logits: [tree nodes, vocab] float32, NumPy or a CPU tensor, row i after node i")
-      .def("accept", [](Session& s, py::handle path, int next_token) {
+             const HostRows rows = host_rows(logits, "logits", s.view().size, s.vocab());
+             return verdict_arrays(s.view(), s.verify(RowMajorLogits{rows.data, rows.row_stride, s.view().size, s.vocab()},
+                                                      features_of(features, s.view().size)));
+           }, py::arg("logits"), py::arg("features") = py::none(),
+           "logits: [tree nodes, vocab] float32, NumPy or a CPU tensor, row i after node i; features (for EAGLE, "
+           "DReSD): your model's last hidden state at each node")
+      .def("accept", [](Session& s, py::handle path, int next_token, py::handle features) {
+             s.require_drafted("accept");
              const std::vector<node_t> nodes = ints_from(path, "path", 0);
-             return verdict_arrays(s.view(), s.accept(nodes, next_token));
-           }, py::arg("path"), py::arg("next_token"),
+             return verdict_arrays(s.view(), s.accept(nodes, next_token, features_of(features, s.view().size)));
+           }, py::arg("path"), py::arg("next_token"), py::arg("features") = py::none(),
            "A verdict reached elsewhere (a serving engine's sampler): accepted nodes, root first, and the next token")
       .def("commit", [](Session& s) {
              const auto committed = s.commit();

@@ -36,16 +36,17 @@
 
 namespace specdec::python {
 
-/// A drafter behind one virtual call per phase. Features are not passed: the module binds the
-/// drafters that read only tokens.
+/// A drafter behind one virtual call per phase. A drafter that reads the target's features
+/// (EAGLE, DReSD) is told them; the others ignore them.
 class AnyDrafter {
  public:
   virtual ~AnyDrafter() = default;
   virtual std::string_view name() const = 0;
+  virtual bool needs_features() const = 0;
   virtual bool emits_probabilities() const = 0;
-  virtual void begin(std::span<const token_t> prompt) = 0;
+  virtual void begin(std::span<const token_t> prompt, const TargetFeatures& features) = 0;
   virtual void propose(const DraftContext& ctx, DraftTree& tree) = 0;
-  virtual void observe(std::span<const token_t> committed) = 0;
+  virtual void observe(std::span<const token_t> committed, const TargetFeatures& features) = 0;
   /// The sequence ended (a drafter with a history adds its output to it).
   virtual void end() = 0;
 
@@ -54,22 +55,37 @@ class AnyDrafter {
 };
 
 template <Drafter D>
-  requires(!drafter_traits<D>::needs_target_features)
 class HeldDrafter final : public AnyDrafter {
+  static constexpr bool reads_features = drafter_traits<D>::needs_target_features;
+
  public:
   explicit HeldDrafter(D drafter) : drafter_(std::move(drafter)) {}
   std::string_view name() const override { return drafter_name<D>(); }
+  bool needs_features() const override { return reads_features; }
   bool emits_probabilities() const override { return drafter_traits<D>::emits_draft_probabilities; }
-  void begin(std::span<const token_t> prompt) override { drafter_.begin(prompt); }
+  void begin(std::span<const token_t> prompt, const TargetFeatures& features) override {
+    if constexpr (reads_features) drafter_.begin(prompt, features);
+    else drafter_.begin(prompt);
+  }
   void propose(const DraftContext& ctx, DraftTree& tree) override { drafter_.propose(ctx, tree); }
-  void observe(std::span<const token_t> committed) override { drafter_.observe(committed); }
+  void observe(std::span<const token_t> committed, const TargetFeatures& features) override {
+    if constexpr (reads_features) drafter_.observe(committed, features);
+    else drafter_.observe(committed);
+  }
   void end() override {
     if constexpr (requires { drafter_.end(); }) drafter_.end();
   }
-  D& get() { return drafter_; }
 
  private:
   D drafter_;
+};
+
+/// Rows of features in the caller's memory (row_stride floats apart), checked by the caller.
+struct FeatureRows {
+  const float* data = nullptr;
+  std::int64_t row_stride = 0;
+  int rows = 0;
+  int dim = 0;
 };
 
 /// The verifiers, each compiled once.
@@ -143,16 +159,30 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  /// A new sequence: every drafter begins on `prompt` and the statistics restart.
-  void begin(std::span<const token_t> prompt) {
+  /// Whether a drafter reads the target's features (begin, verify and accept then take them).
+  bool needs_features() const {
+    for (const auto& d : drafters_)
+      if (d->needs_features()) return true;
+    return false;
+  }
+
+  /// A new sequence: every drafter begins on `prompt` and the statistics restart. A feature
+  /// drafter is told `features`: one row per prompt token but the last (the first root).
+  void begin(std::span<const token_t> prompt, const FeatureRows& features = {}) {
     context_.clear();  // a drafter that throws leaves no sequence to step
+    feature_dim_ = 0;
     if (prompt.empty()) throw error("Decoder.begin: the prompt is empty (it needs at least the first root token)");
     for (std::size_t i = 0; i < prompt.size(); ++i)
       detail::check_token(prompt[i], vocab_, [&] { return "Decoder.begin: prompt token " + std::to_string(i); });
     if (options_.max_positions > 0 && prompt.size() > static_cast<std::size_t>(options_.max_positions))
       throw error("Decoder.begin: the prompt has " + std::to_string(prompt.size()) + " tokens, more than max_positions " +
                   std::to_string(options_.max_positions));
-    for (auto& d : drafters_) d->begin(prompt);
+    if (needs_features()) {
+      require_features(features, static_cast<int>(prompt.size()) - 1, "begin", "one per prompt token but the last");
+      feature_dim_ = features.dim;
+    }
+    if (needs_features()) gather(features, static_cast<int>(prompt.size()) - 1, nullptr);
+    for (auto& d : drafters_) d->begin(prompt, TargetFeatures{0, static_cast<int>(prompt.size()) - 1, feature_dim_, features_.data()});
     context_.assign(prompt.begin(), prompt.end());
     prompt_length_ = static_cast<int>(prompt.size());
     stats_ = DecodeStats{};
@@ -209,12 +239,15 @@ class Session {
     return view_;
   }
 
-  /// verify: the accepted path and the next token, from one row of logits per tree node.
-  const Verdict& verify(const RowMajorLogits& logits) {
+  /// verify: the accepted path and the next token, from one row of logits per tree node (and,
+  /// for a feature drafter, one row of features per node).
+  const Verdict& verify(const RowMajorLogits& logits, const FeatureRows& features = {}) {
     require_drafted("verify");
+    if (needs_features()) require_features(features, view_.size, "verify", "one per tree node");
     const auto t0 = clock::now();
     verify_tree(verifier_, view_, logits, verdict_);
     check_verdict();
+    gather_path(features);
     stats_.verify_seconds += std::chrono::duration<double>(clock::now() - t0).count();
     pending_ = true;
     return verdict_;
@@ -222,11 +255,13 @@ class Session {
 
   /// A verdict reached elsewhere (e.g. a serving engine's rejection sampler) on the drafted tree:
   /// checked as the verifier's is, then commit() as after verify().
-  const Verdict& accept(std::span<const node_t> path, token_t next_token) {
+  const Verdict& accept(std::span<const node_t> path, token_t next_token, const FeatureRows& features = {}) {
     require_drafted("accept");
+    if (needs_features()) require_features(features, view_.size, "accept", "one per tree node");
     verdict_.path.assign(path.begin(), path.end());
     verdict_.next_token = next_token;
     check_verdict();
+    gather_path(features);
     pending_ = true;
     return verdict_;
   }
@@ -242,7 +277,10 @@ class Session {
     committed_.push_back(verdict_.next_token);
     context_.insert(context_.end(), committed_.begin(), committed_.end());
     if (acceptance_ && view_.size > 1) merger_.record_verdict(*acceptance_, verdict_.path);
-    for (auto& d : drafters_) d->observe(committed_);
+    // Row k: the feature at the root's position + k (the root, then each accepted node).
+    const TargetFeatures rows{cached() - static_cast<int>(committed_.size()), static_cast<int>(verdict_.path.size()),
+                              feature_dim_, features_.data()};
+    for (auto& d : drafters_) d->observe(committed_, rows);
     record(std::chrono::duration<double>(clock::now() - t0).count());
     pending_ = false;
     drafted_ = false;
@@ -296,6 +334,35 @@ class Session {
     }
   }
 
+  void require_features(const FeatureRows& f, int rows, const char* call, const char* what) const {
+    std::string reader;
+    for (const auto& d : drafters_)
+      if (d->needs_features()) reader = std::string(d->name());
+    if (!f.data && rows > 0)
+      throw error("Decoder." + std::string(call) + ": drafter " + reader + " reads the target's features: pass features (" +
+                  what + ")");
+    if (f.data && f.rows != rows)
+      throw error("Decoder." + std::string(call) + ": features have " + std::to_string(f.rows) + " rows, need " +
+                  std::to_string(rows) + " (" + what + ")");
+    if (f.data && feature_dim_ > 0 && f.dim != feature_dim_)
+      throw error("Decoder." + std::string(call) + ": features have " + std::to_string(f.dim) +
+                  " columns, begin() had " + std::to_string(feature_dim_));
+  }
+
+  // Copies `rows` rows of `f` (those of `nodes` when given) into features_: the caller's memory
+  // may change before commit().
+  void gather(const FeatureRows& f, int rows, const node_t* nodes) {
+    features_.clear();
+    if (!f.data) return;
+    for (int k = 0; k < rows; ++k) {
+      const float* row = f.data + static_cast<std::int64_t>(nodes ? nodes[k] : k) * f.row_stride;
+      features_.insert(features_.end(), row, row + f.dim);
+    }
+  }
+  void gather_path(const FeatureRows& f) {
+    if (needs_features()) gather(f, static_cast<int>(verdict_.path.size()), verdict_.path.data());
+  }
+
   // As detail::SequenceStep::check_verdict: a wrong path would corrupt the caller's cache.
   void check_verdict() const {
     const auto& path = verdict_.path;
@@ -342,6 +409,8 @@ class Session {
   std::vector<token_t> committed_;
   DecodeStats stats_;
   bool drafted_ = false, pending_ = false;
+  int feature_dim_ = 0;
+  std::vector<float> features_;  // the rows a feature drafter is told next (begin, then each commit)
 };
 
 }  // namespace specdec::python

@@ -3,7 +3,10 @@
 //
 //   specdec_python_reference decode copy STEPS           pld, casd, tree, casd_prompt on HashTarget(16)
 //   specdec_python_reference decode model STEPS CKPT     tree_history, draft_model(CKPT) on HashTarget(512)
-//     prints "vocab V", "prompt ...", then per step "step" lines: parents | tokens | sources | path | next
+//   specdec_python_reference decode eagle STEPS CKPT HEAD eagle(HEAD) on Llama2cTarget(CKPT)
+//     prints "vocab V", "prompt ...", then per step "step" lines: parents | tokens | sources | path | next;
+//     eagle also prints "features FIRST ROWS DIM values..." for what the drafter is told (begin, then
+//     each step's observe, before its step line)
 //   specdec_python_reference verify FILE greedy
 //   specdec_python_reference verify FILE rejection TEMPERATURE TOP_K TOP_P MIN_P SEED SEQUENCE
 //   specdec_python_reference verify FILE conditional EOS DELTA TOP_K TEMPERATURE SEED SEQUENCE
@@ -19,6 +22,7 @@
 #include <specdec/decoder.hpp>
 #include <specdec/policies/drafters/casd.hpp>
 #include <specdec/policies/drafters/context_tree.hpp>
+#include <specdec/policies/drafters/eagle.hpp>
 #include <specdec/policies/drafters/pld.hpp>
 #include <specdec/policies/drafters/staged.hpp>
 #include <specdec/policies/verifiers/conditional.hpp>
@@ -43,6 +47,25 @@ std::vector<token_t> prompt(int vocab) {
   for (int i = 0; i < 48; ++i) p.push_back(static_cast<token_t>((i * i + 3 * (i / 7)) % 11 % vocab));
   return p;
 }
+
+void print_features(const TargetFeatures& f) {
+  std::printf("features %d %d %d", f.first_position, f.rows, f.dim);
+  for (int i = 0; i < f.rows * f.dim; ++i) std::printf(" %.9g", static_cast<double>(f.data[i]));
+  std::printf("\n");
+}
+
+/// EAGLE, printing the features it is told.
+struct PrintingEagle : EagleDrafter {
+  using EagleDrafter::EagleDrafter;
+  void begin(std::span<const token_t> prompt, const TargetFeatures& f) {
+    print_features(f);
+    EagleDrafter::begin(prompt, f);
+  }
+  void observe(std::span<const token_t> committed, const TargetFeatures& f) {
+    print_features(f);
+    EagleDrafter::observe(committed, f);
+  }
+};
 
 template <class Decoder>
 int decode(Decoder& decoder, int vocab, int steps) {
@@ -132,6 +155,13 @@ int main(int argc, char** argv) try {
           StagedDrafter<Llama2cTarget>(Llama2cTarget(std::filesystem::path(argv[4]))), ExactVerifier{});
       return decode(d, 512, steps);
     }
+  }
+  if (mode == "decode" && argc == 6 && std::string(argv[2]) == "eagle") {
+    const auto model = std::make_shared<const Llama2cModel>(Llama2cModel::load(argv[4]));
+    Llama2cTarget target(model);
+    SpeculativeDecoder<Llama2cTarget, PrintingEagle, ExactVerifier> d(
+        target, DecoderOptions{.budget = 16}, PrintingEagle(std::filesystem::path(argv[5]), model), ExactVerifier{});
+    return decode(d, model->config().vocab_size, std::atoi(argv[3]));
   }
   if (mode == "verify" && argc >= 4) return verify(argv[2], argv + 3, argc - 3);
   std::cerr << "usage: see the top of tests/python/reference.cpp\n";

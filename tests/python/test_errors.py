@@ -113,3 +113,26 @@ def test_a_verdict_from_elsewhere_is_checked():
     verdict = decoder.accept([0, 1], 5)
     assert verdict.tokens.tolist() == [tree.tokens[1], 5]
     assert decoder.commit().tolist() == [tree.tokens[1], 5]
+
+
+def test_a_feature_drafter_without_features_is_refused():
+    from conftest import data_file
+    from pathlib import Path
+    checkpoint = data_file("models/stories260K.bin")
+    head = Path(__file__).resolve().parents[2] / "tools" / "eagle" / "heads" / "stories260K.eagle"
+    decoder = specdec.Decoder(512, [d.Eagle(head, checkpoint)])
+    with pytest.raises(specdec.Error, match=r"drafter eagle reads the target's features: pass features"):
+        decoder.begin([1, 2, 3])
+    with pytest.raises(specdec.Error, match=r"features have shape \(3, 64\), need \(2, 64\)"):
+        decoder.begin([1, 2, 3], features=np.zeros((3, 64), np.float32))
+    with pytest.raises(specdec.Error, match=r"features have dtype float64"):
+        decoder.begin([1, 2, 3], features=np.zeros((2, 64)))
+    with pytest.raises(specdec.Error, match=r"eagle: told feature rows \[0, \+2\) of dim 65, expected \[0, \+2\) of dim 64"):
+        decoder.begin([1, 2, 3], features=np.zeros((2, 65), np.float32))
+    decoder.begin([1, 2, 3], features=np.zeros((2, 64), np.float32))
+    tree = decoder.draft()
+    logits = np.zeros((len(tree), 512), np.float32)
+    with pytest.raises(specdec.Error, match=r"Decoder.verify: drafter eagle reads the target's features"):
+        decoder.verify(logits)
+    with pytest.raises(specdec.Error, match=r"features have 32 columns, begin\(\) had 64"):
+        decoder.verify(logits, features=np.zeros((len(tree), 32), np.float32))

@@ -48,3 +48,17 @@ def test_the_first_example_of_the_docs_runs_as_written():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "tau" in done.stdout
+
+
+def test_eagle_from_pytorch_features_is_lossless_and_accepted(tokenizer):
+    """EAGLE's head reads the PyTorch model's features (the classifier's input)."""
+    model = llama2c.Llama2c(data_file("models/stories260K.bin"))
+    model.row_by_row = not llama2c.batch_invariant(model)
+    decoder = specdec.Decoder(model.vocab, [llama2c.drafter("eagle", data_file("models/stories260K.bin"))],
+                              budget=16, max_positions=model.seq_len)
+    steps = tokens = 0
+    for text in specdec.tasks()["stories"][:2]:
+        prompt = tokenizer.encode(text).tolist()
+        assert llama2c.speculative(model, decoder, prompt, 64) == llama2c.plain(model, prompt, 64)
+        steps, tokens = steps + decoder.stats.steps, tokens + decoder.stats.tokens
+    assert tokens > 2 * steps, f"EAGLE's tau is {tokens / steps:.2f}: its drafts from these features are rarely accepted"
