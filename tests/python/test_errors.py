@@ -77,7 +77,8 @@ def test_bad_options_and_files_are_refused_with_the_library_sentence(tmp_path):
     with pytest.raises(specdec.Error, match=r"top_p 1.5"):
         specdec.RejectionSampling(top_p=1.5)
     missing = tmp_path / "missing.bin"
-    for make in (lambda: d.Rest(missing), lambda: d.Ngram(missing), lambda: d.DraftModel(missing)):
+    for make in (lambda: d.Rest(missing), lambda: d.Ngram(missing), lambda: d.DraftModel(missing),
+                 lambda: d.Dresd(missing), lambda: d.Eagle(missing, missing)):
         with pytest.raises(specdec.Error, match="missing.bin"):
             make()
 
