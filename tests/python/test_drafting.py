@@ -77,3 +77,26 @@ def test_eagle_drafts_as_the_cpp_decoder_from_the_same_features(reference):
     assert len(features) == len(steps) + 1
     replay(specdec.Decoder(vocab, [specdec.drafters.Eagle(head, checkpoint)], budget=16), vocab, prompt, steps,
            features)
+
+
+def test_history_tree_remembers_an_ended_sequence():
+    """end() hands a sequence's output to HistoryTree: the next sequence drafts it."""
+    vocab, continuation = 64, list(range(10, 40))
+
+    def decode(decoder, prompt):
+        decoder.begin(prompt)
+        while decoder.stats.tokens < 20:
+            tree = decoder.draft()
+            logits = np.zeros((len(tree), vocab), np.float32)
+            for i, position in enumerate(tree.positions):  # the target continues the prompt with `continuation`
+                logits[i, continuation[position - len(prompt) + 1]] = 1.0
+            decoder.verify(logits)
+            decoder.commit()
+        tau = decoder.stats.tau
+        decoder.end()
+        return tau
+
+    history = specdec.Decoder(vocab, [specdec.drafters.HistoryTree()], budget=8)
+    assert decode(history, [1, 2, 3]) == 1.0
+    assert decode(history, [5, 6, 1, 2, 3]) > 2.0
+    assert decode(specdec.Decoder(vocab, [specdec.drafters.ContextTree()], budget=8), [5, 6, 1, 2, 3]) == 1.0
