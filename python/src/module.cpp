@@ -78,11 +78,12 @@ VerdictArrays verdict_arrays(const TreeView& view, const Verdict& verdict) {
   return v;
 }
 
-/// Features of `rows` rows (any width) from None or an array/tensor; empty for None.
-FeatureRows features_of(py::handle obj, int rows) {
+/// Features of `rows` rows (any width) from an array or tensor, read in place while `held` lives;
+/// none for None.
+FeatureRows features_of(py::handle obj, int rows, HostRows& held) {
   if (obj.is_none()) return {};
-  const HostRows f = host_rows(obj, "features", rows, -1);
-  return {f.data, f.row_stride, rows, f.cols};
+  held = host_rows(obj, "features", rows, -1);
+  return {held.data, held.row_stride, rows, held.cols};
 }
 
 std::unique_ptr<Session> make_session(int vocab, std::vector<std::shared_ptr<AnyDrafter>> drafters,
@@ -197,26 +198,37 @@ PYBIND11_MODULE(specdec, m) {
            py::arg("max_positions") = 0, py::arg("cost") = py::none())
       .def("begin", [](Session& s, py::handle prompt, py::handle features) {
              const std::vector<token_t> tokens = tokens_from(prompt, "prompt");
-             s.begin(tokens, features_of(features, static_cast<int>(tokens.size()) - 1));
+             HostRows held;
+             s.begin(tokens, features_of(features, static_cast<int>(tokens.size()) - 1, held));
            }, py::arg("prompt"), py::arg("features") = py::none(),
            "Starts a sequence: prompt's last token is the first root (your cache holds the others); features "
            "(for EAGLE, DReSD): your model's last hidden states, one row per prompt token but the last")
       .def("draft", [](Session& s) {
-             const TreeView view = s.draft();
+             TreeView view;
+             {
+               py::gil_scoped_release free;  // drafting reads no Python object (a draft model may take a while)
+               view = s.draft();
+             }
              return tree_arrays(view, s.tree().sources().data());
            })
       .def("verify", [](Session& s, py::handle logits, py::handle features) {
              s.require_drafted("verify");
              const HostRows rows = host_rows(logits, "logits", s.view().size, s.vocab());
-             return verdict_arrays(s.view(), s.verify(RowMajorLogits{rows.data, rows.row_stride, s.view().size, s.vocab()},
-                                                      features_of(features, s.view().size)));
+             HostRows held;
+             const FeatureRows feature_rows = features_of(features, s.view().size, held);
+             {
+               py::gil_scoped_release free;  // the arrays are held by rows and held
+               s.verify(RowMajorLogits{rows.data, rows.row_stride, s.view().size, s.vocab()}, feature_rows);
+             }
+             return verdict_arrays(s.view(), s.verdict());
            }, py::arg("logits"), py::arg("features") = py::none(),
            "logits: [tree nodes, vocab] float32, NumPy or a CPU tensor, row i after node i; features (for EAGLE, "
            "DReSD): your model's last hidden state at each node")
       .def("accept", [](Session& s, py::handle path, int next_token, py::handle features) {
              s.require_drafted("accept");
              const std::vector<node_t> nodes = ints_from(path, "path", 0);
-             return verdict_arrays(s.view(), s.accept(nodes, next_token, features_of(features, s.view().size)));
+             HostRows held;
+             return verdict_arrays(s.view(), s.accept(nodes, next_token, features_of(features, s.view().size, held)));
            }, py::arg("path"), py::arg("next_token"), py::arg("features") = py::none(),
            "A verdict reached elsewhere (a serving engine's sampler): accepted nodes, root first, and the next token")
       .def("commit", [](Session& s) {
