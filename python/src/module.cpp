@@ -29,14 +29,15 @@ struct ConditionalSpec : VerifierSpec {};
 
 /// The tree of a step as NumPy arrays (copies: a tree is small, and the arrays outlive the step).
 struct TreeArrays {
-  py::array_t<std::int32_t> tokens, parents, depths, positions, sources, first_child, next_sibling;
+  py::array_t<std::int32_t> tokens, parents, depths, positions, first_child, next_sibling;
+  py::array_t<std::uint32_t> sources;     // bit d: drafter d proposed the node
   py::array_t<bool> mask;                 // [n, n]: mask[i, j] = node i attends to node j
   py::array_t<std::uint32_t> mask_bits;   // [n, ceil(n / 32)]: bit j % 32 of word j / 32
   int base_position = 0;
   int size = 0;
 };
 
-TreeArrays tree_arrays(const TreeView& view, const std::uint32_t* sources) {
+TreeArrays tree_arrays(const TreeView& view, std::span<const std::uint32_t> sources) {
   const auto n = static_cast<std::size_t>(view.size);
   TreeArrays t;
   t.size = view.size;
@@ -48,8 +49,7 @@ TreeArrays tree_arrays(const TreeView& view, const std::uint32_t* sources) {
   t.next_sibling = numpy_copy(view.next_sibling, n);
   t.positions = py::array_t<std::int32_t>(static_cast<py::ssize_t>(n));
   for (std::size_t i = 0; i < n; ++i) t.positions.mutable_data()[i] = view.position(static_cast<int>(i));
-  t.sources = py::array_t<std::int32_t>(static_cast<py::ssize_t>(n));
-  for (std::size_t i = 0; i < n; ++i) t.sources.mutable_data()[i] = sources ? static_cast<std::int32_t>(sources[i]) : 0;
+  t.sources = numpy_copy(sources.data(), n);
   const auto words = static_cast<std::size_t>(view.words_per_row);
   t.mask_bits = py::array_t<std::uint32_t>({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(words)});
   std::copy(view.mask, view.mask + n * words, t.mask_bits.mutable_data());
@@ -209,7 +209,7 @@ PYBIND11_MODULE(specdec, m) {
                py::gil_scoped_release free;  // drafting reads no Python object (a draft model may take a while)
                view = s.draft();
              }
-             return tree_arrays(view, s.tree().sources().data());
+             return tree_arrays(view, s.tree().sources());
            })
       .def("verify", [](Session& s, py::handle logits, py::handle features) {
              s.require_drafted("verify");
