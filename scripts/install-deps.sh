@@ -7,6 +7,8 @@ packages=(
   cmake ninja-build g++ pkg-config
   catch2 librange-v3-dev libbenchmark-dev
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libfmt-dev libdivsufsort-dev libeigen3-dev libfaiss-dev
+  # the Python module and its tests, for Debian's /usr/bin/python3 (torch: CPU only)
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
 )
 [ $# -eq 0 ] || packages=("$@")
 
