@@ -39,6 +39,7 @@
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/targets/cuda_llama.cuh>
 #include <specdec/targets/llama2c.hpp>
+#include <specdec/testing/backend_target_conformance.hpp>
 #include <specdec/testing/laid_out_tree.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
@@ -294,6 +295,26 @@ TEST_CASE("stories260K in fp32: every node of a tree equals a single-token forwa
   bit_exact_sweep(target, random_tokens(37, target.vocab_size(), 1), 11);
   bit_exact_sweep(target, random_tokens(200, target.vocab_size(), 2), 12);  // > 128 positions per thread stride
   bit_exact_sweep(target, {}, 13);                                          // the root at position 0
+}
+
+// The backend-target kit (testing/backend_target_conformance.hpp) drives the target as the decoder
+// does, compaction included, and checks each node and its K/V rows against its path alone.
+TEST_CASE("stories260K in fp32 passes the backend-target conformance kit") {
+  const auto path = testing::data_file("models/stories260K.bin");
+  if (!path) return;
+  CudaLlamaTarget target = CudaLlamaTarget::load(*path);
+  const testing::ConformanceReport report = testing::check_backend_target(target);
+  INFO(report.str());
+  CHECK(report.ok());
+}
+
+TEST_CASE("the stories260K batch target passes the backend batch-target conformance kit") {
+  const auto path = testing::data_file("models/stories260K.bin");
+  if (!path) return;
+  CudaLlamaBatchTarget target = CudaLlamaBatchTarget::load(*path, 4);
+  const testing::ConformanceReport report = testing::check_backend_batch_target(target);
+  INFO(report.str());
+  CHECK(report.ok());
 }
 
 TEST_CASE("a synthetic bf16 shape with grouped KV heads: every node equals its path's single-token forward") {
