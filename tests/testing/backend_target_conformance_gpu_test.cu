@@ -4,38 +4,15 @@
 // the same kit on the host backend, with the buggy targets that must fail it.
 #include <catch2/catch.hpp>
 
-#include <stdexcept>
-#include <string>
-
-#include <cuda_runtime.h>
-
 #include <specdec/testing/backend_hash_target.hpp>
 #include <specdec/testing/backend_target_conformance.hpp>
 
+#include "support/cuda_stream.hpp"
+
 using namespace specdec;
 
-namespace {
-
-// A stream for one test, destroyed with it.
-class Stream {
- public:
-  Stream() {
-    const cudaError_t e = cudaStreamCreate(&stream_);
-    if (e != cudaSuccess) throw std::runtime_error(std::string("cudaStreamCreate: ") + cudaGetErrorString(e));
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  ~Stream() { cudaStreamDestroy(stream_); }
-  backend::cuda tag() const { return backend::cuda{stream_}; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-}  // namespace
-
 TEST_CASE("backend conformance kit on CUDA: BackendHashTarget<backend::cuda> passes", "[testing][conformance][gpu]") {
-  Stream stream;
+  testing::CudaStream stream;
   for (int vocab : {2, 1000}) {
     BackendHashTarget<backend::cuda> target(vocab, /*max_positions=*/128, /*seed=*/3, 4.0f, stream.tag());
     const testing::ConformanceReport report = testing::check_backend_target(target);
@@ -47,7 +24,7 @@ TEST_CASE("backend conformance kit on CUDA: BackendHashTarget<backend::cuda> pas
 
 TEST_CASE("backend conformance kit on CUDA: BackendHashBatchTarget<backend::cuda> passes",
           "[testing][conformance][gpu]") {
-  Stream stream;
+  testing::CudaStream stream;
   BackendHashBatchTarget<backend::cuda> target(/*vocab=*/64, /*max_positions=*/128, /*slots=*/5, /*seed=*/3, 4.0f,
                                                stream.tag());
   const testing::ConformanceReport report = testing::check_backend_batch_target(target);
