@@ -288,16 +288,15 @@ class SpeculativeDecoder {
         }
       }
       const std::size_t before = out.size();
+      bool done = false;
       for (token_t t : advance()) {
         out.push_back(t);
-        if (static_cast<int>(out.size()) == max_new_tokens ||
-            std::find(stop_tokens.begin(), stop_tokens.end(), t) != stop_tokens.end())
-          break;
+        done = static_cast<int>(out.size()) == max_new_tokens ||
+               std::find(stop_tokens.begin(), stop_tokens.end(), t) != stop_tokens.end();
+        if (done) break;
       }
       seq_.record_output(out.size() - before);
-      if (static_cast<int>(out.size()) == max_new_tokens ||
-          std::find(stop_tokens.begin(), stop_tokens.end(), out.back()) != stop_tokens.end())
-        return out;
+      if (done) return out;
     }
     return out;
   }
