@@ -431,6 +431,24 @@ TEST_CASE("batch: bad calls throw one sentence and leave the other requests as t
                     "SpeculativeBatch: capacity must be >= 1, got 0");
 }
 
+TEST_CASE("batch: BatchOptions as docs/batching.md shows them", "[batch][budget][docs]") {
+  HashTarget target(kVocab, 11, 4.0f, 8);
+// [batch options]
+  struct MyCost {  // any type with step_seconds(nodes, context): a specbench calibrate table, or yours
+    double step_seconds(int nodes, int /*context*/) const { return 1e-3 + 2e-6 * nodes; }
+  };
+  SpeculativeBatch<HashTarget, CasdDrafter, ExactVerifier> batch(
+      target, /*capacity=*/8, BatchOptions{.cost = MyCost{}, .measured_pause = false}, CasdDrafter{}, ExactVerifier{});
+// [batch options]
+  const std::vector<token_t> prompt{1, 2, 3, 1, 2, 3, 1, 2};
+  batch.add(prompt, request(30));
+  std::vector<token_t> out;
+  while (batch.active() > 0)
+    for (const RequestUpdate& u : batch.step()) out.insert(out.end(), u.tokens.begin(), u.tokens.end());
+  CHECK(out == target.generate(prompt, 30));
+  CHECK(batch.stats().sized_steps > 0);  // the automatic budget sized the steps
+}
+
 namespace {
 /// A HashTarget whose commit of `slot` throws once, at that slot's `nth` commit.
 struct CommitFailsOnce : HashTarget {
