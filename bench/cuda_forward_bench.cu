@@ -17,8 +17,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -27,6 +29,7 @@
 
 #include <specdec/models/synthetic_llama.hpp>
 #include <specdec/targets/cuda_llama.cuh>
+#include <specdec/testing/device_tree.cuh>
 
 using namespace specdec;
 namespace k = specdec::kernels::llama;
@@ -72,49 +75,16 @@ double time_ms(cudaStream_t stream, int reps, F&& f) {
   return static_cast<double>(ms) / reps;
 }
 
-// A binary-heap tree of n nodes in device memory (laid out on the host), at base_position.
-class HeapTree {
- public:
-  HeapTree(int n, int base, int vocab) {
-    const int words = core::mask_words(n);
-    std::vector<node_t> parent(static_cast<std::size_t>(n)), first(parent.size()), next(parent.size());
-    std::vector<token_t> token(parent.size());
-    std::vector<int> depth(parent.size());
-    std::vector<std::uint32_t> mask(parent.size() * words);
-    for (int i = 0; i < n; ++i) {
-      parent[static_cast<std::size_t>(i)] = i == 0 ? -1 : (i - 1) / 2;
-      token[static_cast<std::size_t>(i)] = (7 * i + 3) % vocab;
-    }
-    view_.max_depth = core::build_tree_layout(parent.data(), n, words, depth.data(), mask.data(), first.data(), next.data());
-    view_.size = n;
-    view_.words_per_row = words;
-    view_.base_position = base;
-    view_.parent = put(parent);
-    view_.token = put(token);
-    view_.depth = put(depth);
-    view_.mask = put(mask);
-    view_.first_child = put(first);
-    view_.next_sibling = put(next);
+// A binary-heap tree of n nodes, laid out on the host.
+testing::LaidOutTree heap_tree(int n, int vocab) {
+  std::vector<node_t> parent(static_cast<std::size_t>(n));
+  std::vector<token_t> token(parent.size());
+  for (int i = 0; i < n; ++i) {
+    parent[static_cast<std::size_t>(i)] = i == 0 ? -1 : (i - 1) / 2;
+    token[static_cast<std::size_t>(i)] = (7 * i + 3) % vocab;
   }
-  HeapTree(const HeapTree&) = delete;
-  HeapTree& operator=(const HeapTree&) = delete;
-  ~HeapTree() {
-    for (void* p : owned_) cudaFree(p);
-  }
-  const TreeView& view() const { return view_; }
-
- private:
-  template <class T>
-  const T* put(const std::vector<T>& v) {
-    void* p = nullptr;
-    must(cudaMalloc(&p, v.size() * sizeof(T) + 1), "cudaMalloc");
-    owned_.push_back(p);
-    must(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-    return static_cast<const T*>(p);
-  }
-  TreeView view_;
-  std::vector<void*> owned_;
-};
+  return testing::LaidOutTree(std::move(parent), std::move(token));
+}
 
 const int kSizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 48, 64, 96, 128};
 
@@ -133,7 +103,7 @@ void forward_costs(const SyntheticShape& shape, const std::vector<int>& contexts
     target.prefill(prompt);
     double c1 = 0;
     for (int n : kSizes) {
-      const HeapTree tree(n, context, target.vocab_size());
+      const testing::DeviceTree tree(heap_tree(n, target.vocab_size()), context);
       const double ms = time_ms(stream, reps, [&] { target.forward(tree.view()); });
       if (n == 1) c1 = ms;
       std::printf("%8d %5d %10.3f %9.3f\n", context, n, ms, ms / c1);
@@ -253,7 +223,7 @@ int main(int argc, char** argv) {
       forward_costs(shape, {contexts[contexts.size() / 2]}, reps, stream, /*tensor_cores=*/false);
       products_against_cublas(shape, reps, stream, blas);
     }
-  } catch (const error& e) {
+  } catch (const std::exception& e) {  // specdec::error, and a failed CUDA call of DeviceTree
     std::fprintf(stderr, "cuda_forward_bench: %s\n", e.what());
     return 1;
   }

@@ -40,6 +40,7 @@
 #include <specdec/targets/cuda_llama.cuh>
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/testing/backend_target_conformance.hpp>
+#include <specdec/testing/device_tree.cuh>
 #include <specdec/testing/laid_out_tree.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
@@ -55,52 +56,6 @@ void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) FAIL(what << ": " << cudaGetErrorString(e));
 }
 
-// A laid-out tree in device memory (parent, token, depth, mask, child links), and its view.
-class DeviceTree {
- public:
-  DeviceTree(const std::vector<node_t>& parent, const std::vector<token_t>& token, int base) {
-    const int n = static_cast<int>(parent.size()), words = core::mask_words(n);
-    std::vector<int> depth(static_cast<std::size_t>(n));
-    std::vector<std::uint32_t> mask(static_cast<std::size_t>(n) * words);
-    std::vector<node_t> first_child(static_cast<std::size_t>(n)), next_sibling(static_cast<std::size_t>(n));
-    REQUIRE(core::validate_tree(parent.data(), token.data(), n, std::numeric_limits<int>::max(), n, nullptr) ==
-            core::tree_status::ok);
-    const int max_depth = core::build_tree_layout(parent.data(), n, words, depth.data(), mask.data(),
-                                                  first_child.data(), next_sibling.data());
-    view_.size = n;
-    view_.words_per_row = words;
-    view_.base_position = base;
-    view_.max_depth = max_depth;
-    view_.parent = upload(parent);
-    view_.token = upload(token);
-    view_.depth = upload(depth);
-    view_.mask = upload(mask);
-    view_.first_child = upload(first_child);
-    view_.next_sibling = upload(next_sibling);
-    depth_ = depth;
-  }
-  DeviceTree(const DeviceTree&) = delete;
-  DeviceTree& operator=(const DeviceTree&) = delete;
-  ~DeviceTree() {
-    for (void* p : owned_) cudaFree(p);
-  }
-  const TreeView& view() const { return view_; }
-  int depth(int i) const { return depth_[static_cast<std::size_t>(i)]; }
-
- private:
-  template <class T>
-  const T* upload(const std::vector<T>& v) {
-    void* p = nullptr;
-    cuda_check(cudaMalloc(&p, v.size() * sizeof(T) + 1), "cudaMalloc");
-    owned_.push_back(p);
-    cuda_check(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-    return static_cast<const T*>(p);
-  }
-  TreeView view_;
-  std::vector<int> depth_;
-  std::vector<void*> owned_;
-};
-
 // Rows [0, n) of the forward's logits on the host (waits for the device).
 std::vector<float> logits_on_host(CudaLlamaTarget& target, const LogitsRows& rows, int n) {
   const int vocab = target.vocab_size();
@@ -113,7 +68,7 @@ std::vector<float> logits_on_host(CudaLlamaTarget& target, const LogitsRows& row
 
 // The logits after one token at `position` (its K/V written there), the cache before it as is.
 std::vector<float> single_token(CudaLlamaTarget& target, token_t token, int position) {
-  const DeviceTree one({-1}, {token}, position);
+  const testing::DeviceTree one(testing::LaidOutTree({-1}, {token}), position);
   return logits_on_host(target, target.forward(one.view()), 1);
 }
 
@@ -151,7 +106,7 @@ void bit_exact_sweep(CudaLlamaTarget& target, const std::vector<token_t>& prefix
     const std::vector<node_t> parent = random_parents(shape, n, rng);
     std::vector<token_t> token(static_cast<std::size_t>(n));
     for (token_t& t : token) t = std::uniform_int_distribution<token_t>(0, vocab - 1)(rng);
-    const DeviceTree tree(parent, token, base);
+    const testing::DeviceTree tree(testing::LaidOutTree(parent, token), base);
     const std::vector<float> together = logits_on_host(target, target.forward(tree.view()), n);
     // Depth-first, children in increasing index order.
     std::vector<std::vector<int>> children(static_cast<std::size_t>(n));
@@ -224,7 +179,7 @@ void batched_rows_equal_alone(int slots, int max_n) {
   const int vocab = batch.vocab_size();
   std::mt19937 rng(static_cast<unsigned>(slots));
   std::vector<std::vector<token_t>> prefixes;
-  std::vector<std::unique_ptr<DeviceTree>> trees;
+  std::vector<std::unique_ptr<testing::DeviceTree>> trees;
   std::vector<TreeView> views;
   std::vector<int> order(static_cast<std::size_t>(slots));
   for (int b = 0; b < slots; ++b) order[static_cast<std::size_t>(b)] = (b * 5 + 3) % slots;  // slots out of order
@@ -234,8 +189,8 @@ void batched_rows_equal_alone(int slots, int max_n) {
     const int n = std::uniform_int_distribution<int>(1, max_n)(rng);
     prefixes.push_back(random_tokens(length, vocab, rng()));
     batch.prefill(order[static_cast<std::size_t>(b)], prefixes.back());
-    trees.push_back(std::make_unique<DeviceTree>(random_parents(static_cast<Shape>(b % 4), n, rng),
-                                                 random_tokens(n, vocab, rng()), length));
+    trees.push_back(std::make_unique<testing::DeviceTree>(
+        testing::LaidOutTree(random_parents(static_cast<Shape>(b % 4), n, rng), random_tokens(n, vocab, rng())), length));
     views.push_back(trees.back()->view());
     rows += n;
   }
@@ -272,7 +227,7 @@ TEST_CASE("the GPU target computes the host target's model: close logits, the sa
     host.prefill(prefix);
     const auto& out = host.forward(tree.view(30));
     gpu.prefill(prefix);
-    const DeviceTree device_tree(tree.parent, tree.token, 30);
+    const testing::DeviceTree device_tree(tree, 30);
     const std::vector<float> logits = logits_on_host(gpu, gpu.forward(device_tree.view()), 40);
     double worst = 0;
     for (int i = 0; i < 40; ++i) {
@@ -350,7 +305,7 @@ TEST_CASE("tensor-core products compute the CUDA-core products' model, within bf
   const int vocab = cuda_cores.vocab_size();
   const std::vector<token_t> prefix = random_tokens(100, vocab, 13);
   std::mt19937 rng(4);
-  const DeviceTree tree(random_parents(Shape::branchy, 50, rng), random_tokens(50, vocab, 14), 100);
+  const testing::DeviceTree tree(testing::LaidOutTree(random_parents(Shape::branchy, 50, rng), random_tokens(50, vocab, 14)), 100);
   cuda_cores.prefill(prefix);
   tensor_cores.prefill(prefix);
   const std::vector<float> a = logits_on_host(cuda_cores, cuda_cores.forward(tree.view()), 50);
@@ -490,14 +445,16 @@ TEST_CASE("bad input is one sentence, and the target still works after it", "[sa
   target.prefill(prompt);
 
   std::mt19937 rng(1);
-  const DeviceTree too_big(random_parents(Shape::random, 8, rng), random_tokens(8, target.vocab_size(), 6), 60);
+  const testing::DeviceTree too_big(
+      testing::LaidOutTree(random_parents(Shape::random, 8, rng), random_tokens(8, target.vocab_size(), 6)), 60);
   try {
     target.forward(too_big.view());
     FAIL("a tree of 8 nodes at position 60 of 64 was taken");
   } catch (const error& e) {
     CHECK_THAT(std::string(e.what()), Contains("a tree of 8 nodes at position 60 does not fit the cache's 64 positions (4 free)"));
   }
-  const DeviceTree too_many(random_parents(Shape::wide, 257, rng), random_tokens(257, target.vocab_size(), 7), 0);
+  const testing::DeviceTree too_many(
+      testing::LaidOutTree(random_parents(Shape::wide, 257, rng), random_tokens(257, target.vocab_size(), 7)), 0);
   CHECK_THROWS_WITH(target.forward(too_many.view()), Contains("a tree of 257 nodes is outside [1, max_tree_nodes = 256]"));
   CHECK_THROWS_WITH(target.prefill(random_tokens(65, target.vocab_size(), 8)), Contains("do not fit the cache's 64"));
   CHECK_THROWS_WITH(target.prefill(std::vector<token_t>{1, 1000}), Contains("token 1000 is outside the vocabulary"));
