@@ -283,8 +283,9 @@ Task load_task(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw input_error("cannot read the prompts file '" + path + "'");
   Task task{std::filesystem::path(path).stem().string(), "prompts from " + path, {}};
-  for (std::string raw; std::getline(in, raw);) {
-    const std::string line = specdec::tools::text_line(raw, task.prompts.empty());
+  std::string raw;
+  for (int number = 1; std::getline(in, raw); ++number) {
+    const std::string line = specdec::tools::text_line(raw, number == 1);
     if (line.empty()) continue;
     task.prompts.push_back(replace_all(line, "\\n", "\n"));
   }
