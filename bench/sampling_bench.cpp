@@ -17,7 +17,7 @@
 
 #include <specdec/backend.hpp>
 #include <specdec/core/sampling.hpp>
-#include <specdec/draft_tree.hpp>
+#include <specdec/tree_merger.hpp>
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The batch's backend step (backend_batch_step.hpp) on the host backend: a SpeculativeBatch on a
+// The batch's backend step (step/backend_step.hpp) on the host backend: a SpeculativeBatch on a
 // BackendBatchTarget gives every request what it would get alone, bit for bit, whoever shares its
 // steps; verification runs once per run of like verifiers; failures surface as specdec::error.
 // tests/kernels/backend_batch_step_test.cpp runs the same schedules on backend::cuda.

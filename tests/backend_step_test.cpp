@@ -1,4 +1,4 @@
-// The decoder's backend step (backend_step.hpp) on the host backend: a BackendTarget decodes
+// The decoder's backend step (step/backend_step.hpp) on the host backend: a BackendTarget decodes
 // exactly what the host path decodes, its KV cache is compacted to the committed tokens, and
 // failures surface as specdec::error. tests/kernels/backend_step_test.cpp runs the same cases on
 // backend::cuda.
@@ -135,7 +135,7 @@ TEST_CASE("backend step: a bad logits row is a specdec::error naming the problem
   SECTION("rejection sampling") {
     SpeculativeDecoder<NanTarget, RejectionSampling> dec(target);
     dec.prefill(prompt);
-    CHECK_THROWS_WITH(dec.step(), Catch::Contains("row after node 0 is unusable: a logit is NaN"));
+    CHECK_THROWS_WITH(dec.step(), Catch::Contains("SpeculativeDecoder: the target's logits row after node 0 of the tree is unusable: a logit is NaN"));
   }
 }
 

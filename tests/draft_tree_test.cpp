@@ -2,8 +2,7 @@
 
 #include <vector>
 
-#include <specdec/acceptance_model.hpp>
-#include <specdec/draft_tree.hpp>
+#include <specdec/tree_merger.hpp>
 
 using namespace specdec;
 

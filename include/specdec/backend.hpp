@@ -75,7 +75,7 @@ inline constexpr int max_batch = 32767;
 /// KvCacheLayout layers × kv_heads (the compaction grid's other dimension).
 inline constexpr long long max_layer_heads = 65535;
 
-/// One step's verification on a backend (backend_step.hpp): the same tree, logits and outputs
+/// One step's verification on a backend (step/backend_step.hpp): the same tree, logits and outputs
 /// described for greedy and for stochastic verification, all pointers in backend memory. A
 /// verifier's verify_on(tag, job) enqueues one operation on it. Both descriptors share path,
 /// length and next_token; each has its own status array, initialised to ok.
@@ -163,7 +163,7 @@ constexpr std::size_t workspace_bytes(host, const Batch&) {
 }
 
 // ---- memory -------------------------------------------------------------------------------------
-// What a step that keeps its data on a backend needs (see backend_step.hpp): memory the backend
+// What a step that keeps its data on a backend needs (see step/backend_step.hpp): memory the backend
 // computes on, host memory it copies to and from ("staging": pinned for CUDA, so copies are
 // asynchronous), stream-ordered copies and one synchronisation. Allocation throws specdec::error;
 // copy and synchronize return a status like the operations.

@@ -2,20 +2,20 @@
 // one target forward per step for all of them. Requests join (add) and leave (remove, or when they
 // finish) between steps; each has its own drafters, verifier, options and statistics.
 //
-// A step runs the phases of sequence_step.hpp — the same as SpeculativeDecoder's — over the
+// A step runs the phases of step/sequence_step.hpp — the same as SpeculativeDecoder's — over the
 // active requests: draft + merge each request's tree (a request with speculation off sends its
 // root only), one forward of the ragged batch of trees, verify each tree with its request's
 // verifier, commit each accepted path, observe, record.
 //
 // A BatchTarget is accepted (concepts.hpp), or a BackendBatchTarget, whose forward, verification
 // and KV compaction run on its backend for the whole batch, with one wait per step
-// (backend_batch_step.hpp, which its own header includes). A model that only models Target is
+// (step/backend_step.hpp, which its own header includes). A model that only models Target is
 // batched by wrapping it in PerSlotTarget (targets/per_slot.hpp), one Target per slot and one
 // forward per request: correct, but it reads the weights once per request, not once per step.
+// The automatic budget is step/budget.hpp's, the same controller as SpeculativeDecoder's.
 #pragma once
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -32,27 +32,14 @@
 #include <specdec/core/sampling.hpp>
 #include <specdec/draft_budget.hpp>
 #include <specdec/error.hpp>
-#include <specdec/sequence_step.hpp>
 #include <specdec/stats.hpp>
+#include <specdec/step/budget.hpp>
+#include <specdec/step/sequence_step.hpp>
 #include <specdec/type_list.hpp>
 
 namespace specdec {
 
 namespace detail {
-template <class Backend>
-class BackendBatchStep;  // backend_batch_step.hpp
-
-/// The batch's step state: a BackendBatchStep for a BackendBatchTarget, nothing otherwise.
-struct NoBackendBatchStep {};
-template <class Target>
-struct backend_batch_step_for {
-  using type = NoBackendBatchStep;
-};
-template <BackendBatchTarget Target>
-struct backend_batch_step_for<Target> {
-  using type = BackendBatchStep<typename Target::backend_type>;
-};
-
 /// A verifier that SpeculativeBatch makes per request from the request's sampling options: one
 /// whose options() hold sampling, seed and sequence and that is constructible from them
 /// (RejectionSampling).
@@ -188,11 +175,11 @@ class SpeculativeBatch {
     if constexpr (sizeof...(Policies) == 0) return false;  // said above
     else return detail::check_batch_decoder<Target>(drafter_list{}, static_cast<verifier_type*>(nullptr));
   }();
-  using backend_step_type = typename detail::backend_batch_step_for<Target>::type;
-  // A BackendBatchTarget's step is defined in backend_batch_step.hpp, which a host batch does not include.
+  using backend_step_type = typename detail::backend_step_for<Target>::type;
+  // A BackendBatchTarget's step is defined in step/backend_step.hpp, which a host batch does not include.
   static constexpr bool step_defined = detail::complete<backend_step_type>;
   static_assert(!composition_checked || step_defined,
-                "This target is a BackendBatchTarget: include <specdec/backend_batch_step.hpp> (the batch's "
+                "This target is a BackendBatchTarget: include <specdec/step/backend_step.hpp> (the batch's "
                 "step on its backend) before using SpeculativeBatch with it.");
   static constexpr bool checked = composition_checked && step_defined;
   // Every slot's cache holds at most max_positions() tokens.
@@ -272,33 +259,21 @@ class SpeculativeBatch {
       updates_.clear();
       batch_slots_.clear();
       batch_trees_.clear();
-      const auto t_step = acceptance_ ? options_.clock() : clock::time_point{};  // for weigh_step() only
+      const auto t_step = budget_ ? options_.clock() : clock::time_point{};  // for the budget's weigh() only
       // draft + merge: one tree per active request (its root only when it does not speculate)
       for (std::size_t s = 0; s < requests_.size(); ++s) {
         if (!requests_[s] || requests_[s]->finished) continue;
         Request& r = *requests_[s];
-        int budget = r.options.speculate ? r.options.budget : 0;
-        if constexpr (bounded) {
-          const int room = max_positions() - r.seq.cached() - 1;
-          budget = std::min(budget, room);  // the root always fits: a request finishes when full
-        }
-        r.ranked = budget > 0 && acceptance_;
-        if (r.ranked && r.pause.skip_step()) {  // paused (see share_nodes)
-          r.seq.record_pause();
-          r.ranked = false;
-          budget = 0;
-        }
-        // A request that asks no drafter sends its root alone: no drafting time to measure.
-        const auto t0 = budget > 0 ? options_.clock() : clock::time_point{};
-        TreeView view{};
-        if (r.ranked) r.seq.rank(r.pause.ask_nodes(budget), budget, &*r.acceptance);  // sized below, jointly
-        else view = r.seq.draft(budget, budget);
-        r.draft_seconds = budget > 0 ? seconds(options_.clock() - t0).count() : 0.0;
+        // a ranked request's tree is sized below, jointly (share_nodes)
+        clock::time_point began{};
+        const TreeView view = detail::draft_sequence(r.seq, r.budget, tree_bounds(r),
+                                                     r.acceptance ? &*r.acceptance : nullptr, options_.clock, began);
+        r.budget.budget = r.options.budget;
         batch_slots_.push_back(static_cast<int>(s));
         batch_trees_.push_back(view);
       }
       if (batch_slots_.empty()) return {};
-      if (acceptance_) share_nodes();
+      if (budget_) share_nodes();
 
       // forward: one call for every request's tree
       const auto t1 = options_.clock();
@@ -332,7 +307,8 @@ class SpeculativeBatch {
         }
         if constexpr (gathers_features) {
           for (std::size_t b = 0; b < batch_slots_.size(); ++b)  // before commit: it ends the output's life
-            gather_features(in_batch(static_cast<int>(b)), out.tree(static_cast<int>(b)));
+            in_batch(static_cast<int>(b)).seq.gather_features(out.tree(static_cast<int>(b)), feature_dim(),
+                                                              "SpeculativeBatch::step");
         }
       }
       // commit: each request's target cache, then its context at once, so that a commit that
@@ -363,16 +339,17 @@ class SpeculativeBatch {
         const std::size_t s = static_cast<std::size_t>(batch_slots_[b]);
         if (!requests_[s]) continue;  // its commit threw
         Request& r = *requests_[s];
-        const TargetFeatures features{batch_trees_[b].base_position, static_cast<int>(r.seq.verdict().path.size()),
-                                      feature_dim(), r.feature_rows.data()};
+        const TargetFeatures features = r.seq.path_features(
+            batch_trees_[b].base_position, static_cast<int>(r.seq.verdict().path.size()), feature_dim());
         r.seq.observe(features);
         const auto begin = t5;
         t5 = options_.clock();
-        r.seq.record(batch_trees_[b], r.draft_seconds + seconds(t5 - begin).count(), target_seconds, r.verify_seconds);
+        r.seq.record(batch_trees_[b], r.budget.draft_seconds + seconds(t5 - begin).count(), target_seconds,
+                     r.verify_seconds);
         updates_.push_back(emit(r, committed_[b]));
       }
       if (failed) std::rethrow_exception(failed);
-      if (acceptance_) weigh_step(seconds(t5 - t_step).count());
+      if (budget_) budget_->weigh(seconds(t5 - t_step).count());
       return updates_;
     }
   }
@@ -432,33 +409,16 @@ class SpeculativeBatch {
     verifier_type verifier;
     int produced = 0;        // new tokens given to the caller
     bool finished = false;   // reported finished; the slot is freed by the next add() or step()
-    double draft_seconds = 0;   // this step's draft and merge
     double verify_seconds = 0;  // this step's verification
-    bool ranked = false;        // this step's nodes are sized by share_nodes()
-    // The automatic budget's calibration of this request, with the batch's as its prior.
+    // The automatic budget: this request's part (its drafters' pause, this step's drafting and
+    // nodes) and its calibration, with the batch's as its prior.
+    detail::SequenceBudget budget;
     std::optional<AcceptanceModel> acceptance;
-    std::vector<float> feature_rows;  // the features of this step's accepted path (feature drafters)
-    DraftingPause pause;  // the automatic budget's pause of this request's drafters
   };
 
   int feature_dim() const {
     if constexpr (gathers_features) return static_cast<int>(target_.feature_dim());
     else return 0;
-  }
-
-  // Copies the features of `r`'s accepted path's nodes (root first) into its feature_rows.
-  template <class Out>
-  void gather_features(Request& r, const Out& out) {
-    const std::size_t dim = static_cast<std::size_t>(feature_dim());
-    const auto& path = r.seq.verdict().path;
-    r.feature_rows.resize(path.size() * dim);
-    for (std::size_t k = 0; k < path.size(); ++k) {
-      const std::span<const float> row = out.features(path[k]);
-      if (row.size() != dim)
-        throw error("SpeculativeBatch::step: the target's features(" + std::to_string(path[k]) + ") has " +
-                    std::to_string(row.size()) + " floats, but its feature_dim() is " + std::to_string(dim));
-      std::copy(row.begin(), row.end(), r.feature_rows.begin() + static_cast<std::ptrdiff_t>(k * dim));
-    }
   }
 
   // The request of the step's tree b.
@@ -467,7 +427,7 @@ class SpeculativeBatch {
   // verify, after the verifier: the path is checked and the calibrations learn from it.
   void verified(Request& r, const TreeView& tree, double verify_seconds) {
     r.seq.check_verdict(tree);
-    if (r.ranked) {
+    if (r.budget.ranked) {
       r.seq.record_verdict(*r.acceptance);
       r.seq.record_verdict(*acceptance_);
     }
@@ -479,77 +439,32 @@ class SpeculativeBatch {
     else return static_cast<int>(target_.max_positions());
   }
 
+  // The bounds of request `r`'s tree this step (see tree_bounds; none when it does not speculate).
+  // The root always fits: a request finishes when its cache is full.
+  detail::TreeBounds tree_bounds(const Request& r) const {
+    const int budget = r.options.speculate ? r.options.budget : 0;
+    if constexpr (bounded)
+      return detail::tree_bounds<BackendBatchTarget<Target>>(budget, max_positions() - r.seq.cached() - 1);
+    else
+      return {budget, budget};
+  }
+
   // The automatic budget's step: the ranked requests' nodes compete for one step's size
   // (BatchOptions::cost); each request keeps its nodes among the best.
   void share_nodes() {
-    candidates_.clear();
-    long long context = 0;
-    double drafting = 0;
+    budget_->begin();
     for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
-      const Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
-      context += r.seq.cached();
-      drafting += r.draft_seconds;
-      if (!r.ranked) continue;
-      const TreeMerger& ranking = r.seq.ranking();
-      for (int i = 0; i < ranking.ranked(); ++i) candidates_.push_back({ranking.ranked_priority(i), static_cast<int>(b), i});
+      Request& r = in_batch(static_cast<int>(b));
+      budget_->join(r.budget, &r.seq.ranking(), r.seq.cached());
     }
-    // Best first; ties go to the earlier slot, then the request's own order (a connected prefix).
-    std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
-      if (a.probability != b.probability) return a.probability > b.probability;
-      return a.tree != b.tree ? a.tree < b.tree : a.rank < b.rank;
-    });
-    ranked_.resize(candidates_.size());
-    for (std::size_t j = 0; j < candidates_.size(); ++j) ranked_[j] = candidates_[j].probability;
-    // The context of a batch is its requests' mean: a node attends to its own request's cache, so
-    // n nodes of a batch cost about what a tree of n nodes after that many tokens costs.
-    const int roots = static_cast<int>(batch_slots_.size());
-    const int mean_cached = static_cast<int>(context / roots);
-    const DraftSizeChoice choice =
-        choose_draft_size(ranked_, options_.cost, mean_cached, drafting, INT_MAX, roots);
-    share_.assign(batch_slots_.size(), 0);
-    share_tokens_.assign(batch_slots_.size(), 0.0);
-    for (int j = 0; j < choice.nodes; ++j) {
-      const Candidate& c = candidates_[static_cast<std::size_t>(j)];
-      ++share_[static_cast<std::size_t>(c.tree)];
-      share_tokens_[static_cast<std::size_t>(c.tree)] += c.probability;
-    }
+    const DraftSizeChoice choice = budget_->size();
     for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
-      Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
-      if (r.ranked) batch_trees_[b] = r.seq.keep(share_[b]);
+      Request& r = in_batch(static_cast<int>(b));
+      if (r.budget.ranked) batch_trees_[b] = r.seq.keep(r.budget.nodes);
     }
-    sizing_ = {choice.nodes, drafting, choice.seconds - drafting, options_.cost.step_seconds(roots, mean_cached)};
     ++sized_steps_;
     expected_tokens_ += choice.expected_tokens;
     expected_seconds_ += choice.seconds;
-  }
-
-  // After a step of `step_seconds` (measured, from the first draft to the last commit): as
-  // SpeculativeDecoder's automatic budget, each request's drafters pause where they do not pay
-  // (DraftingPause). A request's gain: its expected accepted tokens, each worth a root's share of
-  // a plain batch step, less its nodes' share of the step's growth over a plain step and its
-  // drafting (a request that sent no node: minus its drafting). Measured: the growth is the
-  // step's time less the drafting and a plain step as the steps that sent no node measure it;
-  // modelled: the cost model's. A step that sent no node measures a plain step.
-  void weigh_step(double step_seconds) {
-    const int roots = static_cast<int>(batch_slots_.size());
-    const double forward_seconds = step_seconds - sizing_.drafting_seconds;
-    if (options_.measured_pause && sizing_.nodes == 0) plain_step_.observe(std::max(0.0, forward_seconds), sizing_.plain_seconds);
-    const double plain = options_.measured_pause ? plain_step_.seconds(sizing_.plain_seconds) : sizing_.plain_seconds;
-    const double growth = (options_.measured_pause ? forward_seconds : sizing_.forward_seconds) - plain;
-    const double modelled_growth = sizing_.forward_seconds - sizing_.plain_seconds;
-    for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
-      Request& r = *requests_[static_cast<std::size_t>(batch_slots_[b])];
-      if (!r.ranked) continue;
-      // A request's probe is weighed by the model, as SpeculativeDecoder's (it runs cold).
-      const bool measured = options_.measured_pause && !r.pause.probing();
-      const double request_plain = measured ? plain : sizing_.plain_seconds;
-      const double request_growth = measured ? growth : modelled_growth;
-      const double gain = share_[b] == 0 ? -r.draft_seconds
-                                         : share_tokens_[b] * request_plain / roots -
-                                               request_growth * share_[b] / sizing_.nodes - r.draft_seconds;
-      r.pause.drafted(share_[b], gain, r.draft_seconds, request_plain / roots,
-                      DraftingPause::most_tokens_at(r.options.budget));
-    }
   }
 
   template <class Tuple, std::size_t... I>
@@ -559,9 +474,11 @@ class SpeculativeBatch {
         prototype_(std::move(std::get<I>(all))...),
         verifier_(std::move(std::get<num_drafters>(all))) {
     if constexpr (checked) {
-      if (options_.cost)
+      if (options_.cost) {
         acceptance_ = std::make_shared<AcceptanceModel>(static_cast<int>(std::max<std::size_t>(num_drafters, 1)),
                                                         options_.acceptance);
+        budget_.emplace(options_.cost, options_.measured_pause);
+      }
       if (capacity < 1) throw error("SpeculativeBatch: capacity must be >= 1, got " + std::to_string(capacity));
       if (capacity > static_cast<int>(target_.slots()))
         throw error("SpeculativeBatch: capacity " + std::to_string(capacity) + " exceeds the target's " +
@@ -570,7 +487,7 @@ class SpeculativeBatch {
         if (capacity > backend_step_type::max_trees)
           throw error("SpeculativeBatch: capacity " + std::to_string(capacity) + " is above the " +
                       std::to_string(backend_step_type::max_trees) + " trees a backend step takes");
-        backend_step_.prepare(target_.backend(), static_cast<int>(target_.vocab_size()));
+        backend_step_.prepare(target_.backend(), static_cast<int>(target_.vocab_size()), "SpeculativeBatch", true);
       }
       requests_.resize(static_cast<std::size_t>(capacity));
       updates_.reserve(requests_.size());
@@ -620,19 +537,15 @@ class SpeculativeBatch {
     if (acceptance_) {
       r.acceptance.emplace(acceptance_->drafters(), acceptance_->options());
       r.acceptance->set_prior(acceptance_);
-      r.pause = last_pause_;  // what the last request to end learnt: as a decoder's next sequence
-      r.pause.restart();
+      r.budget.pause = last_pause_;  // what the last request to end learnt: as a decoder's next sequence
+      r.budget.pause.restart();
     }
     try {
       TargetFeatures features{};
-      if constexpr (gathers_features) {
-        const std::span<const float> rows = target_.prefill_features(static_cast<int>(s));
-        features = {0, static_cast<int>(prompt.size()) - 1, feature_dim(), rows.data()};
-        if (rows.size() != static_cast<std::size_t>(features.rows) * static_cast<std::size_t>(features.dim))
-          throw error("SpeculativeBatch::add: the target's prefill_features(" + std::to_string(s) + ") has " +
-                      std::to_string(rows.size()) + " floats, expected " + std::to_string(features.rows) +
-                      " tokens x " + std::to_string(features.dim));
-      }
+      if constexpr (gathers_features)
+        features = detail::prefill_features(target_.prefill_features(static_cast<int>(s)), prompt.size(), feature_dim(),
+                                            "SpeculativeBatch::add: the target's prefill_features(" +
+                                                std::to_string(s) + ")");
       r.seq.begin(prompt, static_cast<int>(target_.vocab_size()), features);
     } catch (...) {
       requests_[s].reset();
@@ -696,7 +609,7 @@ class SpeculativeBatch {
   }
 
   void release(std::size_t s) {
-    last_pause_ = requests_[s]->pause;
+    last_pause_ = requests_[s]->budget.pause;
     end_drafters(requests_[s]->seq.drafters());
     retired_stats_.add(requests_[s]->seq.stats());
     requests_[s].reset();
@@ -708,7 +621,7 @@ class SpeculativeBatch {
   drafters_type prototype_;
   verifier_type verifier_;
   std::vector<std::optional<Request>> requests_;  // per slot
-  [[no_unique_address]] std::conditional_t<step_defined, backend_step_type, detail::NoBackendBatchStep> backend_step_;
+  [[no_unique_address]] std::conditional_t<step_defined, backend_step_type, detail::NoBackendStep> backend_step_;
   request_id next_id_ = 0;
   std::int64_t forwards_ = 0;
   DecodeStats retired_stats_;
@@ -717,25 +630,11 @@ class SpeculativeBatch {
   std::vector<TreeView> batch_trees_;
   std::vector<std::span<const token_t>> committed_;  // this step's committed tokens, per tree
   std::vector<RequestUpdate> updates_;
-  // The automatic budget (BatchOptions::cost): the calibration, this step's ranked nodes of every
-  // request, and the batch's sums over the steps it sized.
-  struct Candidate {
-    double probability;
-    int tree, rank;
-  };
+  // The automatic budget (BatchOptions::cost): the calibration, the controller, and the batch's
+  // sums over the steps it sized.
   std::shared_ptr<AcceptanceModel> acceptance_;  // the whole batch's: each request's prior
-  std::vector<Candidate> candidates_;
-  std::vector<double> ranked_;
-  std::vector<int> share_;
-  std::vector<double> share_tokens_;  // each request's expected accepted tokens in the step
-  struct {
-    int nodes = 0;               // the step's draft nodes, all requests',
-    double drafting_seconds = 0; // all requests' drafting,
-    double forward_seconds = 0;  // the cost model's forward of the step,
-    double plain_seconds = 0;    // and of a plain step of as many roots
-  } sizing_;
-  MeasuredPlainStep plain_step_;  // a plain step of the batch, measured (BatchOptions::measured_pause)
-  DraftingPause last_pause_;      // the pause of the last request to end, a new request's start
+  std::optional<detail::StepBudget> budget_;
+  DraftingPause last_pause_;  // the pause of the last request to end, a new request's start
   std::int64_t sized_steps_ = 0;
   double expected_tokens_ = 0, expected_seconds_ = 0;
 };

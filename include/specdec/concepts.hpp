@@ -13,8 +13,8 @@
 // sampling one.
 //
 // A target whose model runs on a device is a BackendTarget instead: its step's data stays in the
-// backend's memory and the verifier runs there too (verify_on), see backend_step.hpp; a
-// BackendBatchTarget is its form for SpeculativeBatch (backend_batch_step.hpp).
+// backend's memory and the verifier runs there too (verify_on), see step/backend_step.hpp; a
+// BackendBatchTarget is its form for SpeculativeBatch (the same step for B trees).
 //
 // This is the one header a policy or target author needs (with DraftContext, DraftTree, TreeView
 // and Verdict); it stays small: the backend operations and the sampling code are not included.
@@ -251,7 +251,7 @@ concept BackendTarget = requires(T& t, const T& ct, std::span<const token_t> tok
 /// BackendTarget's form for a batch: a model on a backend holding several sequences (slots) that
 /// forwards one tree per slot in one call. What SpeculativeBatch steps on the backend: the batch
 /// copies all trees there in one transfer, verifies every tree there, compacts every slot's cache
-/// with one backend::compact_kv and copies back only the accepted paths (backend_batch_step.hpp).
+/// with one backend::compact_kv and copies back only the accepted paths (step/backend_step.hpp).
 ///  - backend_type, backend(), vocab_size(): as for BackendTarget; slots(): sequences held at once.
 ///  - prefill(slot, tokens): starts a new sequence in `slot` whose cache holds exactly `tokens`
 ///    (host memory); release(slot): the slot's sequence has ended.

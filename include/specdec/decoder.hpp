@@ -1,11 +1,12 @@
 // SpeculativeDecoder<Target, Drafter..., Verifier>: the decode loop of one sequence. Its step runs
-// the phases of sequence_step.hpp (draft, merge, commit, observe, record), the same that
-// SpeculativeBatch (batch_decoder.hpp) runs for many sequences; drafting and merging run on the
-// host; the forward, verification and commit run on the host for a Target, and on the target's
-// backend (host or CUDA, backend_step.hpp) for a BackendTarget.
+// the phases of step/sequence_step.hpp (draft, merge, commit, observe, record) and the automatic
+// budget of step/budget.hpp, the same that SpeculativeBatch (batch_decoder.hpp) runs for many
+// sequences; drafting and merging run on the host; the forward, verification and commit run on
+// the host for a Target, and on the target's backend (host or CUDA, step/backend_step.hpp, the
+// batch's step with one tree) for a BackendTarget.
 //
 // A host Target's decoder compiles none of the backend operations nor the sampling code: only a
-// BackendTarget needs backend_step.hpp, which its own header includes.
+// BackendTarget needs step/backend_step.hpp, which its own header includes.
 #pragma once
 
 #include <algorithm>
@@ -22,27 +23,14 @@
 #include <specdec/draft_budget.hpp>
 #include <specdec/draft_tree.hpp>
 #include <specdec/error.hpp>
-#include <specdec/sequence_step.hpp>
 #include <specdec/stats.hpp>
+#include <specdec/step/budget.hpp>
+#include <specdec/step/sequence_step.hpp>
 #include <specdec/type_list.hpp>
 
 namespace specdec {
 
 namespace detail {
-template <class Backend>
-class BackendStep;  // backend_step.hpp
-
-/// The decoder's per-target step state: a BackendStep for a BackendTarget, nothing otherwise.
-struct NoBackendStep {};
-template <class Target>
-struct backend_step_for {
-  using type = NoBackendStep;
-};
-template <BackendTarget Target>
-struct backend_step_for<Target> {
-  using type = BackendStep<typename Target::backend_type>;
-};
-
 /// What forward() returns, or void when the target has no usable forward() (its check says so).
 template <class Target>
 struct forward_output {
@@ -65,13 +53,14 @@ struct DecoderOptions {
   /// DraftingPause::ask_nodes), ranks the merged nodes by the estimated probability that their
   /// path is accepted (an AcceptanceModel that learns from this decoder's verdicts, across
   /// sequences) and sends the k best, k = 0 included, that maximise expected tokens per second:
-  /// (1 + their probabilities) / (cost.step_seconds(1 + k, cached tokens) + the mean drafting time
-  /// of recent drafting steps); while drafting does not pay over the recent drafting steps
-  /// (measured_pause), the drafters are not asked for 1, 2, 4, ... up to 32 steps, or up to 256
-  /// where one probe costs a fair part of them (DraftingPause; a new sequence drafts at once).
-  /// The cost model must answer for every size up to budget + 1. Without one, every step sends
-  /// up to `budget` nodes ranked by the drafters' own scores. Either way the committed tokens are the same: the budget changes what is drafted,
-  /// never what is accepted.
+  /// (1 + their probabilities) / (cost.step_seconds(1 + k, cached tokens) + the step's drafting
+  /// time); while drafting does not pay over the recent drafting steps (measured_pause), the
+  /// drafters are not asked for 1, 2, 4, ... up to 32 steps, or up to 256 where one probe costs a
+  /// fair part of them (DraftingPause; a new sequence drafts at once). It is SpeculativeBatch's
+  /// automatic budget for a batch of one (step/budget.hpp). The cost model must answer for every
+  /// size up to budget + 1. Without one, every step sends up to `budget` nodes ranked by the
+  /// drafters' own scores. Either way the committed tokens are the same: the budget changes what
+  /// is drafted, never what is accepted.
   AnyCostModel cost{};
   AcceptanceModelOptions acceptance{};  ///< the automatic budget's calibration
   /// How the automatic budget's pause weighs a drafting step (DraftingPause): by its measured
@@ -124,10 +113,10 @@ class SpeculativeDecoder {
     else return detail::check_decoder<Target>(drafter_list{}, static_cast<verifier_type*>(nullptr));
   }();
   static_assert(num_drafters <= 32, "SpeculativeDecoder: at most 32 drafters (one source bit each).");
-  // A BackendTarget's step is defined in backend_step.hpp, which a host decoder does not include.
+  // A BackendTarget's step is defined in step/backend_step.hpp, which a host decoder does not include.
   static constexpr bool step_defined = detail::complete<typename detail::backend_step_for<Target>::type>;
   static_assert(!composition_checked || step_defined,
-                "This target is a BackendTarget: include <specdec/backend_step.hpp> (the decoder's step on "
+                "This target is a BackendTarget: include <specdec/step/backend_step.hpp> (the decoder's step on "
                 "its backend) before using SpeculativeDecoder with it.");
   static constexpr bool checked = composition_checked && step_defined;
 
@@ -169,18 +158,20 @@ class SpeculativeDecoder {
       const int vocab = static_cast<int>(target_.vocab_size());
       for (std::size_t i = 0; i < prompt.size(); ++i)
         detail::check_token(prompt[i], vocab, [i] { return "prompt token " + std::to_string(i); });
-      if constexpr (BackendTarget<Target>) backend_step_.prepare(target_.backend(), options_.budget, vocab);
+      if constexpr (BackendTarget<Target>) {
+        using step_type = typename detail::backend_step_for<Target>::type;
+        if (options_.budget > step_type::max_budget)
+          throw error("SpeculativeDecoder: budget " + std::to_string(options_.budget) + " is above what a backend " +
+                      "step verifies and compacts (" + std::to_string(step_type::max_budget) + " draft nodes)");
+        backend_step_.prepare(target_.backend(), vocab, "SpeculativeDecoder", false, 1, options_.budget + 1);
+      }
       target_.prefill(prompt.first(prompt.size() - 1));
       TargetFeatures features{};
-      if constexpr (gathers_features) {
-        const std::span<const float> rows = target_.prefill_features();
-        features = {0, static_cast<int>(prompt.size()) - 1, feature_dim(), rows.data()};
-        if (rows.size() != static_cast<std::size_t>(features.rows) * static_cast<std::size_t>(features.dim))
-          throw error("SpeculativeDecoder::prefill: the target's prefill_features() has " + std::to_string(rows.size()) +
-                      " floats, expected " + std::to_string(features.rows) + " tokens x " + std::to_string(features.dim));
-      }
+      if constexpr (gathers_features)
+        features = detail::prefill_features(target_.prefill_features(), prompt.size(), feature_dim(),
+                                            "SpeculativeDecoder::prefill: the target's prefill_features()");
       seq_.begin(prompt, vocab, features);
-      pause_.restart();  // a new sequence: draft from its first step
+      lane_.pause.restart();  // a new sequence: draft from its first step
     }
   }
 
@@ -202,31 +193,19 @@ class SpeculativeDecoder {
       using clock = std::chrono::steady_clock;
       using seconds = std::chrono::duration<double>;
       const int cached = seq_.cached();
-      int budget = options_.budget;
-      int max_depth = options_.budget;
-      if constexpr (BackendTarget<Target>) {
-        // The forward writes every tree node's K/V behind the cache, so the whole tree must fit.
-        const int max_positions = target_.kv_cache().layout.max_positions;
-        const int room = max_positions - cached;
-        if (room < 1) throw error("SpeculativeDecoder::step: the target is full (" + std::to_string(max_positions) + " positions)");
-        budget = std::min(budget, room - 1);
-        max_depth = budget;
-      } else if constexpr (BoundedTarget<Target>) {
-        const int room = static_cast<int>(target_.max_positions()) - cached - 1;
-        if (room < 0) {
-          throw error("SpeculativeDecoder::step: the target is full (" +
-                      std::to_string(target_.max_positions()) + " positions)");
-        }
-        max_depth = std::min(max_depth, room);
+      clock::time_point t0{};  // set when a drafter is asked
+      TreeView view = detail::draft_sequence(seq_, lane_, tree_bounds(cached), acceptance_ ? &*acceptance_ : nullptr,
+                                             options_.clock, t0);
+      if (budget_) {  // this step's size, from its drafting time and ranking
+        lane_.budget = options_.budget;
+        budget_->begin();
+        budget_->join(lane_, &seq_.ranking(), cached);
+        const DraftSizeChoice choice = budget_->size();
+        seq_.record_sizing(choice.expected_tokens, choice.seconds);
+        if (lane_.ranked) view = seq_.keep(lane_.nodes);
       }
-      // A step that asks no drafter (no budget or no room, or the automatic budget's pause) sends
-      // its root alone: no drafting time, so no clock read before its forward's.
-      const bool paused = options_.cost && pause_.skip_step();
-      const bool asks = !paused && budget > 0 && max_depth > 0;
-      const auto t0 = asks ? options_.clock() : clock::time_point{};
-      const TreeView view = !asks ? root_step(paused) : options_.cost ? sized_draft(budget, max_depth) : seq_.draft(budget, max_depth);
       const auto t1 = options_.clock();
-      const double drafting = asks ? seconds(t1 - t0).count() : 0.0;
+      const double drafting = lane_.asked ? seconds(t1 - t0).count() : 0.0;  // the sizing included
 
       // [t2, t3): the verifier's time, read where the tree has draft nodes; a step that sends the
       // root alone counts its verification as the target's (see DecodeStats): two clock reads
@@ -236,7 +215,10 @@ class SpeculativeDecoder {
         // Forward, verification and compaction run behind each other on the backend: their time
         // is the target's.
         try {
-          backend_step_.run(target_, verifier_, view, seq_.verdict());
+          const int slot = 0;
+          backend_step_.run(target_, TreeBatchView{std::span<const int>(&slot, 1), std::span<const TreeView>(&view, 1)},
+                            [&](int) -> verifier_type& { return verifier_; },
+                            [&](int) -> Verdict& { return seq_.verdict(); });
         } catch (...) {
           seq_.stop();  // the cache may be partly compacted: only a new prefill can go on
           throw;
@@ -251,16 +233,20 @@ class SpeculativeDecoder {
         seq_.check_verdict(view);
         if (acceptance_) seq_.record_verdict(*acceptance_);
         if (split) t3 = options_.clock();
-        if constexpr (gathers_features) gather_features(out);  // before commit: it ends the output's life
+        // before commit: it ends the output's life
+        if constexpr (gathers_features) seq_.gather_features(out, feature_dim(), "SpeculativeDecoder::step");
         target_.commit(std::span<const node_t>(seq_.verdict().path));
       }
       const auto t4 = options_.clock();
 
-      const TargetFeatures features{cached, static_cast<int>(seq_.verdict().path.size()), feature_dim(), feature_rows_.data()};
+      const TargetFeatures features =
+          seq_.path_features(cached, static_cast<int>(seq_.verdict().path.size()), feature_dim());
       const std::span<const token_t> committed = seq_.commit(view);
       seq_.observe(features);
       const auto t5 = options_.clock();
-      if (options_.cost) weigh_step(asks, drafting, seconds(t5 - (asks ? t0 : t1)).count());
+      // The step's time for the automatic budget: from its drafting, or from its forward when it
+      // sent the root alone (no clock read before it).
+      if (budget_) budget_->weigh(seconds(t5 - (lane_.asked ? t0 : t1)).count());
 
       seq_.record(view, drafting + seconds(t5 - t4).count(),
                   seconds(t2 - t1).count() + seconds(t4 - t3).count(), seconds(t3 - t2).count());
@@ -366,56 +352,25 @@ class SpeculativeDecoder {
         options_(options),
         seq_(drafters_type(std::move(std::get<I>(all))...)),
         verifier_(std::move(std::get<num_drafters>(all))) {
-    if (options_.cost) acceptance_.emplace(static_cast<int>(std::max<std::size_t>(num_drafters, 1)), options_.acceptance);
-  }
-
-  // The root alone, no drafter asked; `paused`: by the automatic budget's pause.
-  TreeView root_step(bool paused) {
-    if (paused) seq_.record_pause();
     if (options_.cost) {
-      sizing_.plain_seconds = options_.cost.step_seconds(1, seq_.cached());
-      seq_.record_sizing(1.0, sizing_.plain_seconds);
+      acceptance_.emplace(static_cast<int>(std::max<std::size_t>(num_drafters, 1)), options_.acceptance);
+      budget_.emplace(options_.cost, options_.measured_pause);
     }
-    return seq_.root_only();
   }
 
-  // The automatic budget, after a step of `step_seconds` (measured, commit included): a drafting
-  // step's gain goes to the pause (its expected tokens: the estimates are calibrated, a verdict
-  // is one draw); a root-only step's time to the measure of a plain step.
-  void weigh_step(bool drafted, double drafting, double step_seconds) {
-    if (!drafted) {
-      if (options_.measured_pause) plain_step_.observe(step_seconds, sizing_.plain_seconds);
-      return;
+  // The bounds of this step's tree (see tree_bounds) on `cached` tokens; throws when the target
+  // has no room for the root.
+  detail::TreeBounds tree_bounds(int cached) const {
+    if constexpr (BackendTarget<Target> || BoundedTarget<Target>) {
+      int max_positions = 0;
+      if constexpr (BackendTarget<Target>) max_positions = target_.kv_cache().layout.max_positions;
+      else max_positions = static_cast<int>(target_.max_positions());
+      const int room = max_positions - cached - 1;
+      if (room < 0) throw error("SpeculativeDecoder::step: the target is full (" + std::to_string(max_positions) + " positions)");
+      return detail::tree_bounds<BackendTarget<Target>>(options_.budget, room);
+    } else {
+      return {options_.budget, options_.budget};
     }
-    // A step that sent no node gained nothing but lost its drafting, whatever its time's noise. A
-    // probe is weighed by the model: after a pause it runs cold (caches, a forward's threads), as
-    // the drafting steps that follow it do not.
-    const bool measured = options_.measured_pause && !pause_.probing();
-    const double plain_seconds = measured ? plain_step_.seconds(sizing_.plain_seconds) : sizing_.plain_seconds;
-    const double tokens = sizing_.expected_tokens;
-    const double gain = sizing_.nodes == 0 ? -drafting
-                        : measured        ? tokens * plain_seconds - step_seconds
-                                          : tokens * plain_seconds - sizing_.forward_seconds - drafting;
-    pause_.drafted(sizing_.nodes, gain, drafting, plain_seconds, DraftingPause::most_tokens_at(options_.budget));
-  }
-
-  // The automatic budget's draft: rank up to `most` nodes by calibrated path probability and
-  // keep the count that maximises expected tokens per second (DecoderOptions::cost). What the
-  // step's gain needs goes to sizing_, for the pause (DraftingPause: so that speculation costs
-  // nothing where it cannot pay).
-  TreeView sized_draft(int most, int max_depth) {
-    seq_.rank(pause_.ask_nodes(most), max_depth, &*acceptance_);
-    const TreeMerger& ranking = seq_.ranking();
-    ranked_.resize(static_cast<std::size_t>(ranking.ranked()));
-    for (int i = 0; i < ranking.ranked(); ++i) ranked_[static_cast<std::size_t>(i)] = ranking.ranked_priority(i);
-    const double drafting = pause_.drafting_seconds();
-    const DraftSizeChoice choice = choose_draft_size(ranked_, options_.cost, seq_.cached(), drafting);
-    seq_.record_sizing(choice.expected_tokens, choice.seconds);
-    sizing_.nodes = choice.nodes;
-    sizing_.expected_tokens = choice.expected_tokens;
-    sizing_.forward_seconds = choice.seconds - drafting;
-    sizing_.plain_seconds = options_.cost.step_seconds(1, seq_.cached());
-    return seq_.keep(choice.nodes);
   }
 
   // How many of the next steps, at most `most`, would send the root alone without asking a
@@ -424,7 +379,7 @@ class SpeculativeDecoder {
   int plain_steps(int most) const {
     if (!options_.plain_runs || !seq_.started()) return 0;
     const bool all = options_.budget == 0 || (num_drafters == 0 && !options_.cost);
-    int steps = all ? most : options_.cost ? std::min(most, pause_.remaining()) : 0;
+    int steps = all ? most : budget_ ? std::min(most, lane_.pause.remaining()) : 0;
     if constexpr (BoundedTarget<Target>)
       steps = std::min(steps, static_cast<int>(target_.max_positions()) - seq_.cached());
     return std::max(steps, 0);
@@ -440,13 +395,13 @@ class SpeculativeDecoder {
     const auto t0 = options_.clock();
     std::vector<token_t> run;
     try {
-      if constexpr (gathers_features) run = target_.decode(seq_.context().back(), steps, stop_tokens, feature_rows_);
+      if constexpr (gathers_features) run = target_.decode(seq_.context().back(), steps, stop_tokens, seq_.feature_rows());
       else run = target_.decode(seq_.context().back(), steps, stop_tokens);
       if (run.empty() || static_cast<int>(run.size()) > steps)
         throw error("SpeculativeDecoder::generate: the target's decode() returned " + std::to_string(run.size()) +
                     " tokens for " + std::to_string(steps) + " steps");
-      if (gathers_features && feature_rows_.size() != run.size() * static_cast<std::size_t>(feature_dim()))
-        throw error("SpeculativeDecoder::generate: the target's decode() gave " + std::to_string(feature_rows_.size()) +
+      if (gathers_features && seq_.feature_rows().size() != run.size() * static_cast<std::size_t>(feature_dim()))
+        throw error("SpeculativeDecoder::generate: the target's decode() gave " + std::to_string(seq_.feature_rows().size()) +
                     " feature floats for " + std::to_string(run.size()) + " tokens of feature_dim() " +
                     std::to_string(feature_dim()));
       for (std::size_t i = 0; i < run.size(); ++i)
@@ -457,17 +412,17 @@ class SpeculativeDecoder {
     }
     const auto t1 = options_.clock();
     const std::span<const token_t> committed = seq_.commit_plain(run);
-    seq_.observe(gathers_features ? TargetFeatures{cached, static_cast<int>(run.size()), feature_dim(), feature_rows_.data()}
+    seq_.observe(gathers_features ? seq_.path_features(cached, static_cast<int>(run.size()), feature_dim())
                                   : TargetFeatures{});
     const auto t2 = options_.clock();
     const int done = static_cast<int>(committed.size());
-    if (options_.cost) {
+    if (budget_) {
       double modelled = 0;
       for (int i = 0; i < done; ++i) modelled += options_.cost.step_seconds(1, cached + i);
       seq_.record_sizing(done, modelled, done);
-      if (options_.measured_pause) plain_step_.observe(seconds(t2 - t0).count() / done, modelled / done);
+      budget_->observe_plain(seconds(t2 - t0).count() / done, modelled / done);
     }
-    seq_.record_plain(pause_.skip_steps(done), seconds(t1 - t0).count(), seconds(t2 - t1).count());
+    seq_.record_plain(lane_.pause.skip_steps(done), seconds(t1 - t0).count(), seconds(t2 - t1).count());
     return committed;
   }
 
@@ -486,39 +441,18 @@ class SpeculativeDecoder {
     seq_.cache(static_cast<int>(feed_path_.size()));
   }
 
-  // Copies the features of the accepted path's nodes (root first) into feature_rows_.
-  template <class Out>
-  void gather_features(const Out& out) {
-    const std::size_t dim = static_cast<std::size_t>(feature_dim());
-    const auto& path = seq_.verdict().path;
-    feature_rows_.resize(path.size() * dim);
-    for (std::size_t k = 0; k < path.size(); ++k) {
-      const std::span<const float> row = out.features(path[k]);
-      if (row.size() != dim)
-        throw error("SpeculativeDecoder::step: the target's features(" + std::to_string(path[k]) + ") has " +
-                    std::to_string(row.size()) + " floats, but its feature_dim() is " + std::to_string(dim));
-      std::copy(row.begin(), row.end(), feature_rows_.begin() + static_cast<std::ptrdiff_t>(k * dim));
-    }
-  }
-
   Target& target_;
   DecoderOptions options_;
   sequence_type seq_;  // the sequence's state and the step's phases
   verifier_type verifier_;
   [[no_unique_address]] std::conditional_t<step_defined, typename detail::backend_step_for<Target>::type,
                                            detail::NoBackendStep> backend_step_;
-  std::optional<AcceptanceModel> acceptance_;  // the automatic budget's calibration (DecoderOptions::cost)
-  std::vector<double> ranked_;                 // its ranked path probabilities, best first
-  DraftingPause pause_;                        // the automatic budget's pause
-  MeasuredPlainStep plain_step_;               // and its measure of a plain step
-  struct {
-    int nodes = 0;               // this drafting step sent this many nodes,
-    double expected_tokens = 1;  // expected to commit this many tokens
-    double forward_seconds = 0;  // in a forward of this many seconds (the cost model's);
-    double plain_seconds = 0;    // a plain step at this step's context: this many (the model's)
-  } sizing_;
-  std::vector<node_t> feed_path_;    // resume(): the fed chain, root first
-  std::vector<float> feature_rows_;  // the last step's accepted path's features, for feature drafters
+  // The automatic budget (DecoderOptions::cost): its calibration, its controller and this
+  // sequence's part in it (the drafters' pause).
+  std::optional<AcceptanceModel> acceptance_;
+  std::optional<detail::StepBudget> budget_;
+  detail::SequenceBudget lane_;
+  std::vector<node_t> feed_path_;  // resume(): the fed chain, root first
 };
 
 }  // namespace specdec

@@ -40,7 +40,7 @@ struct ExactVerifier {
 
   /// The same verification in a backend's memory (a BackendTarget's step). Job is
   /// backend::VerifyJob; greedy_verify is found on the tag's namespace (backend.hpp, which
-  /// backend_step.hpp includes), so that a host decoder does not compile the backend operations.
+  /// step/backend_step.hpp includes), so that a host decoder does not compile the backend operations.
   template <class Backend, class Job = backend::VerifyJob>
   backend::status verify_on(const Backend& tag, const Job& job) const {
     return greedy_verify(tag, job.greedy);

@@ -25,9 +25,9 @@
 #include <specdec/acceptance_model.hpp>
 #include <specdec/concepts.hpp>
 #include <specdec/draft_budget.hpp>
-#include <specdec/draft_tree.hpp>
+#include <specdec/tree_merger.hpp>
 #include <specdec/error.hpp>
-#include <specdec/sequence_step.hpp>
+#include <specdec/step/sequence_step.hpp>
 #include <specdec/stats.hpp>
 #include <specdec/verdict.hpp>
 #include <specdec/policies/verifiers/conditional.hpp>

@@ -1,5 +1,5 @@
 // Must not compile: a BackendBatchTarget used with batch_decoder.hpp alone. A host batch does not
-// compile the backend step, so the expected error asks for <specdec/backend_batch_step.hpp>, once.
+// compile the backend step, so the expected error asks for <specdec/step/backend_step.hpp>, once.
 #include <span>
 #include <vector>
 

@@ -3,7 +3,7 @@
 #include <span>
 #include <vector>
 
-#include <specdec/backend_batch_step.hpp>
+#include <specdec/step/backend_step.hpp>
 #include <specdec/batch_decoder.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 

@@ -1,5 +1,5 @@
 // Must not compile: a BackendTarget used with decoder.hpp alone. A host decoder does not compile
-// the backend step (issue 19), so the expected error asks for <specdec/backend_step.hpp>, once.
+// the backend step (issue 19), so the expected error asks for <specdec/step/backend_step.hpp>, once.
 #include <span>
 
 #include <specdec/backend.hpp>  // the tag, but not the step

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include <specdec/core/batch.hpp>
-#include <specdec/draft_tree.hpp>
+#include <specdec/tree_merger.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
 #include <specdec/testing/hash_target.hpp>
 

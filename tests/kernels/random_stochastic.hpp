@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <specdec/core/stochastic_batch.hpp>
-#include <specdec/draft_tree.hpp>
+#include <specdec/tree_merger.hpp>
 
 #include "kernels/random_batches.hpp"
 

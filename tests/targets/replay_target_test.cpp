@@ -4,7 +4,7 @@
 #include <vector>
 
 #include <specdec/decoder.hpp>
-#include <specdec/draft_tree.hpp>
+#include <specdec/tree_merger.hpp>
 #include <specdec/policies/drafters/empty.hpp>
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/verifiers/exact.hpp>

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <specdec/backend.hpp>
-#include <specdec/backend_step.hpp>
+#include <specdec/step/backend_step.hpp>
 #include <specdec/concepts.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/policies/drafters/oracle.hpp>

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include <specdec/backend_step.hpp>
+#include <specdec/step/backend_step.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/verifiers/exact.hpp>

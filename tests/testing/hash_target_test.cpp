@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include <specdec/draft_tree.hpp>
+#include <specdec/tree_merger.hpp>
 #include <specdec/testing/hash_target.hpp>
 #include <specdec/testing/target_conformance.hpp>
 

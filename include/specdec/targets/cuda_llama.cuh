@@ -1,6 +1,6 @@
 // CudaLlamaTarget: a Llama on one CUDA device, as a BackendTarget (backend::cuda), so that
 // SpeculativeDecoder verifies and compacts its trees on the device with the backend step
-// (backend_step.hpp). It loads llama2.c checkpoints in fp32 (Llama2cModel's loader) or builds a
+// (step/backend_step.hpp). It loads llama2.c checkpoints in fp32 (Llama2cModel's loader) or builds a
 // synthetic shape (models/synthetic_llama.hpp) in bf16 on the device from a seed, with no file
 // and no host-to-device copy of its weights.
 //
@@ -15,7 +15,7 @@
 // activations instead).
 //
 // CudaLlamaBatchTarget is the same model as a BackendBatchTarget: one cache per slot, the trees
-// of up to 64 requests in one forward (SpeculativeBatch, backend_batch_step.hpp).
+// of up to 64 requests in one forward (SpeculativeBatch, step/backend_step.hpp).
 //
 // Include it in a .cu file compiled by nvcc (C++20). Not done yet: CUDA graphs for the ~9
 // launches per layer, weights staged through shared memory, attention that reads each cached row
@@ -36,8 +36,7 @@
 #include <cuda_runtime.h>
 
 #include <specdec/backend.hpp>
-#include <specdec/backend_batch_step.hpp>  // the batch's step for a BackendBatchTarget
-#include <specdec/backend_step.hpp>        // the decoder's step for a BackendTarget
+#include <specdec/step/backend_step.hpp>  // the step of a BackendTarget and a BackendBatchTarget
 #include <specdec/concepts.hpp>
 #include <specdec/core/kv_compaction.hpp>
 #include <specdec/core/tree.hpp>

@@ -3,7 +3,7 @@
 // through the backend step: copy the tree once, forward, verify and compact there, copy the path
 // back. A test model for that path, and the smallest example of a device-resident target.
 // BackendHashBatchTarget is the same model for several sequences at once (a BackendBatchTarget),
-// which SpeculativeBatch steps on the backend (backend_batch_step.hpp).
+// which SpeculativeBatch steps on the backend (step/backend_step.hpp).
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,7 @@
 #include <vector>
 
 #include <specdec/backend.hpp>
-#include <specdec/backend_batch_step.hpp>  // the batch's step for a BackendBatchTarget
-#include <specdec/backend_step.hpp>        // the decoder's step for a BackendTarget
+#include <specdec/step/backend_step.hpp>  // the step of a BackendTarget and a BackendBatchTarget
 #include <specdec/concepts.hpp>
 #include <specdec/core/kv_compaction.hpp>
 #include <specdec/error.hpp>

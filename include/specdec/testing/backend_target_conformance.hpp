@@ -8,7 +8,7 @@
 //
 // Why a kit: a backend target that ignored the ancestor mask still decoded exactly greedy on every
 // request when the drafts were chains or few branches (issue 47). The kit drives the target
-// directly, as backend_step.hpp does, with trees of every shape: the root alone, a chain, a star,
+// directly, as step/backend_step.hpp does, with trees of every shape: the root alone, a chain, a star,
 // random wide trees, a deep tree and one large tree that fills the cache's free positions.
 //  1. live: per sequence, prefill(prompt minus its last token), then steps of forward(tree) (the
 //     tree's arrays copied to backend memory), a random accepted path and backend::compact_kv of

@@ -12,7 +12,10 @@
 //   record  the step's counters join the statistics.
 //
 // The phases own no target and no verifier, so the facades differ only in how the forward and
-// the verification are done (and in the bounds they ask for), not in the decode loop around them.
+// the verification are done, not in the decode loop around them. What else both facades need is
+// here too, once: the bounds of a tree on a target's positions (tree_bounds), the step on a
+// backend (backend_step_for, step/backend_step.hpp), the check of a prefill's features and the
+// gathering of an accepted path's features; the automatic budget is step/budget.hpp's.
 // Storage is reused from step to step: the phases allocate nothing once the buffers have grown.
 #pragma once
 
@@ -32,7 +35,7 @@
 #endif
 
 #include <specdec/concepts.hpp>
-#include <specdec/draft_tree.hpp>
+#include <specdec/tree_merger.hpp>
 #include <specdec/error.hpp>
 #include <specdec/stats.hpp>
 #include <specdec/type_list.hpp>
@@ -52,6 +55,47 @@ namespace specdec::detail {
 /// Whether T is defined here: a facade's backend step is, once its header was included.
 template <class T>
 inline constexpr bool complete = requires { sizeof(T); };
+
+template <class Backend>
+class BackendStep;  // step/backend_step.hpp
+
+/// A facade's step state for its target: a BackendStep for a BackendTarget or BackendBatchTarget,
+/// nothing otherwise (and nothing to include).
+struct NoBackendStep {};
+template <class Target>
+struct backend_step_for {
+  using type = NoBackendStep;
+};
+template <class Target>
+  requires BackendTarget<Target> || BackendBatchTarget<Target>
+struct backend_step_for<Target> {
+  using type = BackendStep<typename Target::backend_type>;
+};
+
+/// The most draft nodes of a step's tree and its deepest node's depth.
+struct TreeBounds {
+  int nodes = 0, depth = 0;
+};
+/// The bounds of a tree within `budget` where `room` positions are free after the root: a backend
+/// target writes every node's K/V behind its cache, so all nodes must fit; a host target places
+/// each node at its depth, so the depth must (an unbounded target has room INT_MAX).
+template <bool every_node_cached>
+TreeBounds tree_bounds(int budget, int room) {
+  const int fits = std::min(budget, std::max(room, 0));
+  if constexpr (every_node_cached) return {fits, fits};
+  else return {budget, fits};
+}
+
+/// The features of a prefill of `prompt_length` tokens (all but the last cached): `rows` must hold
+/// `dim` floats per cached token; `who` names the call in the error.
+inline TargetFeatures prefill_features(std::span<const float> rows, std::size_t prompt_length, int dim,
+                                       const std::string& who) {
+  const TargetFeatures features{0, static_cast<int>(prompt_length) - 1, dim, rows.data()};
+  if (rows.size() != static_cast<std::size_t>(features.rows) * static_cast<std::size_t>(dim))
+    throw error(who + " has " + std::to_string(rows.size()) + " floats, expected " + std::to_string(features.rows) +
+                " tokens x " + std::to_string(dim));
+  return features;
+}
 
 /// Throws specdec::error naming `what` (a string, or a callable that builds one: subject(),
 /// error.hpp) when token `t` lies outside [0, vocab).
@@ -193,6 +237,27 @@ class SequenceStep<type_list<Drafters...>> {
     return committed_;
   }
 
+  /// Copies the features of the accepted path's nodes (root first) from the forward's output
+  /// (`out.features(node)`, `dim` floats each), before the target's commit ends its life; `who`
+  /// names the facade in the error.
+  template <class Out>
+  void gather_features(const Out& out, int dim, const char* who) {
+    const std::size_t width = static_cast<std::size_t>(dim);
+    const auto& path = verdict_.path;
+    feature_rows_.resize(path.size() * width);
+    for (std::size_t k = 0; k < path.size(); ++k) {
+      const std::span<const float> row = out.features(path[k]);
+      if (row.size() != width)
+        throw error(std::string(who) + ": the target's features(" + std::to_string(path[k]) + ") has " +
+                    std::to_string(row.size()) + " floats, but its feature_dim() is " + std::to_string(dim));
+      std::copy(row.begin(), row.end(), feature_rows_.begin() + static_cast<std::ptrdiff_t>(k * width));
+    }
+  }
+  /// The rows gather_features() (or a plain run) left: `rows` tokens from position `base`.
+  TargetFeatures path_features(int base, int rows, int dim) const { return {base, rows, dim, feature_rows_.data()}; }
+  /// Where a plain run writes its tokens' features (SpeculativeDecoder::generate).
+  std::vector<float>& feature_rows() { return feature_rows_; }
+
   /// observe: every drafter is told the committed tokens (and, for a feature drafter, `features`).
   void observe(const TargetFeatures& features) {
     std::apply([&](auto&... drafter) { (observe_one(drafter, features), ...); }, drafters_);
@@ -310,6 +375,7 @@ class SequenceStep<type_list<Drafters...>> {
   TreeMerger merger_;
   Verdict verdict_;
   std::vector<token_t> committed_;
+  std::vector<float> feature_rows_;  // the accepted path's features, for feature drafters
   DecodeStats stats_;
 };
 

@@ -1,17 +1,21 @@
-// SpeculativeBatch's step for a BackendBatchTarget: BackendStep (backend_step.hpp) for B trees in
-// one call. Everything after the merges runs on the target's backend, in its memory, and only the
-// B accepted paths come back.
+// The step after the merge for a BackendTarget (SpeculativeDecoder, one tree) or a
+// BackendBatchTarget (SpeculativeBatch, B trees): everything runs on the target's backend, in its
+// memory, and only the accepted paths come back.
 //
 //   host                          backend (stream order; nothing waits in between)
-//   B merged trees --copy-------> tree arrays ─> target.forward(batch) ─> verify_on ─> compact_kv
-//   B paths, next  <--copy------- outputs  <─────────────────────────────────────────────┘
+//   B merged trees --copy-------> tree arrays ─> target.forward ─> verifier.verify_on ─> compact_kv
+//   B paths, next  <--copy------- outputs  <────────────────────────────────────────────────┘
 //                   synchronize (the one wait of the step)
+//
+// The wait is needed: the accepted lengths decide what the host appends to the contexts, what the
+// drafters observe, where the next trees start and whether a sequence stops; a bad status must
+// become a specdec::error. The tree arrays and the outputs share one packed buffer (outputs first),
+// so each direction is a single copy from or to staging memory (pinned on CUDA).
 //
 // verify_on runs once per run of consecutive trees whose verifiers verify alike (random keys
 // aside; see verifies_alike): once for the whole batch with ExactVerifier, or with
 // RejectionSampling when the requests share their sampling parameters. compact_kv runs once for
-// every slot. As in BackendStep, the outputs come first in one packed buffer, so each direction
-// is one copy from or to staging memory.
+// every tree.
 #pragma once
 
 #include <algorithm>
@@ -23,13 +27,30 @@
 #include <vector>
 
 #include <specdec/backend.hpp>
-#include <specdec/backend_step.hpp>  // Packing
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
 #include <specdec/core/tree_view.hpp>
 #include <specdec/verdict.hpp>
 
 namespace specdec::detail {
+
+/// Byte offsets of arrays packed one after another, each aligned for any element type.
+class Packing {
+ public:
+  template <class T>
+  std::size_t add(std::size_t count) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    size_ = (size_ + alignment - 1) / alignment * alignment;
+    const std::size_t at = size_;
+    size_ += sizeof(T) * count;
+    return at;
+  }
+  std::size_t size() const { return size_; }
+
+ private:
+  static constexpr std::size_t alignment = 16;
+  std::size_t size_ = 0;
+};
 
 /// Can one verify_on call verify the trees of verifiers `a` and `b` (each with its own random
 /// key)? Always for a verifier without state (ExactVerifier); when the verifier says so with
@@ -43,37 +64,56 @@ bool verifies_alike(const V& a, const V& b) {
 }
 
 template <class Backend>
-class BackendBatchStep {
+class BackendStep {
 #if !defined(__CUDACC__)
   static_assert(!std::is_same_v<Backend, backend::cuda>,
-                "A BackendBatchTarget on backend::cuda must be decoded in a CUDA translation unit (a .cu file "
+                "A BackendTarget or BackendBatchTarget on backend::cuda must be decoded in a CUDA translation unit (a .cu file "
                 "compiled by nvcc): the CUDA operations are declared only there.");
 #endif
 
  public:
-  /// The most draft nodes a request's tree may have: what one step verifies and compacts.
+  /// The most draft nodes a tree may have: what one step verifies and compacts.
   static constexpr int max_budget = (backend::max_compaction_nodes < backend::max_verify_nodes
                                          ? backend::max_compaction_nodes
                                          : backend::max_verify_nodes) - 1;
   /// The most trees a step takes.
   static constexpr int max_trees = backend::max_batch;
 
-  void prepare(const Backend& tag, int vocab) {
+  /// Sets the backend and the width of a logits row, and sizes the buffers for `trees` trees of
+  /// up to `nodes` nodes each (root included) without draft distributions, so that such steps
+  /// allocate nothing (on CUDA: never wait for the device but once). Errors begin with `owner`
+  /// (the facade) and, where `name_slots`, name the slot of the tree they concern.
+  void prepare(const Backend& tag, int vocab, const char* owner, bool name_slots, int trees = 1, int nodes = 1) {
     tag_ = tag;
     vocab_ = vocab;
+    owner_ = owner;
+    name_slots_ = name_slots;
+    Totals most;
+    most.trees = static_cast<std::size_t>(trees);
+    most.nodes = most.trees * static_cast<std::size_t>(nodes);
+    most.words = most.nodes * static_cast<std::size_t>(core::mask_words(nodes));
+    most.max_nodes = nodes;
+    max_nodes_ = nodes;
+    run_ends_.assign(1, trees);
+    const Places at = places(most);
+    staging_.grow(at.total);
+    packed_.grow(at.total);
+    grow_scratch(most);
   }
 
-  /// Runs the step of `batch` (host TreeViews laid out on their slots' caches) and writes tree
-  /// b's accepted path and next token to verdict_of(b), verifying it with verifier_of(b).
-  /// Buffers grow when a step needs more than every step before (on CUDA: a wait). Throws
-  /// specdec::error on a failed operation or a bad status; the slots' caches may then be partly
-  /// compacted, and their sequences must start again with prefill.
+  /// Runs the step of `batch` (host TreeViews laid out on their slots' caches; one tree, slot 0,
+  /// for a BackendTarget) and writes tree b's accepted path and next token to verdict_of(b),
+  /// verifying it with verifier_of(b). Buffers grow when a step needs more than prepare() and
+  /// every step before (on CUDA: a wait). Throws specdec::error on a failed operation or a bad
+  /// status; the slots' caches may then be partly compacted, and their sequences must start
+  /// again with prefill.
   template <class Target, class VerifierOf, class VerdictOf>
   void run(Target& target, const TreeBatchView& batch, VerifierOf&& verifier_of, VerdictOf&& verdict_of) {
     try {
       enqueue_and_wait(target, batch, verifier_of, verdict_of);
     } catch (...) {
-      // As in BackendStep::run: enqueued work must finish before the buffers are refilled or freed.
+      // Work enqueued before the failure may still read staging memory or write the buffers:
+      // it must finish before they are refilled or freed. Its own status no longer matters.
       static_cast<void>(backend::synchronize(tag_));
       throw;
     }
@@ -114,7 +154,9 @@ class BackendBatchStep {
     pack(batch, at, verifier_of);
     check(backend::copy(tag_, packed_.data(), staging_.data(), at.total), "copying the trees to the backend");
 
-    const LogitsRows rows = target.forward(TreeBatchView{batch.slots, views_});
+    LogitsRows rows;
+    if constexpr (BackendBatchTarget<Target>) rows = target.forward(TreeBatchView{batch.slots, views_});
+    else rows = target.forward(views_[0]);
     int first = 0;
     for (const int end : run_ends_) {
       check(verifier_of(first).verify_on(tag_, verify_job(at, rows, first, end - first)), "the verifier's verify_on");
@@ -155,7 +197,7 @@ class BackendBatchStep {
 
   void check(backend::status s, const char* what) const {
     if (s != backend::status::ok)
-      throw error(std::string("SpeculativeBatch: ") + what + " failed: " + backend::describe(tag_, s));
+      throw error(std::string(owner_) + ": " + what + " failed: " + backend::describe(tag_, s));
   }
 
   static Totals count(const TreeBatchView& batch) {
@@ -354,24 +396,23 @@ class BackendBatchStep {
   }
 
   void read_result(const Places& at, int b, int slot, Verdict& verdict) const {
-    const auto fail = [slot](const std::string& what) {
-      throw error("SpeculativeBatch: the tree of slot " + std::to_string(slot) + what);
-    };
+    const std::string tree = name_slots_ ? "the tree of slot " + std::to_string(slot) : "the tree";
+    const auto fail = [&](const std::string& what) { throw error(std::string(owner_) + ": " + what); };
     const auto greedy = staged<core::verify_status>(at.verify_status)[b];
     if (greedy != core::verify_status::ok)
-      fail(std::string(" failed verification on the backend: ") + core::to_string(greedy));
+      fail(tree + " failed verification on the backend: " + core::to_string(greedy));
     const auto stochastic = staged<core::stochastic_status>(at.stochastic_status)[b];
     if (stochastic == core::stochastic_status::bad_row)
-      fail(": the target's logits row after node " + std::to_string(staged<node_t>(at.bad_node)[b]) +
+      fail("the target's logits row after node " + std::to_string(staged<node_t>(at.bad_node)[b]) + " of " + tree +
            " is unusable: " + core::to_string(staged<core::sampling_status>(at.row_status)[b]));
     if (stochastic != core::stochastic_status::ok)
-      fail(std::string(" failed verification on the backend: ") + core::to_string(stochastic));
+      fail(tree + " failed verification on the backend: " + core::to_string(stochastic));
     const auto compaction = staged<core::compaction_status>(at.compaction_status)[b];
     if (compaction != core::compaction_status::ok)
-      fail(std::string(": KV compaction on the backend failed: ") + core::to_string(compaction));
+      fail("KV compaction of " + tree + " on the backend failed: " + core::to_string(compaction));
     const int length = staged<int>(at.length)[b];
     if (length < 1 || length > max_nodes_)
-      fail(": the backend verifier returned a path of length " + std::to_string(length));
+      fail("the backend verifier returned a path of length " + std::to_string(length) + " for " + tree);
     const node_t* path = staged<node_t>(at.path) + static_cast<std::size_t>(b) * static_cast<std::size_t>(max_nodes_);
     verdict.path.assign(path, path + length);
     verdict.next_token = staged<token_t>(at.next_token)[b];
@@ -379,6 +420,8 @@ class BackendBatchStep {
 
   Backend tag_{};
   int vocab_ = 0;
+  const char* owner_ = "";
+  bool name_slots_ = false;
   int max_nodes_ = 1;  // this step's largest tree: the stride of the paths
   std::size_t argmax_at_ = 0, accepted_at_ = 0, work_at_ = 0, workspace_at_ = 0;
   std::vector<int> run_ends_;    // the step's runs of like verifiers: where each ends
