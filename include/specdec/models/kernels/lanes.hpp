@@ -4,8 +4,6 @@
 // by-value vector ABI never shows at a call boundary. Host-only.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 
@@ -19,9 +17,6 @@ namespace specdec::llama::detail {
 typedef float v16f __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
-typedef int v16i __attribute__((vector_size(64)));
-typedef int v8i __attribute__((vector_size(32)));
-typedef int v4i __attribute__((vector_size(16)));
 
 /// Floats in a vector of type V.
 template <class V>
