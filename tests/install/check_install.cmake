@@ -16,7 +16,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIAB
 if(rc)
   message(FATAL_ERROR "building the consumer failed (${rc})")
 endif()
-foreach(program consumer consumer_conformance)
+foreach(program consumer consumer_conformance consumer_host_model)
   execute_process(COMMAND ${WORK_DIR}/build/${program} RESULT_VARIABLE rc)
   if(rc)
     message(FATAL_ERROR "${program} failed (${rc})")
@@ -32,6 +32,20 @@ endif()
 execute_process(COMMAND ${WORK_DIR}/consumer_without_cmake RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "consumer_without_cmake failed (${rc})")
+endif()
+
+# The host kernels built with contraction refuse to run, saying which flag to use (where the CPU
+# has FMA; elsewhere the portable kernels run and nothing was contracted).
+execute_process(COMMAND ${CXX_COMPILER} -std=c++20 -O2 -ffp-contract=fast -I${WORK_DIR}/prefix/include
+                        ${CONSUMER_SOURCE_DIR}/consumer_host_model.cpp -o ${WORK_DIR}/host_model_contracted
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "compiling consumer_host_model.cpp with -ffp-contract=fast failed (${rc})")
+endif()
+execute_process(COMMAND ${WORK_DIR}/host_model_contracted RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT (rc EQUAL 2 AND err MATCHES "compiled with floating-point contraction.*-ffp-contract=off")
+   AND NOT (rc EQUAL 0 AND out MATCHES "\\(portable\\)"))
+  message(FATAL_ERROR "the host kernels built with -ffp-contract=fast did not refuse to run (${rc}): ${out}${err}")
 endif()
 
 # The installed specbench reads its default EAGLE head and draft model from the prefix, not from

@@ -2,14 +2,18 @@
 // one, whose packed layout a wrong index would scramble. Shapes with padded inputs (not a multiple
 // of 32), partial 64-column tiles and token counts around AMX's 16-row tiles, on 1 and 3 threads.
 // The attention kernels (scores, value sums, exp_sum) on every ISA this CPU runs: several nodes in
-// one call give each node the bits of a call of its own.
+// one call give each node the bits of a call of its own. The choice of an ISA (HostIsa): names,
+// refusals of an ISA the CPU or the build lacks, SPECDEC_HOST_ISA, and the check that the kernels
+// were compiled without contraction.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <specdec/core/tree.hpp>
@@ -177,14 +181,14 @@ TEST_CASE("bf16 rounding is to the nearest, ties to even, and keeps NaN", "[host
 
 namespace {
 
-// The attention kernel tables this CPU can run: the portable one always, AVX2 and AVX-512 where
-// the CPU has them (a build forced onto the portable path has only that one).
+constexpr llama::HostIsa kIsas[] = {llama::HostIsa::portable, llama::HostIsa::avx2, llama::HostIsa::avx512};
+
+// The kernel tables this CPU can run: the portable one always, AVX2 and AVX-512 where the CPU has
+// them (a build forced onto the portable path has only that one).
 std::vector<const llama::detail::Kernels*> runnable_kernels() {
-  std::vector<const llama::detail::Kernels*> all{&llama::detail::portable_kernels};
-#if defined(SPECDEC_HOST_ISA_X86)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) all.push_back(&llama::detail::avx2_kernels);
-  if (__builtin_cpu_supports("avx512f")) all.push_back(&llama::detail::avx512_kernels);
-#endif
+  std::vector<const llama::detail::Kernels*> all;
+  for (llama::HostIsa isa : kIsas)
+    if (llama::host_isa_unavailable(isa).empty()) all.push_back(&llama::kernels(isa));
   return all;
 }
 
@@ -228,19 +232,19 @@ TEST_CASE("attention kernels: several nodes at once give each node's bits alone,
           }
           CHECK(wrong == 0);
           CHECK(std::memcmp(together.data(), alone.data(), together.size() * sizeof(float)) == 0);
-          // Values: values_nodes() of one head against values() node by node and against double.
+          // Values: node_values() of one head against head_values() node by node and against double.
           std::vector<float> o_together(static_cast<std::size_t>(nodes) * hs);
           for (float& x : o_together) x = value(rng);
           std::vector<float> o_alone(o_together), o_start(o_together);
           std::vector<float*> outs(static_cast<std::size_t>(nodes));
           std::vector<const float*> weights(static_cast<std::size_t>(nodes));
           for (int n = 0; n < nodes; ++n) outs[n] = o_together.data() + n * hs, weights[n] = p.data() + n * slots;
-          k->values_nodes(outs.data(), weights.data(), nodes, v.data(), v_stride, hs, t0, t1);
+          k->node_values(outs.data(), weights.data(), nodes, v.data(), v_stride, hs, t0, t1);
           wrong = 0;
           for (int n = 0; n < nodes; ++n) {
             float* out = o_alone.data() + n * hs;
             const float* vp = v.data();
-            k->values(&out, &weights[n], &vp, 1, v_stride, hs, t0, t1);
+            k->head_values(&out, &weights[n], &vp, 1, v_stride, hs, t0, t1);
             for (int e = 0; e < hs; ++e) {
               double sum = o_start[n * hs + e], magnitude = std::fabs(sum);
               for (int t = t0; t < t1; ++t) {
@@ -297,4 +301,52 @@ TEST_CASE("exp_sum: exponentials of the row minus its maximum, and their sum", "
       CHECK(wrong == 0);
       CHECK(std::fabs(sum - expected) <= 1e-6 * expected);
     }
+}
+
+TEST_CASE("host ISA: each one the CPU runs is its own table; one it lacks is refused in one sentence",
+          "[host_kernels][isa]") {
+  for (llama::HostIsa isa : kIsas) {
+    const std::string why = llama::host_isa_unavailable(isa);
+    INFO(llama::host_isa_name(isa) << ": " << why);
+    if (why.empty()) {
+      CHECK(std::string(llama::kernels(isa).name) == llama::host_isa_name(isa));
+      CHECK(llama::kernels(isa).fused == (isa != llama::HostIsa::portable));
+    } else {
+      CHECK_THROWS_WITH(llama::kernels(isa), why);
+      CHECK(why.find("choose") != std::string::npos);
+    }
+  }
+  CHECK(llama::host_isa_unavailable(llama::HostIsa::portable).empty());
+#if defined(SPECDEC_HOST_ISA_PORTABLE)
+  CHECK_THROWS_WITH(llama::kernels(llama::HostIsa::avx2),
+                    Catch::StartsWith("host ISA avx2 is not in this build, which has only the portable kernels"));
+#endif
+  CHECK(&llama::kernels(llama::HostIsa::automatic) == &llama::kernels(llama::default_host_isa()));
+}
+
+TEST_CASE("host ISA names: auto, portable, avx2, avx512; anything else is refused", "[host_kernels][isa]") {
+  for (llama::HostIsa isa : {llama::HostIsa::automatic, llama::HostIsa::portable, llama::HostIsa::avx2,
+                             llama::HostIsa::avx512})
+    CHECK(llama::host_isa_named(llama::host_isa_name(isa)) == isa);
+  CHECK_THROWS_WITH(llama::host_isa_named("sse"), "host ISA must be auto, portable, avx2 or avx512, got 'sse'");
+  CHECK_THROWS_WITH(llama::host_isa_named("AVX2"), "host ISA must be auto, portable, avx2 or avx512, got 'AVX2'");
+}
+
+// CTest also runs this case with SPECDEC_HOST_ISA=portable (tests/CMakeLists.txt).
+TEST_CASE("host ISA: SPECDEC_HOST_ISA picks the default kernels, else the CPU's best", "[host_kernels][isa]") {
+  const char* named = std::getenv("SPECDEC_HOST_ISA");
+  const std::vector<const llama::detail::Kernels*> runnable = runnable_kernels();
+  if (named && *named && std::string(named) != "auto") {
+    CHECK(std::string(llama::kernels().name) == named);
+  } else {
+    CHECK(&llama::kernels() == runnable.back());  // the tables go from portable to the widest
+  }
+}
+
+TEST_CASE("the kernels were compiled without contraction of a * b + c (-ffp-contract=off)", "[host_kernels][isa]") {
+  CHECK_FALSE(llama::detail::contracts_baseline());
+#if defined(SPECDEC_HOST_ISA_X86)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) CHECK_FALSE(llama::detail::contracts_with_fma());
+#endif
+  CHECK_NOTHROW(llama::detail::check_no_contraction());
 }

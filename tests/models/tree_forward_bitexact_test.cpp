@@ -1,7 +1,9 @@
 // A tree forward gives every node, bit for bit, the logits and features of a single-token forward
 // of its path: for trees of 1..256 nodes (chains, stars, random), 1..4 threads and several prefill
 // chunkings, on stories260K (skipped without the data file) and on a small random model that is
-// always there. Built twice (CMake): with the machine's best ISA and with the portable path.
+// always there; for each ISA path this CPU runs (Options::isa), in one process (stories260K: the
+// portable path and the best). The paths differ (fused multiply-adds or not), each is
+// consistent with itself.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -32,8 +35,8 @@ struct Row {
 // Single-token forwards of paths after a fixed prompt, remembered by path.
 class Reference {
  public:
-  Reference(std::shared_ptr<const Llama2cModel> model, std::vector<token_t> prompt)
-      : target_(std::move(model)), prompt_(std::move(prompt)) {}
+  Reference(std::shared_ptr<const Llama2cModel> model, std::vector<token_t> prompt, llama::HostIsa isa)
+      : target_(std::move(model), Llama2cTarget::Options{1, isa}), prompt_(std::move(prompt)) {}
   const Row& of(const std::vector<token_t>& path) {
     auto it = rows_.find(path);
     if (it != rows_.end()) return it->second;
@@ -82,13 +85,23 @@ LaidOutTree make_tree(const std::string& shape, int n, int vocab, std::mt19937_6
   return LaidOutTree(parent, token);
 }
 
-void sweep(const std::shared_ptr<const Llama2cModel>& model, const std::vector<int>& sizes, int prompt_length = 19) {
+// The ISA paths this CPU runs (the portable one always).
+std::vector<llama::HostIsa> runnable_isas() {
+  std::vector<llama::HostIsa> all;
+  for (llama::HostIsa isa : {llama::HostIsa::portable, llama::HostIsa::avx2, llama::HostIsa::avx512})
+    if (llama::host_isa_unavailable(isa).empty()) all.push_back(isa);
+  return all;
+}
+
+void sweep(const std::shared_ptr<const Llama2cModel>& model, const std::vector<int>& sizes, llama::HostIsa isa,
+           int prompt_length = 19) {
   const int vocab = model->config().vocab_size;
   std::vector<token_t> prompt;
   for (int i = 0; i < prompt_length; ++i) prompt.push_back(static_cast<token_t>((i * 53 + 1) % vocab));
-  Reference reference(model, prompt);
+  Reference reference(model, prompt, isa);
   for (int threads : {1, 2, 3, 4}) {
-    Llama2cTarget target(model, Llama2cTarget::Options{threads});
+    Llama2cTarget target(model, Llama2cTarget::Options{threads, isa});
+    if (isa != llama::HostIsa::automatic) REQUIRE(std::string(target.isa()) == llama::host_isa_name(isa));
     for (const char* shape : {"chain", "star", "random"}) {
       for (int n : sizes) {
         const int chunk = std::vector<int>{19, 1, 7, 5}[static_cast<std::size_t>(n + threads) % 4];
@@ -104,7 +117,8 @@ void sweep(const std::shared_ptr<const Llama2cModel>& model, const std::vector<i
               std::memcmp(features.data(), want.features.data(), want.features.size() * sizeof(float)) != 0)
             ++mismatches;
         }
-        INFO(shape << " tree of " << n << " nodes, " << threads << " threads, prefill chunks of " << chunk);
+        INFO(llama::host_isa_name(isa) << ": " << shape << " tree of " << n << " nodes, " << threads
+                                       << " threads, prefill chunks of " << chunk);
         CHECK(mismatches == 0);
       }
     }
@@ -121,14 +135,44 @@ TEST_CASE("Tree forward is bit-exact per node on a random model: sizes 1..256, c
   shape.seq_len = 300;
   testing::write_tiny_llama(dir.path / "tiny.bin", shape, 5);
   const auto model = std::make_shared<const Llama2cModel>(Llama2cModel::load(dir.path / "tiny.bin"));
-  sweep(model, {1, 2, 3, 5, 8, 13, 16, 17, 31, 64, 100, 129, 256});
+  for (llama::HostIsa isa : runnable_isas()) sweep(model, {1, 2, 3, 5, 8, 13, 16, 17, 31, 64, 100, 129, 256}, isa);
+}
+
+// Options::isa does switch the path: the portable path's logits differ from a fused path's (the
+// roundings of separate multiplies and adds are not an FMA's), and each fused path agrees with the
+// other (the same operations in the same order).
+TEST_CASE("Options::isa runs the path it names: portable and fused logits differ, AVX2 and AVX-512 agree",
+          "[llama2c][bitexact][isa]") {
+  testing::TempDir dir;
+  testing::write_tiny_llama(dir.path / "tiny.bin");
+  const auto model = std::make_shared<const Llama2cModel>(Llama2cModel::load(dir.path / "tiny.bin"));
+  std::map<std::string, std::vector<float>> logits;
+  for (llama::HostIsa isa : runnable_isas()) {
+    Llama2cTarget target(model, Llama2cTarget::Options{2, isa});
+    target.prefill(std::vector<token_t>{1, 5, 9, 2, 7});
+    const LaidOutTree next({-1, 0, 0}, {3, 4, 6});
+    const auto& out = target.forward(next.view(target.cached()));
+    auto& row = logits[llama::host_isa_name(isa)];
+    for (int i = 0; i < 3; ++i) row.insert(row.end(), out.logits(i).begin(), out.logits(i).end());
+  }
+  if (logits.size() == 1) {
+    WARN("only the portable path runs here");
+    return;
+  }
+  const auto fused = logits.count("avx2") ? logits["avx2"] : logits["avx512"];
+  CHECK(logits["portable"] != fused);
+  if (logits.count("avx2") && logits.count("avx512")) CHECK(logits["avx2"] == logits["avx512"]);
 }
 
 TEST_CASE("Tree forward is bit-exact per node on stories260K: sizes 1..256, chain/star/random, 1..4 threads",
           "[llama2c][bitexact]") {
   const auto path = testing::data_file("models/stories260K.bin");
   if (!path) return;
-  sweep(std::make_shared<const Llama2cModel>(Llama2cModel::load(*path)), {1, 2, 4, 9, 16, 33, 64, 128, 256});
+  const auto model = std::make_shared<const Llama2cModel>(Llama2cModel::load(*path));
+  // The portable path and the CPU's best (the random model above covers every path; CI's time).
+  std::vector<llama::HostIsa> isas{llama::HostIsa::portable};
+  if (llama::default_host_isa() != llama::HostIsa::portable) isas.push_back(llama::default_host_isa());
+  for (llama::HostIsa isa : isas) sweep(model, {1, 2, 4, 9, 16, 33, 64, 128, 256}, isa);
 }
 
 // bf16 weights (AMX): the same sweep where the machine has AMX; elsewhere (and in the portable
@@ -158,7 +202,7 @@ TEST_CASE("bf16 weights and attention: tree forward is bit-exact per node, sizes
     CHECK(llama::bf16_attention(bf16->weights(), dim / heads) == (dim / heads != 8));
     for (int prompt_length : {19, 70}) {
       INFO("head size " << dim / heads << ", prompt of " << prompt_length);
-      sweep(bf16, sizes, prompt_length);
+      sweep(bf16, sizes, llama::HostIsa::automatic, prompt_length);
     }
 
     // Another model's numbers than fp32's, but the same model to bf16's precision (this random

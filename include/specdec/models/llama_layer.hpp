@@ -170,8 +170,10 @@ using LayerWeights = Llama2cModel::Layer;
 
 namespace detail {
 
-// Matrix product over `pool`'s threads, split by 64-column groups (the matrix's tiles).
-inline void matmul(ThreadPool* pool, const Matrix& m, const float* x, int ldx, int n, float* y, int ldy) {
+// Matrix product over `pool`'s threads, split by 64-column groups (the matrix's tiles); fp32 with
+// kernels `k`, bf16 on AMX.
+inline void matmul(ThreadPool* pool, const Matrix& m, const float* x, int ldx, int n, float* y, int ldy,
+                   const Kernels& k = kernels()) {
   const int groups = (m.stride + Matrix::tile - 1) / Matrix::tile;
   if (m.format == WeightFormat::bf16) {  // Matrix::pack made it only where AMX can multiply it
 #if defined(SPECDEC_HOST_AMX)
@@ -198,7 +200,6 @@ inline void matmul(ThreadPool* pool, const Matrix& m, const float* x, int ldx, i
     throw error(bf16_unavailable());
 #endif
   }
-  const Kernels& k = kernels();
   auto part = [&](int g0, int g1) {
     if (g0 < g1) k.matmul(m, x, ldx, n, y, ldy, g0 * Matrix::tile, std::min(g1 * Matrix::tile, m.stride));
   };
@@ -270,8 +271,7 @@ inline void ancestors_in_sequence(float* row, int contiguous, const int* list, i
 // (its ancestors, or the end of its cached slots) run on its row alone, with a tile of its slots'
 // values gathered here: the same operands, so the same bits, as its path's single-token forward.
 inline void attend_bf16(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
-                        int row0, int g0, int g1, int i0, int i1) {
-  const Kernels& k = kernels();
+                        int row0, int g0, int g1, int i0, int i1, const Kernels& k) {
   const int dim = c.dim, hs = c.head_size(), group = c.kv_group();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const std::size_t seq = static_cast<std::size_t>(s.seq), nodes = LayerScratch::node_block;
@@ -347,18 +347,17 @@ inline void attend_bf16(const Llama2cConfig& c, const LayerBatch& b, const KvVie
 #endif
 
 // Attention of tokens [i0, i1) of sequence `b` (rows row0 + i of s.att) for the query heads of kv
-// heads [g0, g1), with the scores and ancestor lists of thread region `region`.
+// heads [g0, g1), with the scores and ancestor lists of thread region `region`, on kernels `k`.
 inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
-                   int row0, int g0, int g1, int i0, int i1) {
+                   int row0, int g0, int g1, int i0, int i1, const Kernels& k) {
   if (kv.kp) {
 #if defined(SPECDEC_HOST_AMX)
-    attend_bf16(c, b, kv, s, region, row0, g0, g1, i0, i1);
+    attend_bf16(c, b, kv, s, region, row0, g0, g1, i0, i1, k);
     return;
 #else
     throw error(bf16_unavailable());
 #endif
   }
-  const Kernels& k = kernels();
   const int dim = c.dim, hs = c.head_size(), group = c.kv_group();
   const float sqrt_hs = std::sqrt(static_cast<float>(hs));
   const std::size_t seq = static_cast<std::size_t>(s.seq);
@@ -373,7 +372,7 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
   auto kt_of = [&](int h) { return kv.kt + static_cast<std::size_t>(h / group) * hs * kv.slots; };
   auto v_of = [&](int h) { return kv.v + static_cast<std::size_t>(h / group) * hs; };
   const int h0 = g0 * group, h1 = g1 * group;
-  constexpr int max_heads = 64;  // heads per values() call
+  constexpr int max_heads = 64;  // heads per head_values() call
   float* o[max_heads];
   const float* p[max_heads];
   const float* v[max_heads];
@@ -443,9 +442,9 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
     // Values: the queries are spent, so each head's output overwrites its query in s.att.
     for (int i = n0; i < n1; ++i) std::fill_n(q_of(i, h0), (h1 - h0) * hs, 0.0f);
     // The same order for the values: a block's rows of a head stay in L1 for all the nodes, which
-    // values_nodes() takes together when they are two or more and make at least 8 independent sums
+    // node_values() takes together when they are two or more and make at least 8 independent sums
     // of 16 floats (to hide the adds' latency). Otherwise (a lone node, few nodes of small heads)
-    // each node's heads go to values() a few at a time, their 16-float pieces as separate "heads",
+    // each node's heads go to head_values() a few at a time, their 16-float pieces as separate "heads",
     // for 8 sums. No element's sum changes: each is still o[e] += e[t] * v[t][e] over t in order.
     const int pieces = hs % 16 == 0 ? std::min(hs / 16, max_heads) : 1, piece = hs / pieces;
     const int heads_at_once = std::clamp(8 / pieces, 1, max_heads / pieces);
@@ -455,7 +454,7 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
         for (int h = hg; h < std::min(h1, hg + heads_at_once); ++h)
           for (int c = 0; c < pieces; ++c, ++count)
             o[count] = q_of(i, h) + c * piece, p[count] = row(i - n0, h), v[count] = v_of(h) + c * piece;
-        k.values(o, p, v, count, kv.v_stride, piece, t0, t1);
+        k.head_values(o, p, v, count, kv.v_stride, piece, t0, t1);
       }
     };
     for (int t0 = 0; t0 < most; t0 += block) {
@@ -470,7 +469,7 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
         }
         for (int h = h0; h < h1; ++h) {
           for (int m = i; m < j; ++m) outputs[m - i] = q_of(m, h), weights[m - i] = row(m - n0, h);
-          k.values_nodes(outputs, weights, j - i, v_of(h), kv.v_stride, hs, t0, t1);
+          k.node_values(outputs, weights, j - i, v_of(h), kv.v_stride, hs, t0, t1);
         }
       }
     }
@@ -483,7 +482,7 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
           for (int h = 0; h < heads; ++h)
             o[h] = q_of(i, hb + h), p[h] = row(local, hb + h) + contiguous[local] + a,
             v[h] = v_of(hb + h) + static_cast<std::size_t>(list[a]) * kv.v_stride;
-          k.values(o, p, v, heads, 0, hs, 0, 1);
+          k.head_values(o, p, v, heads, 0, hs, 0, 1);
         }
       // The softmax's normalisation, on the outputs (see host_kernels.hpp).
       for (int h = h0; h < h1; ++h) {
@@ -502,10 +501,10 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
 /// weight is read once for all of them. sequences[k] writes its K/V into caches[k] (room for
 /// first_slot + n slots) and its rows x and rope follow sequences[k - 1]'s in one buffer. A token's
 /// result does not depend on the other sequences. `s` must have been reserved for this call
-/// (LayerScratch::reserve, all tokens, pool's threads).
+/// (LayerScratch::reserve, all tokens, pool's threads). `k`: the fp32 kernels (isa.hpp).
 inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::span<const LayerBatch> sequences,
-                          std::span<const KvView> caches, LayerScratch& s, ThreadPool* pool) {
-  const detail::Kernels& k = kernels();
+                          std::span<const KvView> caches, LayerScratch& s, ThreadPool* pool,
+                          const detail::Kernels& k = kernels()) {
   const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), hidden = c.hidden_dim;
   const int qs = w.wqkv.stride, k_at = Matrix::padded(dim), v_at = k_at + Matrix::padded(kv_dim);
   const int hs13 = w.w13.stride, b_at = Matrix::padded(hidden), ld_tmp = Matrix::padded(dim);
@@ -515,7 +514,7 @@ inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::sp
   for (const LayerBatch& b : sequences) n += b.n;
 
   for (int i = 0; i < n; ++i) rmsnorm(at(s.xb, i, dim), x_all + static_cast<std::size_t>(i) * dim, w.rms_att.data(), dim);
-  detail::matmul(pool, w.wqkv, s.xb.data(), dim, n, s.qkv.data(), qs);
+  detail::matmul(pool, w.wqkv, s.xb.data(), dim, n, s.qkv.data(), qs, k);
   int row0 = 0;
   for (std::size_t seq = 0; seq < sequences.size(); ++seq) {
     const LayerBatch& b = sequences[seq];
@@ -562,21 +561,21 @@ inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::sp
         const int seq = p / c.n_kv_heads, g0 = p % c.n_kv_heads, g1 = std::min(c.n_kv_heads, g0 + p1 - p);
         const LayerBatch& b = sequences[static_cast<std::size_t>(seq)];
         const int row0 = static_cast<int>((b.x - x_all) / dim);
-        detail::attend(c, b, caches[static_cast<std::size_t>(seq)], s, r, row0, g0, g1, 0, b.n);
+        detail::attend(c, b, caches[static_cast<std::size_t>(seq)], s, r, row0, g0, g1, 0, b.n, k);
         p += g1 - g0;
       }
     }
   });
-  detail::matmul(pool, w.wo, s.att.data(), dim, n, s.tmp.data(), ld_tmp);
+  detail::matmul(pool, w.wo, s.att.data(), dim, n, s.tmp.data(), ld_tmp, k);
   for (int i = 0; i < n; ++i) {
     float* x = x_all + static_cast<std::size_t>(i) * dim;
     const float* o = at(s.tmp, i, ld_tmp);
     for (int e = 0; e < dim; ++e) x[e] += o[e];
     rmsnorm(at(s.xb, i, dim), x, w.rms_ffn.data(), dim);
   }
-  detail::matmul(pool, w.w13, s.xb.data(), dim, n, s.h13.data(), hs13);
+  detail::matmul(pool, w.w13, s.xb.data(), dim, n, s.h13.data(), hs13, k);
   for (int i = 0; i < n; ++i) k.swiglu(at(s.h13, i, hs13), at(s.h13, i, hs13) + b_at, hidden);
-  detail::matmul(pool, w.w2, s.h13.data(), hs13, n, s.tmp.data(), ld_tmp);
+  detail::matmul(pool, w.w2, s.h13.data(), hs13, n, s.tmp.data(), ld_tmp, k);
   for (int i = 0; i < n; ++i) {
     float* x = x_all + static_cast<std::size_t>(i) * dim;
     const float* o = at(s.tmp, i, ld_tmp);
@@ -586,8 +585,8 @@ inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::sp
 
 /// One sequence: decoder_layer over `batch` in place on batch.x, K/V into `kv`.
 inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, const LayerBatch& batch, const KvView& kv,
-                          LayerScratch& s, ThreadPool* pool) {
-  decoder_layer(w, c, std::span<const LayerBatch>(&batch, 1), std::span<const KvView>(&kv, 1), s, pool);
+                          LayerScratch& s, ThreadPool* pool, const detail::Kernels& k = kernels()) {
+  decoder_layer(w, c, std::span<const LayerBatch>(&batch, 1), std::span<const KvView>(&kv, 1), s, pool, k);
 }
 
 }  // namespace specdec::llama

@@ -13,8 +13,9 @@
 // largest tree.
 //
 // Bit-exactness: a node's result does not depend on the rest of the tree, the thread count or
-// the prefill's chunking. It does depend on the kernel path the process runs (fused multiply-adds
-// on AVX2/AVX-512, separate ones on the portable path; docs/targets.md, "ISA"). Every sum runs in the order a single-sequence forward
+// the prefill's chunking. It does depend on the kernel path the target runs (Options::isa: fused
+// multiply-adds on AVX2/AVX-512, separate ones on the portable path; docs/targets.md, "ISA").
+// Every sum runs in the order a single-sequence forward
 // uses (matrix products over the input index, attention over positions 0, 1, ..., the node
 // itself; models/host_kernels.hpp), so a tree forward gives, bit for bit, the logits of each
 // node's path run alone, and speculative decoding with the exact verifier reproduces generate().
@@ -44,12 +45,15 @@ class Llama2cTarget {
 
   struct Options {
     int threads = 1;  ///< threads of the forward, the caller's included: [1, 256]
+    /// The fp32 kernels' ISA path; `automatic`: SPECDEC_HOST_ISA's, else the CPU's best. One this
+    /// CPU lacks is refused (specdec::error).
+    llama::HostIsa isa = llama::HostIsa::automatic;
   };
 
   /// Shares `model`'s weights (several targets may decode with one model).
   explicit Llama2cTarget(std::shared_ptr<const Llama2cModel> model) : Llama2cTarget(std::move(model), Options()) {}
   Llama2cTarget(std::shared_ptr<const Llama2cModel> model, Options options)
-      : forward_(std::move(model), options.threads), cache_(config(), forward_.model().weights()) {}
+      : forward_(std::move(model), options.threads, options.isa), cache_(config(), forward_.model().weights()) {}
   /// Loads a llama2.c checkpoint (see Llama2cModel::load for the errors it throws).
   explicit Llama2cTarget(const std::filesystem::path& checkpoint)
       : Llama2cTarget(std::make_shared<const Llama2cModel>(Llama2cModel::load(checkpoint))) {}
@@ -58,6 +62,8 @@ class Llama2cTarget {
 
   /// Threads of the forward (Options::threads).
   int threads() const { return forward_.threads(); }
+  /// The ISA path of the forward's fp32 kernels: "portable", "avx2" or "avx512" (Options::isa).
+  const char* isa() const { return forward_.kernels().name; }
 
   /// Bytes the KV cache holds now (K and V; it grows as the sequence does).
   std::size_t kv_cache_bytes() const { return cache_.bytes(); }

@@ -5,7 +5,7 @@
 // the weights, whatever the number of requests.
 //
 // Each slot computes exactly what a Llama2cTarget would: a node's logits and features do not
-// depend on the other trees of the batch (nor on threads; the kernel path, one per process, does
+// depend on the other trees of the batch (nor on threads; the kernel path, Options::isa, does
 // change bits: docs/targets.md "ISA"), so each request's output equals its own plain greedy
 // decoding on the same machine bit for bit. Host-only.
 #pragma once
@@ -29,6 +29,8 @@ class Llama2cBatchTarget {
  public:
   struct Options {
     int threads = 1;  ///< threads of the forward, the caller's included: [1, 256]
+    /// The fp32 kernels' ISA path, as Llama2cTarget::Options::isa.
+    llama::HostIsa isa = llama::HostIsa::automatic;
   };
 
   /// The batched forward's output: tree(b) is trees[b]'s Llama2cOutput.
@@ -46,7 +48,7 @@ class Llama2cBatchTarget {
   Llama2cBatchTarget(std::shared_ptr<const Llama2cModel> model, int slots)
       : Llama2cBatchTarget(std::move(model), slots, Options()) {}
   Llama2cBatchTarget(std::shared_ptr<const Llama2cModel> model, int slots, Options options)
-      : forward_(std::move(model), options.threads) {
+      : forward_(std::move(model), options.threads, options.isa) {
     if (slots < 1) throw error("Llama2cBatchTarget: slots must be >= 1, got " + std::to_string(slots));
     slots_.reserve(static_cast<std::size_t>(slots));
     for (int s = 0; s < slots; ++s) slots_.emplace_back(config(), forward_.model().weights());

@@ -3,7 +3,7 @@
 // sequences together, reading each weight matrix, the classifier included, once for all their
 // nodes (models/llama_layer.hpp). A node's result does not depend on the other nodes or
 // sequences of the call, nor on the thread count; it does on the kernel path (fused or separate
-// multiply-adds, docs/targets.md "ISA"), which is one per process. Host-only.
+// multiply-adds, docs/targets.md "ISA"), which is one per forward (its HostIsa). Host-only.
 #pragma once
 
 #include <algorithm>
@@ -244,8 +244,8 @@ struct SequenceRun {
 /// scratch space (reused: nothing is allocated per call once it has grown to the largest).
 class TreeForward {
  public:
-  TreeForward(std::shared_ptr<const Llama2cModel> model, int threads)
-      : model_(std::move(model)), pool_(checked_threads(threads)) {
+  TreeForward(std::shared_ptr<const Llama2cModel> model, int threads, HostIsa isa = HostIsa::automatic)
+      : model_(std::move(model)), pool_(checked_threads(threads)), kernels_(&checked_kernels(isa)) {
     if (!model_) throw error("Llama2cTarget: no model");
     rope_table_ = RopeTable(model_->config().head_size());
   }
@@ -253,6 +253,8 @@ class TreeForward {
   const Llama2cModel& model() const { return *model_; }
   const std::shared_ptr<const Llama2cModel>& shared_model() const { return model_; }
   int threads() const { return pool_.threads(); }
+  /// The fp32 kernels this forward runs (its ISA path: kernels().name).
+  const detail::Kernels& kernels() const { return *kernels_; }
 
   /// Runs every sequence's tokens (the caches grow to hold them; their `cached` is unchanged).
   /// With `with_output`, output(first, n) then holds the logits, argmaxes and features of the
@@ -299,7 +301,7 @@ class TreeForward {
     for (int l = 0; l < c.n_layers; ++l) {
       caches_.clear();
       for (const SequenceRun& r : runs) caches_.push_back(r.cache->layer(l));
-      decoder_layer(model_->layer(l), c, batches_, caches_, scratch_, pool_.get());
+      decoder_layer(model_->layer(l), c, batches_, caches_, scratch_, pool_.get(), *kernels_);
     }
     if (!with_output) return;
 
@@ -308,12 +310,12 @@ class TreeForward {
     grow(logits_, un * cls.stride);
     grow(argmax_, un);
     for (int i = 0; i < total; ++i) final_norm(i, features_.data() + static_cast<std::size_t>(i) * dim);
-    detail::matmul(pool_.get(), cls, features_.data(), dim, total, logits_.data(), cls.stride);
+    detail::matmul(pool_.get(), cls, features_.data(), dim, total, logits_.data(), cls.stride, *kernels_);
     for (int i = 0; const SequenceRun& r : runs) {
       for (int node = 0; node < r.n; ++node, ++i) {
         const float* row = logits_.data() + static_cast<std::size_t>(i) * cls.stride;
         // -1 for NaN and +-inf alike: an infinite logit makes the softmax and the verifiers' ratios NaN.
-        const int best = kernels().argmax(row, c.vocab_size);
+        const int best = kernels_->argmax(row, c.vocab_size);
         if (best < 0)
           throw error("Llama2cTarget: a logit of tree node " + std::to_string(node) + " is not finite (NaN or +-inf)");
         argmax_[static_cast<std::size_t>(i)] = best;
@@ -360,6 +362,13 @@ class TreeForward {
                   std::to_string(threads));
     return threads;
   }
+  static const detail::Kernels& checked_kernels(HostIsa isa) {
+    try {
+      return llama::kernels(isa);
+    } catch (const error& e) {
+      throw error(std::string("Llama2cTarget: ") + e.what());
+    }
+  }
 
   template <class V>
   static void grow(V& v, std::size_t size) {
@@ -368,6 +377,7 @@ class TreeForward {
 
   std::shared_ptr<const Llama2cModel> model_;
   OwnedPool pool_;  // a copy of the target gets threads of its own
+  const detail::Kernels* kernels_;
   RopeTable rope_table_;
   std::vector<float> x_, rope_;
   std::vector<int> up_, depth_;

@@ -1,0 +1,53 @@
+// What the host kernels can use where they are compiled: mmap (memory.hpp), the x86-64 ISA
+// paths (SPECDEC_HOST_ISA_X86: AVX2 and AVX-512 entry points, chosen at run time in isa.hpp),
+// and AMX on Linux (SPECDEC_HOST_AMX, amx.hpp); and whether this process may run AMX
+// (bf16_unavailable). Defining SPECDEC_HOST_ISA_PORTABLE (CMake: -DSPECDEC_HOST_ISA=portable)
+// compiles only the portable path. Host-only.
+#pragma once
+
+#include <string>
+
+#if __has_include(<sys/mman.h>)
+#include <sys/mman.h>
+#define SPECDEC_HOST_MMAP 1
+#ifndef MAP_POPULATE
+#define MAP_POPULATE 0
+#endif
+#else
+#define SPECDEC_HOST_MMAP 0
+#endif
+
+#if !defined(SPECDEC_HOST_ISA_PORTABLE) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SPECDEC_HOST_ISA_X86 1
+#include <immintrin.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define SPECDEC_HOST_AMX 1
+#endif
+#endif
+
+namespace specdec::llama {
+
+/// Why this process cannot multiply bf16 weights ("" when it can): AMX-BF16 missing, the kernel
+/// refusing the tile state, or a build forced onto the portable kernels. Asks the kernel once.
+inline const std::string& bf16_unavailable() {
+  static const std::string why = [] {
+#if defined(SPECDEC_HOST_AMX)
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16"))
+      return std::string("bf16 weights need a CPU with AMX-BF16 (Intel Xeon 4th generation or later); this one has none");
+    constexpr long request_permission = 0x1023, tile_data = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+    if (syscall(SYS_arch_prctl, request_permission, tile_data) != 0)
+      return std::string("bf16 weights need AMX, which this Linux kernel does not grant (arch_prctl "
+                         "ARCH_REQ_XCOMP_PERM failed)");
+    return std::string();
+#elif defined(SPECDEC_HOST_ISA_PORTABLE)
+    return std::string("bf16 weights need AMX, and this build forces the portable kernels (SPECDEC_HOST_ISA=portable)");
+#else
+    return std::string("bf16 weights need Intel AMX on x86-64 Linux");
+#endif
+  }();
+  return why;
+}
+
+}  // namespace specdec::llama
