@@ -85,7 +85,8 @@ void print_batch_report(std::ostream& out, const BatchReport& r) {
   out << fmt::format("specbench {} --batch: drafters {} ({}), {} requests, exact verifier\n{}{}\n", r.command,
                      joined(r.run.drafters),
                      r.auto_budget.empty() ? fmt::format("budget {}", r.budget) : fmt::format("budget auto, cap {}", r.budget),
-                     r.run.requests, budget_line(r.budget, r.auto_budget, r.fixed_by_default),
+                     r.run.requests,
+                     budget_line(r.budget, r.auto_budget, r.fixed_by_default, "draft nodes per request per step"),
                      r.auto_budget.empty() ? "" : "; each step's nodes shared out jointly by all requests");
   out << fmt::format("{}\ntarget: {}\n", r.source, r.target);
   out << "  B: requests decoded at once (a new one joins as one finishes); tok/s: new tokens of all requests / wall "

@@ -82,15 +82,14 @@ std::string budget_text(const Report& report) {
                                     : fmt::format("budget auto (cap {})", report.budget);
 }
 
-std::string budget_line(int budget, const std::string& auto_budget, bool fixed_by_default) {
+std::string budget_line(int budget, const std::string& auto_budget, bool fixed_by_default, const char* unit) {
   if (!auto_budget.empty())
-    return fmt::format("budget: auto, at most {} draft nodes per step, sized by the cost model of {}", budget,
-                       auto_budget);
+    return fmt::format("budget: auto, at most {} {}, sized by the cost model of {}", budget, unit, auto_budget);
   if (fixed_by_default)
-    return fmt::format("budget: fixed, {} draft nodes per step (the default where no cost model is at hand: --cost "
-                       "TABLE or --timed-model M gives one, and --budget auto with it)",
-                       budget);
-  return fmt::format("budget: fixed, {} draft nodes per step (--budget {})", budget, budget);
+    return fmt::format("budget: fixed, {} {} (the default where no cost model is at hand: --cost TABLE or "
+                       "--timed-model M gives one, and --budget auto with it)",
+                       budget, unit);
+  return fmt::format("budget: fixed, {} {} (--budget {})", budget, unit, budget);
 }
 
 std::string budget_kind(const std::string& auto_budget, bool fixed_by_default) {

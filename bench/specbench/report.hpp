@@ -88,8 +88,9 @@ Report summarise(std::span<const std::string> turn_categories, std::span<const T
 /// "budget 8", or "budget auto (cap 64)".
 std::string budget_text(const Report& report);
 /// The header line that says which budget ran: fixed (given, or the default for want of a cost
-/// model) or automatic, with its cap and cost model.
-std::string budget_line(int budget, const std::string& auto_budget, bool fixed_by_default);
+/// model) or automatic, with its cap and cost model; `unit` says what the budget bounds.
+std::string budget_line(int budget, const std::string& auto_budget, bool fixed_by_default,
+                        const char* unit = "draft nodes per step");
 /// "auto", "fixed" or "fixed_by_default": the JSON's budget_kind.
 std::string budget_kind(const std::string& auto_budget, bool fixed_by_default);
 
