@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <ostream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -65,12 +66,13 @@ std::string joined(const std::vector<std::string>& names) {
 double mean(double sum, int count) { return count > 0 ? sum / count : 0.0; }
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
-nlohmann::ordered_json pass_json(const BatchPass& p, int requests) {
+/// A pass of the first round; its tokens/s, the median over the rounds.
+nlohmann::ordered_json pass_json(const BatchPass& p, double tokens_per_second, int requests) {
   return {{"tokens", p.tokens},
           {"forwards", p.forwards},
           {"seconds", p.seconds},
           {"prefill_seconds", p.prefill_seconds},
-          {"tokens_per_second", p.tokens_per_second()},
+          {"tokens_per_second", tokens_per_second},
           {"mean_latency_seconds", mean(p.latency_seconds, requests)},
           {"mean_latency_forwards", mean(static_cast<double>(p.latency_forwards), requests)},
           {"tau", p.tau()},
@@ -80,27 +82,28 @@ nlohmann::ordered_json pass_json(const BatchPass& p, int requests) {
 }  // namespace
 
 void print_batch_report(std::ostream& out, const BatchReport& r) {
-  out << fmt::format("specbench {} --batch: drafters {} ({}), {} requests, exact verifier\n", r.command,
+  out << fmt::format("specbench {} --batch: drafters {} ({}), {} requests, exact verifier\n{}{}\n", r.command,
                      joined(r.run.drafters),
                      r.auto_budget.empty() ? fmt::format("budget {}", r.budget) : fmt::format("budget auto, cap {}", r.budget),
-                     r.run.requests);
-  if (!r.auto_budget.empty())
-    out << fmt::format("automatic budget: each step's nodes shared out jointly by the cost model: {}\n", r.auto_budget);
+                     r.run.requests,
+                     budget_line(r.budget, r.auto_budget, r.fixed_by_default, "draft nodes per request per step"),
+                     r.auto_budget.empty() ? "" : "; each step's nodes shared out jointly by all requests");
   out << fmt::format("{}\ntarget: {}\n", r.source, r.target);
   out << "  B: requests decoded at once (a new one joins as one finishes); tok/s: new tokens of all requests / wall "
-         "time of the pass\n  without the prefills (add(): the same in both passes); lat s: mean seconds from a request's add() to its finish; fwd: "
-         "batched target forwards;\n  plain: roots only; ratio: speculative / plain tok/s; fwd ratio: plain / "
-         "speculative forwards\n\n";
-  out << fmt::format("{:>5} {:>12} {:>12} {:>7} {:>11} {:>11} {:>7} {:>10} {:>10} {:>9}\n", "B", "plain tok/s",
-                     "spec tok/s", "ratio", "plain lat s", "spec lat s", "tau", "plain fwd", "spec fwd", "fwd ratio");
+         "time of the pass\n  without the prefills (add(): the same in both passes), the median over the rounds; "
+         "plain: roots only;\n  speedup: speculative / plain tok/s per round, median [min-max]; A/A: plain / the "
+         "previous round's plain tok/s,\n  the noise floor; rounds: plain and speculative passes alternated; lat s: mean "
+         "seconds from a request's add() to its finish\n  (first round); fwd: batched target forwards; fwd ratio: plain "
+         "/ speculative forwards\n\n";
+  out << fmt::format("{:>5} {:>12} {:>12} {:>19} {:>19} {:>6} {:>11} {:>11} {:>7} {:>10} {:>10} {:>9}\n", "B",
+                     "plain tok/s", "spec tok/s", "speedup [min-max]", "A/A [min-max]", "rounds", "plain lat s",
+                     "spec lat s", "tau", "plain fwd", "spec fwd", "fwd ratio");
   for (const BatchRow& row : r.run.rows) {
-    out << fmt::format(
-        "{:>5} {:>12.0f} {:>12.0f} {:>7.3f} {:>11.4g} {:>11.4g} {:>7.3f} {:>10} {:>10} {:>9.3f}\n",
-        row.batch, row.plain.tokens_per_second(), row.speculative.tokens_per_second(),
-        ratio(row.speculative.tokens_per_second(), row.plain.tokens_per_second()),
-        mean(row.plain.latency_seconds, r.run.requests), mean(row.speculative.latency_seconds, r.run.requests),
-        row.speculative.tau(),
-                       row.plain.forwards, row.speculative.forwards,
+    out << fmt::format("{:>5} {:>12.0f} {:>12.0f} {:>19} {:>19} {:>6} {:>11.4g} {:>11.4g} {:>7.3f} {:>10} {:>10} {:>9.3f}\n",
+                       row.batch, row.rounds.plain_rate(), row.rounds.speculative_rate(),
+                       spread_text(row.rounds.speedup()), spread_text(row.rounds.noise_floor()), row.rounds.count(),
+                       mean(row.plain.latency_seconds, r.run.requests), mean(row.speculative.latency_seconds, r.run.requests),
+                       row.speculative.tau(), row.plain.forwards, row.speculative.forwards,
                        ratio(static_cast<double>(row.plain.forwards), static_cast<double>(row.speculative.forwards)));
   }
   if (r.lossless()) {
@@ -118,6 +121,7 @@ nlohmann::ordered_json to_json(const BatchReport& r) {
   nlohmann::ordered_json j;
   j["drafters"] = r.run.drafters;
   j["budget"] = r.budget;
+  j["budget_kind"] = budget_kind(r.auto_budget, r.fixed_by_default);
   if (!r.auto_budget.empty()) j["automatic_budget"] = {{"cap", r.budget}, {"cost_model", r.auto_budget}};
   j["requests"] = r.run.requests;
   j["source"] = r.source;
@@ -125,9 +129,10 @@ nlohmann::ordered_json to_json(const BatchReport& r) {
   j["rows"] = nlohmann::ordered_json::array();
   for (const BatchRow& row : r.run.rows) {
     j["rows"].push_back({{"batch", row.batch},
-                         {"plain", pass_json(row.plain, r.run.requests)},
-                         {"speculative", pass_json(row.speculative, r.run.requests)},
-                         {"ratio", ratio(row.speculative.tokens_per_second(), row.plain.tokens_per_second())},
+                         {"plain", pass_json(row.plain, row.rounds.plain_rate(), r.run.requests)},
+                         {"speculative", pass_json(row.speculative, row.rounds.speculative_rate(), r.run.requests)},
+                         {"ratio", row.rounds.speedup().median},
+                         {"rounds", to_json(row.rounds)},
                          {"forward_ratio", ratio(static_cast<double>(row.plain.forwards),
                                                  static_cast<double>(row.speculative.forwards))},
                          {"equal_to_plain", row.equal_to_plain}});
@@ -146,7 +151,7 @@ std::string batch_svg(const BatchReport& r) {
   const double lx1 = rows.empty() ? 0.0 : std::log2(rows.back().batch);
   double y_top = 0;
   for (const BatchRow& row : rows)
-    y_top = std::max({y_top, row.plain.tokens_per_second(), row.speculative.tokens_per_second()});
+    y_top = std::max({y_top, row.rounds.plain_rate(), row.rounds.speculative_rate()});
   // A round step of 1, 2 or 5 times a power of ten, about five ticks.
   const double raw = std::max(y_top, 1.0) / 5.0;
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
@@ -178,25 +183,27 @@ std::string batch_svg(const BatchReport& r) {
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x_of(row.batch),
                        top + plot_h + 16, row.batch);
   }
+  // pass_of(row): the arm's first pass and its median tokens/s over the rounds.
   const auto series = [&](const char* name, const char* color, auto pass_of, double legend_y) {
     std::string points;
     for (const BatchRow& row : rows)
-      points += fmt::format("{:.1f},{:.1f} ", x_of(row.batch), y_of(pass_of(row).tokens_per_second()));
+      points += fmt::format("{:.1f},{:.1f} ", x_of(row.batch), y_of(pass_of(row).second));
     svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n", points, color);
     for (const BatchRow& row : rows) {
-      const BatchPass& p = pass_of(row);
+      const auto [p, rate] = pass_of(row);
       svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"><title>{}, B = {}: {:.0f} tokens/s, "
                          "mean latency {:.4f} s, tau {:.3f}</title></circle>\n",
-                         x_of(row.batch), y_of(p.tokens_per_second()), color, name, row.batch, p.tokens_per_second(),
-                         mean(p.latency_seconds, r.run.requests), p.tau());
+                         x_of(row.batch), y_of(rate), color, name, row.batch, rate,
+                         mean(p->latency_seconds, r.run.requests), p->tau());
     }
     svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2\"/>\n",
                        left + plot_w + 15, left + plot_w + 35, legend_y, color);
     svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", left + plot_w + 40, legend_y + 4, name);
   };
-  series("plain", plain_color, [](const BatchRow& row) -> const BatchPass& { return row.plain; }, top + 10);
-  series("speculative", speculative_color, [](const BatchRow& row) -> const BatchPass& { return row.speculative; },
-         top + 30);
+  series("plain", plain_color, [](const BatchRow& row) { return std::pair(&row.plain, row.rounds.plain_rate()); },
+         top + 10);
+  series("speculative", speculative_color,
+         [](const BatchRow& row) { return std::pair(&row.speculative, row.rounds.speculative_rate()); }, top + 30);
   svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"black\"/>\n", left, left + plot_w,
                      top + plot_h);
   svg += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"black\"/>\n", left, top, top + plot_h);

@@ -27,6 +27,7 @@
 #include "corpus.hpp"
 #include "model.hpp"
 #include "replay.hpp"
+#include "rounds.hpp"
 
 namespace specbench {
 
@@ -105,6 +106,7 @@ struct BatchOptions {
   /// `replay --batch --timed-model`: the model every step also runs on (null: none).
   std::shared_ptr<const specdec::Llama2cModel> timed_model;
   DrafterResources resources;
+  RoundRule rounds;        ///< how many plain and speculative passes alternate per B (default one each)
 };
 
 /// One pass over every request, B at a time.
@@ -130,9 +132,12 @@ struct BatchPass {
 
 struct BatchRow {
   int batch = 0;          ///< B
-  BatchPass plain{};        ///< speculation off: every request sends its root only
-  BatchPass speculative{};  ///< the combination's drafters at the budget
-  int equal_to_plain = 0; ///< requests whose speculative output equals their plain output
+  BatchPass plain{};        ///< speculation off: every request sends its root only (the first round)
+  BatchPass speculative{};  ///< the combination's drafters at the budget (the first round)
+  /// Requests whose speculative output equals the first plain output in every round (and whose
+  /// plain output does too).
+  int equal_to_plain = 0;
+  Rounds rounds{};          ///< per round, each arm's tokens/s without the prefills
 };
 
 struct BatchRun {
@@ -149,6 +154,7 @@ struct BatchReport {
   std::string target;   ///< the batch target
   int budget = 0;       ///< fixed, or the automatic budget's cap
   std::string auto_budget;  ///< `--budget auto`: the cost model (empty: a fixed budget)
+  bool fixed_by_default = false;  ///< a fixed budget for want of a cost model, not from --budget N
   bool lossless() const;
 };
 
@@ -198,15 +204,33 @@ BatchPass run_pass(Batch& batch, std::size_t requests, Add&& add) {
   return pass;
 }
 
-/// Compares the two passes of `row` request by request.
-inline void count_equal(BatchRow& row) {
-  for (std::size_t i = 0; i < row.plain.outputs.size(); ++i)
-    row.equal_to_plain += row.plain.outputs[i] == row.speculative.outputs[i];
+/// Alternates `plain_pass()` and `speculative_pass()` (each returns a BatchPass) into `row` until
+/// `rule` is met. The first round's passes stay as row.plain and row.speculative; every later
+/// round's outputs are compared with the first plain pass's.
+template <class PlainPass, class SpeculativePass>
+void run_rounds(BatchRow& row, const RoundRule& rule, PlainPass&& plain_pass, SpeculativePass&& speculative_pass) {
+  std::vector<char> differs;
+  do {
+    BatchPass plain = plain_pass();
+    BatchPass speculative = speculative_pass();
+    row.rounds.add({plain.tokens_per_second(), plain.seconds, speculative.tokens_per_second(), speculative.seconds});
+    const bool first = row.rounds.count() == 1;
+    const BatchPass& reference = first ? plain : row.plain;
+    differs.resize(reference.outputs.size(), 0);
+    for (std::size_t i = 0; i < differs.size(); ++i)
+      differs[i] |= speculative.outputs[i] != reference.outputs[i] || plain.outputs[i] != reference.outputs[i];
+    if (first) {
+      row.plain = std::move(plain);
+      row.speculative = std::move(speculative);
+    }
+  } while (rule.more(row.rounds.count(), row.rounds.plain_seconds(), row.rounds.speculative_seconds()));
+  row.equal_to_plain = static_cast<int>(std::count(differs.begin(), differs.end(), 0));
 }
 
 }  // namespace detail
 
-/// `model --batch`: every prompt of `bench`, for each B plainly then speculatively (exact verifier).
+/// `model --batch`: every prompt of `bench`, for each B plainly then speculatively (exact verifier),
+/// in rounds as options.rounds asks.
 template <class... Drafters>
 BatchRun decode_model_batch(const ModelBench& bench, const BatchOptions& options) {
   using Plain = specdec::SpeculativeBatch<ModelBatchTarget, specdec::ExactVerifier>;
@@ -223,30 +247,31 @@ BatchRun decode_model_batch(const ModelBench& bench, const BatchOptions& options
     const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(b), std::max<std::size_t>(n, 1)));
     ModelBatchTarget target = make_model_batch_target(bench.model, slots, options.threads);
     BatchRow row{.batch = b};
-    {
+    const auto plain_pass = [&] {
       Plain plain(target, slots, specdec::ExactVerifier{});
       request.speculate = false;
-      row.plain = detail::run_pass(plain, n, [&](std::size_t i) {
+      return detail::run_pass(plain, n, [&](std::size_t i) {
         request.max_new_tokens = bench.prompts[i].max_new_tokens;
         return plain.add(bench.prompts[i].tokens, request);
       });
-    }
-    {
+    };
+    const auto speculative_pass = [&] {
       Speculative speculative(target, slots, specdec::BatchOptions{.cost = options.cost},
                               make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
       request.speculate = true;
-      row.speculative = detail::run_pass(speculative, n, [&](std::size_t i) {
+      return detail::run_pass(speculative, n, [&](std::size_t i) {
         request.max_new_tokens = bench.prompts[i].max_new_tokens;
         return speculative.add(bench.prompts[i].tokens, request, make_drafter<Drafters>(options.resources, info)...);
       });
-    }
-    detail::count_equal(row);
+    };
+    detail::run_rounds(row, options.rounds, plain_pass, speculative_pass);
     run.rows.push_back(std::move(row));
   }
   return run;
 }
 
-/// `replay --batch`: every turn of `corpus`, for each B plainly then speculatively. Throws
+/// `replay --batch`: every turn of `corpus`, for each B plainly then speculatively, in rounds as
+/// options.rounds asks. Throws
 /// std::logic_error when a plain output differs from its recorded answer.
 template <class... Drafters>
 BatchRun replay_batch(const Corpus& corpus, const BatchOptions& options) {
@@ -275,29 +300,30 @@ BatchRun replay_batch(const Corpus& corpus, const BatchOptions& options) {
     const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(b), std::max<std::size_t>(n, 1)));
     ReplayBatchTarget target(slots, corpus.vocab_size, corpus.stop_token, options.timed_model, options.threads);
     BatchRow row{.batch = b};
-    {
+    const auto plain_pass = [&] {
       Plain plain(target, slots, specdec::ExactVerifier{});
       request.speculate = false;
-      row.plain = detail::run_pass(plain, n, [&](std::size_t i) { return join(plain, i); });
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::span<const token_t> expected = std::span(references[i]).subspan(corpus.turns[i].prompt.size());
-      if (!std::ranges::equal(row.plain.outputs[i], expected))
-        throw std::logic_error("question " + std::to_string(corpus.turns[i].question_id) + " turn " +
-                               std::to_string(corpus.turns[i].index + 1) + ", batch " + std::to_string(b) +
-                               ": plain batched decoding differs from the recorded answer");
-    }
-    {
+      BatchPass pass = detail::run_pass(plain, n, [&](std::size_t i) { return join(plain, i); });
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::span<const token_t> expected = std::span(references[i]).subspan(corpus.turns[i].prompt.size());
+        if (!std::ranges::equal(pass.outputs[i], expected))
+          throw std::logic_error("question " + std::to_string(corpus.turns[i].question_id) + " turn " +
+                                 std::to_string(corpus.turns[i].index + 1) + ", batch " + std::to_string(b) +
+                                 ": plain batched decoding differs from the recorded answer");
+      }
+      return pass;
+    };
+    const auto speculative_pass = [&] {
       // Without a timed model the replay's steps take no time of their own: the pause weighs the model's.
       Speculative speculative(target, slots,
                               specdec::BatchOptions{.cost = options.cost, .measured_pause = options.timed_model != nullptr},
                               make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
       request.speculate = true;
-      row.speculative = detail::run_pass(speculative, n, [&](std::size_t i) {
+      return detail::run_pass(speculative, n, [&](std::size_t i) {
         return join(speculative, i, make_drafter<Drafters>(options.resources, info)...);
       });
-    }
-    detail::count_equal(row);
+    };
+    detail::run_rounds(row, options.rounds, plain_pass, speculative_pass);
     run.rows.push_back(std::move(row));
   }
   return run;

@@ -74,9 +74,24 @@ struct BudgetArgs {
   int budget = 64;
   bool automatic = false;
   int cap = 64;
-  const CLI::Option* cap_option = nullptr;  ///< --budget-cap, to tell whether it was given
+  const CLI::Option* budget_option = nullptr;  ///< --budget, to tell whether it was given
+  const CLI::Option* cap_option = nullptr;     ///< --budget-cap, to tell whether it was given
   /// What the decoder's DecoderOptions::budget gets: the fixed budget, or the automatic one's cap.
   int most() const { return automatic ? cap : budget; }
+  /// Without --budget, the budget is automatic where the command has a cost model at hand and
+  /// fixed (at 64) where it has none.
+  void choose_default(bool cost_model_at_hand) {
+    if (budget_option->count() == 0) automatic = cost_model_at_hand;
+  }
+  /// A fixed budget that no --budget asked for.
+  bool fixed_by_default() const { return !automatic && budget_option->count() == 0; }
+  /// Refuses --budget-cap next to a fixed budget.
+  void check_cap() const {
+    if (cap_option->count() > 0 && !automatic)
+      throw input_error(fixed_by_default() ? "--budget-cap applies to --budget auto only, the default where a cost "
+                                             "model is at hand: give --cost TABLE or --timed-model M"
+                                           : "--budget-cap applies to --budget auto only");
+  }
 };
 
 struct DataArgs {
@@ -105,6 +120,7 @@ struct ReplayArgs {
   int threads = 1;
   specdec::WeightFormat weights = specdec::WeightFormat::fp32;  ///< of the timed model
   std::string batch;         ///< --batch B[,B...]: batched decoding, plain and speculative
+  RoundRule rounds{3, 1.0};  ///< of the timed model's plain and speculative passes
 };
 
 /// Accepts a whole number in [least, most]; CLI11 reports "--OPTION: <message>".
@@ -160,14 +176,15 @@ CLI::Validator batch_sizes() {
 /// `--budget N` (a fixed budget) or `--budget auto` (the decoder sizes each step from a cost
 /// model, DecoderOptions::cost) and `--budget-cap N` (auto's most nodes per step).
 void add_budget_options(CLI::App& cmd, BudgetArgs& b) {
-  cmd.add_option_function<std::string>(
+  b.budget_option = cmd.add_option_function<std::string>(
          "--budget",
          [&b](const std::string& text) {
            b.automatic = text == "auto";
            if (!b.automatic) b.budget = std::stoi(text);
          },
-         "Most draft nodes per target call, after merging (default 64); auto: each step's size maximises expected "
-         "tokens per second under a cost model (--cost, or a calibration of the model at start-up)")
+         "auto (the default where a cost model is at hand: `model`, --timed-model, --cost): each step's size "
+         "maximises expected tokens per second under the cost model (--cost, or a calibration of the model at "
+         "start-up); N: at most N draft nodes per target call, after merging (without a cost model the default is 64)")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
             return text == "auto" || whole_number_at_least(0)(text).empty()
@@ -335,6 +352,7 @@ struct ModelArgs {
   std::string json;
   std::string plot;
   std::string batch;  ///< --batch B[,B...]: batched decoding, plain and speculative
+  RoundRule rounds{3, 1.0};  ///< of the plain and speculative passes
 };
 
 /// Accepts a finite number in [low, high] (open at `low` when low_open).
@@ -349,6 +367,20 @@ CLI::Validator number_in(double low, double high, bool low_open = false) {
         return {};
       },
       fmt::format("NUMBER in {}{:g}, {:g}]", low_open ? "(" : "[", low, high));
+}
+
+/// `--min-rounds N` and `--min-seconds S`: how long plain and speculative passes alternate.
+void add_round_options(CLI::App& cmd, RoundRule& r, CLI::Option* needs = nullptr) {
+  auto* rounds = cmd.add_option("--min-rounds", r.min_rounds, "Plain and speculative passes alternate in rounds: at "
+                                                              "least this many (default 3)")
+                     ->check(whole_number_at_least(1));
+  auto* seconds = cmd.add_option("--min-seconds", r.min_seconds, "... and until each arm has run this many seconds "
+                                                                 "in all (default 1)")
+                      ->check(number_in(0, 1e6));
+  if (needs) {
+    rounds->needs(needs);
+    seconds->needs(needs);
+  }
 }
 
 /// The model file `model` decodes with (by default stories260K from the data directory).
@@ -415,6 +447,7 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   options.budget = a.budget.most();
   options.threads = a.threads;
   options.resources = a.resources.resources();
+  options.rounds = a.rounds;
   std::string auto_budget;
   if (a.budget.automatic && table) {
     options.cost = BatchCostModel{*table};
@@ -430,7 +463,7 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   BatchReport report{runners.model(bench, options), "model",
                      fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions; {} thread{}", c.dim,
                                  c.n_layers, c.n_heads, c.vocab_size, c.seq_len, a.threads, a.threads == 1 ? "" : "s"),
-                     model_batch_target_description, a.budget.most(), auto_budget};
+                     model_batch_target_description, a.budget.most(), auto_budget, a.budget.fixed_by_default()};
   return report_batch(report, a.json, a.plot);
 }
 
@@ -439,6 +472,7 @@ std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b)
 int run_model(ModelArgs& a) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   check_drafter_inputs(a.resources);
+  a.budget.choose_default(true);  // the model itself is at hand to calibrate
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
   if (table && !a.budget.automatic)
     throw input_error("--cost: `specbench model` times its own decoding; a cost table only sizes --budget auto");
@@ -449,6 +483,7 @@ int run_model(ModelArgs& a) {
   options.threads = a.threads;
   options.resources = a.resources.resources();
   options.seed = a.seed;
+  options.rounds = a.rounds;
   options.sampling.temperature = static_cast<float>(a.temperature);
   options.sampling.top_p = static_cast<float>(a.top_p);
   options.conditional.delta = static_cast<float>(a.delta);
@@ -471,6 +506,7 @@ int run_model(ModelArgs& a) {
   const ModelRun run = combination.model[static_cast<std::size_t>(options.verifier)](bench, options);
   ModelReport report = summarise_model(bench, run, options);
   report.report.auto_budget = auto_budget;
+  report.report.fixed_by_default = a.budget.fixed_by_default();
   report.clamped = clamped;
   print_model_report(std::cout, report);
   for (std::size_t p = 0; p < std::min<std::size_t>(a.show, bench.prompts.size()); ++p) {
@@ -497,6 +533,7 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
   cmd.add_option("--drafter", a.drafters, "Drafter name(s); all of them combine into one decoder (repeatable)")
       ->required();
   add_budget_options(cmd, a.budget);
+  add_round_options(cmd, a.rounds);
   cmd.add_option("--cost", a.cost, "--budget auto: the cost table (specbench calibrate) of the decoder's cost model "
                                    "(default: a quick calibration of the model at start-up)");
   add_weights_option(cmd, a.weights, "the model, plain and speculative alike");
@@ -609,7 +646,7 @@ auto replay_of(const Combination& c) {
 /// has budget + 1 nodes. With --budget auto and no --budget-cap, the cap is lowered to what the
 /// table covers.
 std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b) {
-  if (b.cap_option->count() > 0 && !b.automatic) throw input_error("--budget-cap applies to --budget auto only");
+  b.check_cap();
   if (file.empty()) return std::nullopt;
   CostTable table = CostTable::load(file);
   if (b.automatic && b.cap_option->count() == 0) b.cap = std::min(b.cap, table.max_nodes() - 1);
@@ -652,11 +689,13 @@ std::shared_ptr<const specdec::Llama2cModel> load_timed_model(const ReplayArgs& 
   return model;
 }
 
-int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
+int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
   const Combination& combination = find_combination(r.drafters);
   replay_of(combination);  // a feature drafter has no replay
   const BatchRunners& runners = combination.batch;
   if (a.warm_history) throw input_error("--warm-history does not combine with --batch (the batched replay decodes the sampled turns only)");
+  a.budget.choose_default(!r.timed_model.empty());
+  a.budget.check_cap();
   if (a.budget.automatic && r.timed_model.empty())
     throw input_error("--batch --budget auto needs a model to time: --timed-model M (calibrated at start-up)");
   check_inputs({{r.timed_model, "--timed-model"}});
@@ -679,13 +718,15 @@ int run_replay_batch(const DataArgs& a, const ReplayArgs& r) {
   options.threads = r.threads;
   options.timed_model = timed;
   options.resources = a.drafters.resources();
+  // Without a timed model the passes time drafting and bookkeeping only: one round says all.
+  if (timed) options.rounds = r.rounds;
   BatchReport report{runners.replay(corpus, options), "replay",
                      timed ? "Spec-Bench replay: acceptance from the recorded answers; " + timed_source
                            : std::string("Spec-Bench replay: acceptance from the recorded answers, no model runs "
                                          "(seconds are drafting and bookkeeping only; fwd is what a model would run)"),
                      timed ? "ReplayBatchTarget (one ReplayTarget per request) + Llama2cBatchTarget of the timed model"
                            : "ReplayBatchTarget: one ReplayTarget per request (PerSlotTarget<ReplayTarget>)",
-                     a.budget.most(), auto_budget};
+                     a.budget.most(), auto_budget, a.budget.fixed_by_default()};
   return report_batch(report, a.json, a.plot);
 }
 
@@ -710,6 +751,7 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   if (!r.batch.empty()) return run_replay_batch(a, r);
   const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
+  a.budget.choose_default(!a.cost.empty() || !r.timed_model.empty());
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
   if (a.budget.automatic && !table && r.timed_model.empty())
     throw input_error("--budget auto needs a cost model: --cost TABLE, or --timed-model M (calibrated at start-up)");
@@ -732,9 +774,14 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
                               .coster = coster.get(),
                               .timed = !r.timed_model.empty(),
                               .cost = auto_cost(a, table, &r, auto_source)};
-  Report report = summarise(corpus, runner(corpus, options), options);
+  Rounds rounds;
+  const ReplayRun run = r.timed_model.empty() ? runner(corpus, options)
+                                              : replay_in_rounds(runner, corpus, options, r.rounds, rounds);
+  Report report = summarise(corpus, run, options);
   report.cost_source = source;
   report.auto_budget = auto_source;
+  report.fixed_by_default = a.budget.fixed_by_default();
+  report.rounds = rounds;
   print_report(std::cout, report);
   if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
   if (!a.plot.empty()) write_file(a.plot, histogram_svg(report));
@@ -749,6 +796,7 @@ void run_compare(DataArgs& a, const std::vector<std::string>& names) {
     chosen.push_back(&find_combination(std::span(&name, 1)));
     replay_of(*chosen.back());
   }
+  a.budget.choose_default(!a.cost.empty());
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
   if (a.budget.automatic && !table) throw input_error("--budget auto needs a cost model: --cost TABLE");
   const Corpus corpus = load_corpus(a);
@@ -765,6 +813,7 @@ void run_compare(DataArgs& a, const std::vector<std::string>& names) {
     reports.push_back(summarise(corpus, replay_of(*c)(corpus, options), options));
     if (table) reports.back().cost_source = table_source(a, *table);
     reports.back().auto_budget = auto_source;
+    reports.back().fixed_by_default = a.budget.fixed_by_default();
   }
   print_comparison(std::cout, reports);
   if (!a.json.empty()) {
@@ -845,6 +894,7 @@ int main(int argc, char** argv) {
                                    "next to plain decoding of the same tokens");
   add_threads_option(*replay, replay_only.threads, "Threads of the timed model's forward (default 1)")->needs(timed);
   add_weights_option(*replay, replay_only.weights, "the timed model")->needs(timed);
+  add_round_options(*replay, replay_only.rounds, timed);
   replay->add_option("--batch", replay_only.batch, "Replay the turns B at a time, plainly and speculatively, for each "
                                                    "B of the list (e.g. 1,2,4,8; at most " +
                                                        std::to_string(max_batch_size) + ")")

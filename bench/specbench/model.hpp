@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -23,6 +24,7 @@
 
 #include "cost.hpp"
 #include "replay.hpp"
+#include "rounds.hpp"
 #include "tasks.hpp"
 
 namespace specbench {
@@ -61,17 +63,16 @@ struct ModelOptions {
   std::uint64_t seed = 0;                    ///< prompt i draws from Philox stream (seed, sequence i)
   specdec::ConditionalParams conditional{};  ///< delta, top_k (eos: the first stop token)
   DrafterResources resources;
+  RoundRule rounds;  ///< how many plain and speculative passes alternate (default one each)
 };
 
-/// One decoded prompt.
+/// One decoded prompt (of the first round; see decode_model).
 struct ModelTurn {
   TurnResult result;                 ///< the speculative decode
   std::vector<token_t> output;       ///< its new tokens
-  double speculative_seconds = 0;    ///< prefill + generate of the speculative decoder
-  double plain_seconds = 0;          ///< the same prompt decoded plainly (see decode_model)
-  double speculative_prefill_seconds = 0, plain_prefill_seconds = 0;  ///< their prefills
   std::int64_t plain_tokens = 0;
-  bool equals_plain = false;         ///< output == the plain decode's output (meaningful for exact)
+  /// output == the plain decode's output, in every round (meaningful for exact)
+  bool equals_plain = false;
   std::int64_t draft_forwards = 0;   ///< forwards of the drafters' draft models (see counts_draft_forwards)
   std::int64_t draft_nodes = 0;      ///< tree nodes those forwards ran
 };
@@ -80,8 +81,10 @@ struct ModelRun {
   std::vector<std::string> drafters;
   bool counts_draft_forwards = false;  ///< some drafter runs a draft model (staged, draft_model)
   std::vector<ModelTurn> turns;  ///< one per prompt, in order
-  double seconds = 0;
-  Calibration calibration;
+  double seconds = 0;            ///< wall time of all rounds
+  Calibration calibration;       ///< of the first round's decoder
+  Rounds rounds;                 ///< per round, each arm's tokens/s over all prompts, prefills included
+  Rounds decode_rounds;          ///< the same without the prefills (as `--batch` reports)
 };
 
 namespace detail {
@@ -127,11 +130,16 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace detail
 
 /// Decodes every prompt with the drafters merged into one decoder (one decoder for the whole
-/// run: drafters live across prompts, as in a server), and, before each, plainly: with the exact
+/// pass: drafters live across prompts, as in a server), and, before each, plainly: with the exact
 /// verifier by Llama2cTarget::prefill + decode (generate()'s two halves: one forward per token,
 /// the reference the output must equal), with a sampling verifier by the same decoder type
-/// without drafters (one token per step, the same random streams). Each pass's prefill is timed
-/// apart too (the same work in both: the report gives the ratio with and without it).
+/// without drafters (one token per step, the same random streams). Each pass's prefills are timed
+/// apart too (the same work in both: the report gives the ratio with and without them).
+///
+/// Rounds of both passes repeat as options.rounds asks, each with a fresh decoder, so that a
+/// drafter learning across prompts never sees a prompt twice and every round is the same
+/// experiment: the turns and the calibration are the first round's; every round's outputs are
+/// compared with its plain decode.
 template <class Verifier, class... Drafters>
 ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
   using Decoder = specdec::SpeculativeDecoder<specdec::Llama2cTarget, Drafters..., Verifier>;
@@ -143,46 +151,64 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
   run.counts_draft_forwards = (detail::CountsDraftForwards<Drafters> || ... || false);
   const auto draft_work = [](Decoder& d) { return detail::draft_work(d, std::index_sequence_for<Drafters...>{}); };
   specdec::Llama2cTarget target = make_llama_target(bench.model, options.threads);
-  Decoder decoder(target, specdec::DecoderOptions{.budget = options.budget, .cost = options.cost},
-                  make_drafter<Drafters>(options.resources, TargetInfo{bench.model->config().vocab_size, bench.model})..., detail::make_verifier<Verifier>(options, 0, eos));
-  for (std::size_t p = 0; p < bench.prompts.size(); ++p) {
-    const ModelPrompt& prompt = bench.prompts[p];
-    const auto sequence = static_cast<std::uint32_t>(p);
-    ModelTurn turn;
+  std::optional<Decoder> decoder;
+  do {
+    const bool first_round = run.rounds.count() == 0;
+    decoder.emplace(target, specdec::DecoderOptions{.budget = options.budget, .cost = options.cost},
+                    make_drafter<Drafters>(options.resources, TargetInfo{bench.model->config().vocab_size, bench.model})...,
+                    detail::make_verifier<Verifier>(options, 0, eos));
+    double plain_seconds = 0, plain_prefill = 0, speculative_seconds = 0, speculative_prefill = 0;
+    std::int64_t plain_tokens = 0, speculative_tokens = 0;
+    for (std::size_t p = 0; p < bench.prompts.size(); ++p) {
+      const ModelPrompt& prompt = bench.prompts[p];
+      const auto sequence = static_cast<std::uint32_t>(p);
+      ModelTurn turn;
 
-    const std::span<const token_t> tokens(prompt.tokens);
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<token_t> plain;
-    if constexpr (std::is_same_v<Verifier, specdec::ExactVerifier>) {
-      target.prefill(tokens.first(tokens.size() - 1));
-      turn.plain_prefill_seconds = detail::seconds_since(t0);
-      plain = target.decode(tokens.back(), prompt.max_new_tokens, bench.stop_tokens);
-    } else {
-      PlainDecoder plain_decoder(target, specdec::DecoderOptions{.budget = 0},
-                                 detail::make_verifier<Verifier>(options, sequence, eos));
-      plain_decoder.prefill(prompt.tokens);
-      turn.plain_prefill_seconds = detail::seconds_since(t0);
-      plain = plain_decoder.generate(prompt.max_new_tokens, bench.stop_tokens);
+      const std::span<const token_t> tokens(prompt.tokens);
+      auto t0 = std::chrono::steady_clock::now();
+      std::vector<token_t> plain;
+      if constexpr (std::is_same_v<Verifier, specdec::ExactVerifier>) {
+        target.prefill(tokens.first(tokens.size() - 1));
+        plain_prefill += detail::seconds_since(t0);
+        plain = target.decode(tokens.back(), prompt.max_new_tokens, bench.stop_tokens);
+      } else {
+        PlainDecoder plain_decoder(target, specdec::DecoderOptions{.budget = 0},
+                                   detail::make_verifier<Verifier>(options, sequence, eos));
+        plain_decoder.prefill(prompt.tokens);
+        plain_prefill += detail::seconds_since(t0);
+        plain = plain_decoder.generate(prompt.max_new_tokens, bench.stop_tokens);
+      }
+      plain_seconds += detail::seconds_since(t0);
+      turn.plain_tokens = static_cast<std::int64_t>(plain.size());
+
+      decoder->verifier() = detail::make_verifier<Verifier>(options, sequence, eos);
+      const auto work_before = draft_work(*decoder);
+      t0 = std::chrono::steady_clock::now();
+      decoder->prefill(prompt.tokens);
+      speculative_prefill += detail::seconds_since(t0);
+      turn.output = decoder->generate(prompt.max_new_tokens, bench.stop_tokens);
+      speculative_seconds += detail::seconds_since(t0);
+      const auto work_after = draft_work(*decoder);
+      turn.draft_forwards = work_after.first - work_before.first;
+      turn.draft_nodes = work_after.second - work_before.second;
+      turn.result = {decoder->stats(), static_cast<std::int64_t>(turn.output.size())};
+      turn.equals_plain = turn.output == plain;
+      plain_tokens += turn.plain_tokens;
+      speculative_tokens += turn.result.tokens;
+      if (first_round) run.turns.push_back(std::move(turn));
+      else run.turns[p].equals_plain = run.turns[p].equals_plain && turn.equals_plain;
     }
-    turn.plain_seconds = detail::seconds_since(t0);
-    turn.plain_tokens = static_cast<std::int64_t>(plain.size());
-
-    decoder.verifier() = detail::make_verifier<Verifier>(options, sequence, eos);
-    const auto work_before = draft_work(decoder);
-    t0 = std::chrono::steady_clock::now();
-    decoder.prefill(prompt.tokens);
-    turn.speculative_prefill_seconds = detail::seconds_since(t0);
-    turn.output = decoder.generate(prompt.max_new_tokens, bench.stop_tokens);
-    turn.speculative_seconds = detail::seconds_since(t0);
-    const auto work_after = draft_work(decoder);
-    turn.draft_forwards = work_after.first - work_before.first;
-    turn.draft_nodes = work_after.second - work_before.second;
-    turn.result = {decoder.stats(), static_cast<std::int64_t>(turn.output.size())};
-    turn.equals_plain = turn.output == plain;
-    run.turns.push_back(std::move(turn));
-  }
+    if (first_round) run.calibration = calibration_of(*decoder);
+    const auto rate = [](std::int64_t tokens, double seconds) {
+      return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
+    };
+    run.rounds.add({rate(plain_tokens, plain_seconds), plain_seconds, rate(speculative_tokens, speculative_seconds),
+                    speculative_seconds});
+    run.decode_rounds.add({rate(plain_tokens, plain_seconds - plain_prefill), plain_seconds - plain_prefill,
+                           rate(speculative_tokens, speculative_seconds - speculative_prefill),
+                           speculative_seconds - speculative_prefill});
+  } while (options.rounds.more(run.rounds.count(), run.rounds.plain_seconds(), run.rounds.speculative_seconds()));
   run.seconds = detail::seconds_since(start);
-  run.calibration = calibration_of(decoder);
   return run;
 }
 

@@ -82,6 +82,20 @@ std::string budget_text(const Report& report) {
                                     : fmt::format("budget auto (cap {})", report.budget);
 }
 
+std::string budget_line(int budget, const std::string& auto_budget, bool fixed_by_default, const char* unit) {
+  if (!auto_budget.empty())
+    return fmt::format("budget: auto, at most {} {}, sized by the cost model of {}", budget, unit, auto_budget);
+  if (fixed_by_default)
+    return fmt::format("budget: fixed, {} {} (the default where no cost model is at hand: --cost TABLE or "
+                       "--timed-model M gives one, and --budget auto with it)",
+                       budget, unit);
+  return fmt::format("budget: fixed, {} {} (--budget {})", budget, unit, budget);
+}
+
+std::string budget_kind(const std::string& auto_budget, bool fixed_by_default) {
+  return !auto_budget.empty() ? "auto" : fixed_by_default ? "fixed_by_default" : "fixed";
+}
+
 std::string Report::combination() const {
   std::string out;
   for (const auto& d : drafters) out += (out.empty() ? "" : ",") + d;
@@ -116,6 +130,40 @@ Report summarise(const Corpus& corpus, const ReplayRun& run, const ReplayOptions
   return report;
 }
 
+ReplayRun replay_in_rounds(ReplayRunner runner, const Corpus& corpus, const ReplayOptions& options,
+                           const RoundRule& rule, Rounds& rounds) {
+  ReplayRun first;
+  do {
+    ReplayRun run = runner(corpus, options);
+    std::int64_t tokens = 0;
+    double speculative = 0, plain = 0;
+    for (const TurnResult& t : run.turns) {
+      tokens += t.tokens;
+      speculative += t.cost_seconds + t.stats.draft_seconds;
+      plain += t.plain_cost_seconds;
+    }
+    const auto rate = [tokens](double seconds) { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; };
+    rounds.add({rate(plain), plain, rate(speculative), speculative});
+    if (rounds.count() == 1) {
+      first = std::move(run);
+    } else {
+      for (std::size_t t = 0; t < first.turns.size(); ++t) {  // sums, made means below
+        first.turns[t].cost_seconds += run.turns[t].cost_seconds;
+        first.turns[t].plain_cost_seconds += run.turns[t].plain_cost_seconds;
+        first.turns[t].stats.draft_seconds += run.turns[t].stats.draft_seconds;
+      }
+      first.seconds += run.seconds;
+    }
+  } while (rule.more(rounds.count(), rounds.plain_seconds(), rounds.speculative_seconds()));
+  const double n = rounds.count();
+  for (TurnResult& t : first.turns) {
+    t.cost_seconds /= n;
+    t.plain_cost_seconds /= n;
+    t.stats.draft_seconds /= n;
+  }
+  return first;
+}
+
 // ---- text ------------------------------------------------------------------------------------
 
 namespace {
@@ -138,10 +186,14 @@ std::int64_t total(const std::vector<std::int64_t>& histogram) {
 
 void print_report(std::ostream& out, const Report& report) {
   const Summary& all = report.overall;
-  out << fmt::format("specbench replay: drafters {} ({}), {} turns replayed in {:.2f} s\n",
+  out << fmt::format("specbench replay: drafters {} ({}), {} turns replayed in {:.2f} s\n{}\n",
                      report.combination().empty() ? "none" : report.combination(), budget_text(report), all.turns,
-                     report.seconds);
+                     report.seconds, budget_line(report.budget, report.auto_budget, report.fixed_by_default));
   print_tables(out, report);
+  if (report.rounds.count() > 0)
+    out << fmt::format("\nover {}: {}\n  (speculative / plain tokens/s per round; A/A: plain / the previous round's "
+                       "plain, the noise floor)\n",
+                       rounds_text(report.rounds), ratios_text(report.rounds));
   print_auto_budget(out, report, report.cost_source.empty() ? 0.0 : all.tokens_per_second());
 }
 
@@ -171,7 +223,9 @@ void print_tables(std::ostream& out, const Report& report) {
   if (costed)
     out << "time: " << report.cost_source
         << "\n  tok/s = tokens / (forwards + commits + drafting); plain tok/s = the same tokens decoded one forward "
-           "each; speedup = their ratio\n";
+           "each; speedup = their ratio"
+        << (report.rounds.count() > 1 ? fmt::format("; times: the mean of {} rounds", report.rounds.count()) : "")
+        << "\n";
   out << fmt::format("\n{:<16} {:>6} {:>9} {:>9} {:>7} {:>11} {:>14}", "category", "turns", "steps", "tokens", "tau",
                      "nodes/step", "draft us/step");
   out << (costed ? fmt::format(" {:>10} {:>12} {:>8}\n", "tok/s", "plain tok/s", "speedup") : "\n");
@@ -201,8 +255,9 @@ void print_comparison(std::ostream& out, std::span<const Report> reports) {
   if (reports.empty()) return;
   std::size_t name_width = 11;
   for (const auto& r : reports) name_width = std::max(name_width, r.combination().size());
-  out << fmt::format("specbench compare: {}, {} turns; tau = tokens per target call, bonus token included\n\n",
-                     budget_text(reports[0]), reports[0].overall.turns);
+  out << fmt::format("specbench compare: {}, {} turns; tau = tokens per target call, bonus token included\n{}\n\n",
+                     budget_text(reports[0]), reports[0].overall.turns,
+                     budget_line(reports[0].budget, reports[0].auto_budget, reports[0].fixed_by_default));
   out << fmt::format("{:<{}} {:>7} {:>11} {:>14}", "combination", name_width, "tau", "nodes/step", "draft us/step");
   for (const auto& [category, summary] : reports[0].categories)
     out << fmt::format(" {:>{}}", category, std::max<std::size_t>(category.size(), 6));
@@ -270,6 +325,7 @@ nlohmann::ordered_json to_json(const Report& report) {
   nlohmann::ordered_json j;
   j["drafters"] = report.drafters;
   j["budget"] = report.budget;
+  j["budget_kind"] = budget_kind(report.auto_budget, report.fixed_by_default);
   const bool costed = !report.cost_source.empty();
   if (costed) j["time_source"] = report.cost_source;
   j["overall"] = summary_json(report.overall, costed);
@@ -279,6 +335,7 @@ nlohmann::ordered_json to_json(const Report& report) {
   for (std::size_t d = 0; d < report.drafters.size(); ++d)
     j["accepted_length_histogram"][report.drafters[d]] = report.overall.accepted_by_drafter[d];
   j["seconds"] = report.seconds;
+  if (report.rounds.count() > 0) j["rounds"] = to_json(report.rounds);
   if (!report.auto_budget.empty()) j["automatic_budget"] = auto_budget_json(report, costed ? report.overall.tokens_per_second() : 0.0);
   return j;
 }
@@ -310,8 +367,6 @@ nlohmann::ordered_json auto_budget_json(const Report& report, double measured_to
 
 namespace {
 
-double per_second(std::int64_t tokens, double seconds) { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
-
 std::string verifier_description(const ModelOptions& o) {
   switch (o.verifier) {
     case VerifierKind::exact: return "exact (greedy)";
@@ -329,15 +384,6 @@ double ratio(std::int64_t a, std::int64_t b) { return b > 0 ? static_cast<double
 
 }  // namespace
 
-double ModelReport::speculative_tokens_per_second() const { return per_second(speculative_tokens, speculative_seconds); }
-double ModelReport::plain_tokens_per_second() const { return per_second(plain_tokens, plain_seconds); }
-double ModelReport::speculative_decode_tokens_per_second() const {
-  return per_second(speculative_tokens, speculative_seconds - speculative_prefill_seconds);
-}
-double ModelReport::plain_decode_tokens_per_second() const {
-  return per_second(plain_tokens, plain_seconds - plain_prefill_seconds);
-}
-
 ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const ModelOptions& options) {
   ModelReport m;
   std::vector<std::string> tasks;
@@ -348,10 +394,6 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
     turns.push_back(turn.result);
     m.speculative_tokens += turn.result.tokens;
     m.plain_tokens += turn.plain_tokens;
-    m.speculative_seconds += turn.speculative_seconds;
-    m.plain_seconds += turn.plain_seconds;
-    m.speculative_prefill_seconds += turn.speculative_prefill_seconds;
-    m.plain_prefill_seconds += turn.plain_prefill_seconds;
     m.equal_to_plain += turn.equals_plain;
     if (run.counts_draft_forwards) {
       m.draft_forwards = std::max<std::int64_t>(m.draft_forwards, 0) + turn.draft_forwards;
@@ -360,6 +402,8 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
   }
   m.report = summarise(tasks, turns, run.drafters, options.budget, run.seconds);
   m.report.calibration = run.calibration;
+  m.rounds = run.rounds;
+  m.decode_rounds = run.decode_rounds;
   const specdec::Llama2cConfig& c = bench.model->config();
   m.model = fmt::format("dim {}, {} layers, {} heads, vocab {}, {} positions", c.dim, c.n_layers, c.n_heads,
                         c.vocab_size, c.seq_len);
@@ -373,22 +417,20 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
 
 void print_model_report(std::ostream& out, const ModelReport& m) {
   const Report& r = m.report;
-  out << fmt::format("specbench model: {}\nverifier {}, drafters {} ({}), {} prompts in {:.2f} s\n", m.model,
-                     m.verifier, r.combination().empty() ? "none" : r.combination(), budget_text(r), m.prompts, r.seconds);
+  out << fmt::format("specbench model: {}\nverifier {}, drafters {} ({}), {} prompts in {:.2f} s\n{}\n", m.model,
+                     m.verifier, r.combination().empty() ? "none" : r.combination(), budget_text(r), m.prompts, r.seconds,
+                     budget_line(r.budget, r.auto_budget, r.fixed_by_default));
   if (!m.dresd_search.empty()) out << fmt::format("dresd search: {}\n", m.dresd_search);
   if (m.clamped > 0)
     out << fmt::format("({} prompts had max-new-tokens cut to the model's positions)\n", m.clamped);
   print_tables(out, r);
-  const double spec = m.speculative_tokens_per_second(), plain = m.plain_tokens_per_second();
-  out << fmt::format(
-      "\nspeed (this run, same prompts, {} forward thread{}): speculative {:.0f} tokens/s, plain {:.0f} tokens/s, "
-      "ratio {:.3f}\n",
-      m.threads, m.threads == 1 ? "" : "s", spec, plain, plain > 0 ? spec / plain : 0.0);
-  const double spec_decode = m.speculative_decode_tokens_per_second(), plain_decode = m.plain_decode_tokens_per_second();
-  out << fmt::format("  decoding alone (the prefills, {:.3f} s and {:.3f} s, left out as --batch does): speculative {:.0f} "
-                     "tokens/s, plain {:.0f} tokens/s, ratio {:.3f}\n",
-                     m.speculative_prefill_seconds, m.plain_prefill_seconds, spec_decode, plain_decode,
-                     plain_decode > 0 ? spec_decode / plain_decode : 0.0);
+  out << fmt::format("\nspeed (same prompts, {} forward thread{}; plain and speculative passes alternated, {}): "
+                     "speculative {:.0f} tokens/s, plain {:.0f} tokens/s (medians)\n",
+                     m.threads, m.threads == 1 ? "" : "s", rounds_text(m.rounds), m.rounds.speculative_rate(),
+                     m.rounds.plain_rate());
+  out << fmt::format("  {}\n  decoding alone (the prefills left out, as --batch does): {}\n  (speculative / plain "
+                     "tokens/s per round; A/A: plain / the previous round's plain, the noise floor)\n",
+                     ratios_text(m.rounds), ratios_text(m.decode_rounds));
   if (m.draft_forwards >= 0)
     out << fmt::format("draft model: {} forwards, {:.3f} per target step, {:.3f} per committed token; {:.2f} nodes per "
                        "forward\n",
@@ -397,7 +439,7 @@ void print_model_report(std::ostream& out, const ModelReport& m) {
   if (m.greedy)
     out << fmt::format("lossless: the output equals plain greedy decoding on {} of {} prompts{}\n", m.equal_to_plain,
                        m.prompts, m.equal_to_plain == m.prompts ? "" : "  <-- NOT LOSSLESS");
-  print_auto_budget(out, r, spec);
+  print_auto_budget(out, r, m.rounds.speculative_rate());
 }
 
 nlohmann::ordered_json to_json(const ModelReport& m) {
@@ -409,15 +451,13 @@ nlohmann::ordered_json to_json(const ModelReport& m) {
   j["threads"] = m.threads;
   j["clamped_prompts"] = m.clamped;
   j["speculative"] = {{"tokens", m.speculative_tokens},
-                      {"seconds", m.speculative_seconds},
-                      {"tokens_per_second", m.speculative_tokens_per_second()},
-                      {"prefill_seconds", m.speculative_prefill_seconds},
-                      {"decode_tokens_per_second", m.speculative_decode_tokens_per_second()}};
+                      {"tokens_per_second", m.rounds.speculative_rate()},
+                      {"decode_tokens_per_second", m.decode_rounds.speculative_rate()}};
   j["plain"] = {{"tokens", m.plain_tokens},
-                {"seconds", m.plain_seconds},
-                {"tokens_per_second", m.plain_tokens_per_second()},
-                {"prefill_seconds", m.plain_prefill_seconds},
-                {"decode_tokens_per_second", m.plain_decode_tokens_per_second()}};
+                {"tokens_per_second", m.rounds.plain_rate()},
+                {"decode_tokens_per_second", m.decode_rounds.plain_rate()}};
+  j["rounds"] = to_json(m.rounds);
+  j["decode_rounds"] = to_json(m.decode_rounds);
   if (m.draft_forwards >= 0)
     j["draft_model"] = {{"forwards", m.draft_forwards},
                         {"per_target_step", ratio(m.draft_forwards, m.report.overall.steps)},
@@ -425,7 +465,7 @@ nlohmann::ordered_json to_json(const ModelReport& m) {
                         {"nodes", m.draft_nodes}};
   if (m.greedy) j["equal_to_plain_greedy"] = m.equal_to_plain;
   if (!m.report.auto_budget.empty())
-    j["automatic_budget"] = auto_budget_json(m.report, m.speculative_tokens_per_second());
+    j["automatic_budget"] = auto_budget_json(m.report, m.rounds.speculative_rate());
   return j;
 }
 

@@ -13,6 +13,7 @@
 #include "corpus.hpp"
 #include "model.hpp"
 #include "replay.hpp"
+#include "rounds.hpp"
 
 namespace specbench {
 
@@ -58,14 +59,26 @@ struct Report {
   int budget = 0;  ///< the fixed budget, or the automatic budget's cap
   /// `--budget auto`: where the cost model comes from ("" for a fixed budget).
   std::string auto_budget;
+  bool fixed_by_default = false;  ///< a fixed budget for want of a cost model, not from --budget N
   Calibration calibration;  ///< `--budget auto`: the acceptance model's, at the end of the run
   double seconds = 0;  ///< wall time of the replay
   Summary overall;
   std::vector<std::pair<std::string, Summary>> categories;  ///< in the corpus's order
   /// What the steps' time comes from ("" without a StepCoster: τ only).
   std::string cost_source;
+  /// A timed replay (`--timed-model`): each round's overall speed, speculative and plain (none
+  /// otherwise); the tables' times are the means over these rounds.
+  Rounds rounds;
   std::string combination() const;
 };
+
+using ReplayRunner = ReplayRun (*)(const Corpus&, const ReplayOptions&);
+/// Runs `runner` on `corpus` in rounds as `rule` asks, each with a fresh decoder (a drafter that
+/// learns across turns starts over: every round is the same experiment), and puts each round's
+/// overall speed into `rounds`. Returns the first round's run with each turn's times (target,
+/// plain, drafting) the mean over the rounds.
+ReplayRun replay_in_rounds(ReplayRunner runner, const Corpus& corpus, const ReplayOptions& options,
+                           const RoundRule& rule, Rounds& rounds);
 
 Report summarise(const Corpus& corpus, const ReplayRun& run, const ReplayOptions& options);
 /// The same from any runner: turn t belongs to category turn_categories[t]; categories are listed
@@ -74,6 +87,12 @@ Report summarise(std::span<const std::string> turn_categories, std::span<const T
                  std::vector<std::string> drafters, int budget, double seconds);
 /// "budget 8", or "budget auto (cap 64)".
 std::string budget_text(const Report& report);
+/// The header line that says which budget ran: fixed (given, or the default for want of a cost
+/// model) or automatic, with its cap and cost model; `unit` says what the budget bounds.
+std::string budget_line(int budget, const std::string& auto_budget, bool fixed_by_default,
+                        const char* unit = "draft nodes per step");
+/// "auto", "fixed" or "fixed_by_default": the JSON's budget_kind.
+std::string budget_kind(const std::string& auto_budget, bool fixed_by_default);
 
 /// The table per category and overall, then the accepted-length histogram per drafter.
 void print_report(std::ostream& out, const Report& report);
@@ -94,19 +113,14 @@ struct ModelReport {
   int prompts = 0;
   int threads = 1;       ///< the target's forward threads
   int clamped = 0;       ///< prompts whose max_new_tokens was cut to the model's positions
-  std::int64_t speculative_tokens = 0, plain_tokens = 0;
-  double speculative_seconds = 0, plain_seconds = 0;                  ///< prefills included
-  double speculative_prefill_seconds = 0, plain_prefill_seconds = 0;  ///< the prefills alone
+  std::int64_t speculative_tokens = 0, plain_tokens = 0;  ///< of one round
+  Rounds rounds;         ///< per round, each arm's tokens/s, prefills included
+  Rounds decode_rounds;  ///< the same without the prefills (as `--batch` reports)
   bool greedy = false;   ///< exact verifier: the output must equal plain greedy decoding
-  int equal_to_plain = 0;  ///< prompts whose output equals the plain decode's
+  int equal_to_plain = 0;  ///< prompts whose output equals the plain decode's in every round
   /// Forwards of the draft models of staged drafters (-1: no drafter runs one).
   std::int64_t draft_forwards = -1;
   std::int64_t draft_nodes = 0;  ///< tree nodes those forwards ran
-  double speculative_tokens_per_second() const;
-  double plain_tokens_per_second() const;
-  /// Decoding alone: the same tokens over the time without the prefills (as `--batch` reports).
-  double speculative_decode_tokens_per_second() const;
-  double plain_decode_tokens_per_second() const;
 };
 
 ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const ModelOptions& options);

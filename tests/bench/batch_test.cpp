@@ -124,3 +124,39 @@ TEST_CASE("model batch: plain batched decoding is greedy decoding and speculatio
   }
   CHECK(run.rows[1].plain.forwards < run.rows[0].plain.forwards);  // two requests share each forward
 }
+
+TEST_CASE("batch rounds: the first round's passes stay, and every round's outputs are checked", "[specbench][batch]") {
+  // Two requests; the speculative pass of round 2 gets request 1 wrong.
+  int plain_passes = 0, speculative_passes = 0;
+  const auto pass = [](double seconds, std::vector<std::vector<token_t>> outputs) {
+    BatchPass p;
+    p.tokens = 4;
+    p.seconds = seconds;
+    p.outputs = std::move(outputs);
+    return p;
+  };
+  BatchRow row{.batch = 2};
+  detail::run_rounds(
+      row, RoundRule{3, 0.0},
+      [&] { return pass(++plain_passes, {{1, 2}, {3, 4}}); },
+      [&] { return ++speculative_passes == 2 ? pass(1.0, {{1, 2}, {3, 5}}) : pass(1.0, {{1, 2}, {3, 4}}); });
+  CHECK(plain_passes == 3);
+  CHECK(speculative_passes == 3);
+  CHECK(row.rounds.count() == 3);
+  CHECK(row.plain.seconds == 1.0);  // the first round's pass
+  CHECK(row.equal_to_plain == 1);
+  const std::vector<double> speedups = row.rounds.speedups(), aa = row.rounds.plain_to_plain();
+  REQUIRE(speedups.size() == 3);
+  CHECK(speedups[1] == Approx(2.0));  // 4 tokens in 1 s against 4 tokens in 2 s
+  CHECK(speedups[2] == Approx(3.0));
+  REQUIRE(aa.size() == 2);
+  CHECK(aa[0] == Approx(0.5));
+  CHECK(aa[1] == Approx(2.0 / 3.0));
+
+  BatchRow until_seconds{.batch = 1};
+  int passes = 0;
+  detail::run_rounds(
+      until_seconds, RoundRule{1, 2.5}, [&] { return ++passes, pass(1.0, {{1}}); }, [&] { return pass(1.0, {{1}}); });
+  CHECK(passes == 3);  // 1 s a pass: three rounds before each arm has run 2.5 s
+  CHECK(until_seconds.equal_to_plain == 1);
+}
