@@ -379,7 +379,11 @@ class CudaCoster final : public CudaStepCoster {
       sampled += seconds_since(t0);
     }
     plain_energy_.add(before, meter_.joules(), samples);
-    return {seconds_, samples > 0 ? sampled / static_cast<double>(samples) * static_cast<double>(count) : 0.0};
+    const double plain = samples > 0 ? sampled / static_cast<double>(samples) * static_cast<double>(count) : 0.0;
+    // A line per turn, so that a run stopped by a time limit still says what it measured.
+    std::cerr << "specbench: GPU turn " << ++turns_ << ": " << tokens << " tokens, steps " << seconds_ * 1e3
+              << " ms, plain " << plain * 1e3 << " ms (" << samples << " of " << count << " steps timed)\n";
+    return {seconds_, plain};
   }
 
   CostTable quick_calibration(int largest, std::string& description) override {
@@ -414,7 +418,7 @@ class CudaCoster final : public CudaStepCoster {
   specdec::testing::LaidOutTree root_{{-1}, {0}};
   Clock::time_point step_start_{};
   double seconds_ = 0;
-  int first_context_ = -1, base_ = 0;
+  int first_context_ = -1, base_ = 0, turns_ = 0;
   std::optional<double> turn_start_;
   EnergyTotal speculative_energy_, plain_energy_;
 };
