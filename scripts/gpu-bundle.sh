@@ -10,6 +10,11 @@
 #   DENSE_DS=FILE build/gpu-bundle/run.sh  # also specdec-dense-datastore bench FILE --backend gpu-flat
 #   SANITIZE=1 build/gpu-bundle/run.sh [LOG_DIR]   # the gpu tests under compute-sanitizer instead
 #                                                  # (memcheck, racecheck, synccheck; slow)
+# After them, issue 46's check with specbench --device cuda (docs/specbench.md): the GPU cost table
+# of the Llama-2-7B shape, lossless `model` runs on stories260K and BabyLlama-936K with energy per
+# token, and the 40-turn timed replay on the Llama-2-7B shape for tree_history, casd, pld and tree
+# at --budget auto; every command under a time limit, the whole run.sh within RUN_BUDGET_S seconds
+# (default 480) of its start. SPECBENCH=only runs that check alone, SPECBENCH=skip leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -18,12 +23,12 @@ cmake --preset cuda >/dev/null
 mapfile -t tests < <(ctest --test-dir build/cuda -L gpu -N | awk '/Test +#/ {print $3}')
 [ "${#tests[@]}" -gt 0 ] || { echo "gpu-bundle: no test labelled gpu in build/cuda" >&2; exit 1; }
 cmake --build --preset cuda -j "$(nproc)" --target "${tests[@]}" kernels_bench decoder_step_bench cuda_forward_bench \
-  specdec_dense_datastore
+  specdec_dense_datastore specbench
 bundle=build/gpu-bundle
 rm -rf "$bundle"
 mkdir -p "$bundle"
 programs=(build/cuda/bench/kernels_bench build/cuda/bench/decoder_step_bench build/cuda/bench/cuda_forward_bench
-          build/cuda/tools/dense_datastore/specdec-dense-datastore)
+          build/cuda/tools/dense_datastore/specdec-dense-datastore build/cuda/bench/specbench/specbench)
 for t in "${tests[@]}"; do programs+=("$(find build/cuda/tests -name "$t" -type f | head -1)"); done
 cp "${programs[@]}" "$bundle/"
 # The libraries they link that a bare machine lacks: all but glibc's, the C++ runtime, the driver
@@ -38,6 +43,12 @@ for f in stories260K.bin tok512.bin babyllama-936K.bin tok105.bin; do
   if [ -f "$data/models/$f" ]; then cp "$data/models/$f" "$bundle/data/models/"
   else echo "gpu-bundle: $data/models/$f not found: cuda_llama_gpu_test will skip the cases that need it" >&2; fi
 done
+# specbench's replay: the Spec-Bench questions, Vicuna-7B's greedy answers and the Llama 2 tokenizer (2 MB).
+mkdir -p "$bundle/data/specbench" "$bundle/data/tokenizers"
+for f in specbench/question.jsonl specbench/vicuna-7b-v1.3-greedy.jsonl tokenizers/llama2.model; do
+  if [ -f "$data/$f" ]; then cp "$data/$f" "$bundle/data/$f"
+  else echo "gpu-bundle: $data/$f not found: the timed replay of run.sh will fail" >&2; fi
+done
 cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs every GPU test, then the benchmarks; logs go to $1 (default .). Any exit but 0 counts as a
@@ -46,6 +57,7 @@ cat > "$bundle/run.sh" <<'RUN'
 # (compute-sanitizer comes with the CUDA toolkit, not the driver).
 here="$(cd "$(dirname "$0")" && pwd)"
 logs="${1:-.}"
+started=$SECONDS
 mkdir -p "$logs"
 export SPECDEC_DATA="${SPECDEC_DATA:-$here/data}"
 export LD_LIBRARY_PATH="$here:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -55,7 +67,8 @@ if [ "${SANITIZE:-0}" = 1 ] && ! command -v compute-sanitizer >/dev/null; then
   command -v compute-sanitizer >/dev/null || { echo "SANITIZE=1: compute-sanitizer not found" >&2; exit 2; }
 fi
 failed=0
-for t in "$here"/*_gpu_test; do
+specbench_mode="${SPECBENCH:-after}"
+[ "$specbench_mode" = only ] || for t in "$here"/*_gpu_test; do
   name="$(basename "$t")"
   if [ "${SANITIZE:-0}" = 1 ]; then
     for tool in memcheck racecheck synccheck; do
@@ -71,7 +84,7 @@ for t in "$here"/*_gpu_test; do
     [ "$rc" -eq 0 ] || failed=1
   fi
 done
-if [ "${SANITIZE:-0}" != 1 ]; then
+if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != only ]; then
   "$here/kernels_bench" >"$logs/kernels_bench.txt" 2>&1 || failed=1
   "$here/decoder_step_bench" --tokens 128 >"$logs/decoder_step_bench.txt" 2>&1 || failed=1
   # At most 2 minutes (the whole run must fit in 6): a slower first version still leaves its lines.
@@ -98,6 +111,41 @@ if [ "${SANITIZE:-0}" != 1 ]; then
     "$here/specdec-dense-datastore" bench "$DENSE_DS" --queries 200 --backend gpu-flat >"$logs/dense_bench.txt" 2>&1 ||
       failed=1
   fi
+fi
+# Issue 46's check (docs/specbench.md, --device cuda). Each command gets at most its own limit and
+# what is left of RUN_BUDGET_S; one that is stopped counts as failed (exit 124) and its log keeps
+# what it printed (the timed replay prints a line per turn).
+budget_s="${RUN_BUDGET_S:-480}"
+specbench_step() {  # NAME LIMIT_S ARGS...: specbench ARGS > LOG_DIR/specbench_NAME.txt
+  local name="$1" limit="$2"
+  shift 2
+  local left=$((budget_s - (SECONDS - started)))
+  if [ "$left" -lt 10 ]; then
+    echo "specbench $name: not run (the run's $budget_s s are spent)" | tee -a "$logs/summary.txt"
+    failed=1
+    return
+  fi
+  [ "$limit" -le "$left" ] || limit="$left"
+  echo "+ specbench $* (limit ${limit} s)" >"$logs/specbench_$name.txt"
+  timeout "$limit" "$here/specbench" "$@" >>"$logs/specbench_$name.txt" 2>&1
+  local rc=$?
+  echo "specbench $name: exit $rc" | tee -a "$logs/summary.txt"
+  [ "$rc" -eq 0 ] || failed=1
+}
+if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != skip ]; then
+  models="$SPECDEC_DATA/models"
+  table="$logs/cost-llama2-7b.json"
+  specbench_step calibrate 60 calibrate --device cuda --synthetic Llama-2-7B --out "$table"
+  specbench_step model_stories260K 60 model --device cuda --drafter tree_history --model "$models/stories260K.bin" \
+    --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_stories260K.json"
+  specbench_step model_babyllama 60 model --device cuda --drafter casd --model "$models/babyllama-936K.bin" \
+    --tokenizer "$models/tok105.bin" --task retell --json "$logs/specbench_model_babyllama.json"
+  cost=()
+  [ -f "$table" ] && cost=(--cost "$table")  # else each replay calibrates at start-up
+  for drafter in tree_history casd pld tree; do
+    specbench_step "replay_$drafter" 150 replay --device cuda --timed-model synthetic:Llama-2-7B --drafter "$drafter" \
+      --turns 40 --warm-history --budget auto "${cost[@]}" --json "$logs/specbench_replay_$drafter.json"
+  done
 fi
 echo "failed: $failed" | tee -a "$logs/summary.txt"
 exit "$failed"

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,8 @@
 #include "common/dense_search_options.hpp"
 #include "corpus.hpp"
 #include "cost.hpp"
+#include "cuda_cli.hpp"
+#include "cuda_device.hpp"
 #include "input_error.hpp"
 #include "registry.hpp"
 #include "report.hpp"
@@ -121,6 +124,7 @@ struct ReplayArgs {
   specdec::WeightFormat weights = specdec::WeightFormat::fp32;  ///< of the timed model
   std::string batch;         ///< --batch B[,B...]: batched decoding, plain and speculative
   RoundRule rounds{3, 1.0};  ///< of the timed model's plain and speculative passes
+  DeviceArgs device;         ///< --device cuda: --timed-model runs on the GPU
 };
 
 /// Accepts a whole number in [least, most]; CLI11 reports "--OPTION: <message>".
@@ -353,6 +357,7 @@ struct ModelArgs {
   std::string plot;
   std::string batch;  ///< --batch B[,B...]: batched decoding, plain and speculative
   RoundRule rounds{3, 1.0};  ///< of the plain and speculative passes
+  DeviceArgs device;  ///< --device cuda: CudaLlamaTarget
 };
 
 /// Accepts a finite number in [low, high] (open at `low` when low_open).
@@ -469,6 +474,54 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
 
 std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b);
 
+/// `model --device cuda` (cuda_device.hpp): the checkpoint on CudaLlamaTarget, exact verifier,
+/// one sequence; every prompt checked against plain greedy decoding on the same GPU target.
+int run_model_cuda(const ModelArgs& a, const std::optional<CostTable>& table) {
+  if (a.verifier != "exact") throw input_error("--device cuda: `model` runs with --verifier exact only");
+  if (!a.batch.empty()) throw input_error("--device cuda: --batch does not run on the GPU yet");
+  if (a.threads != 1 || a.weights != specdec::WeightFormat::fp32)
+    throw input_error("--device cuda: --threads and --weights are the host's options (a checkpoint runs in fp32 on "
+                      "the GPU)");
+  const CudaModelRunner runner = find_cuda_combination(a.drafters);
+  const CudaModelChoice choice = cuda_model_choice(model_path(a).string(), "--model");
+  require_cuda_device();
+  ModelOptions options;
+  options.budget = a.budget.most();
+  options.resources = a.resources.resources();
+  int clamped = 0;
+  std::optional<specdec::Llama2cTokenizer> tokenizer;
+  const ModelBench bench = load_model_bench(a, tokenizer, clamped);
+  std::string auto_budget;
+  if (a.budget.automatic && table) {
+    options.cost = *table;
+    auto_budget = "the cost table " + a.cost + " (" + table->describe() + ")";
+  } else if (a.budget.automatic) {
+    CalibrateOptions quick;
+    quick.nodes = doubling_sizes(tree_nodes(a.budget.cap));
+    quick.repetitions = 2;
+    std::ostringstream log;
+    const CostTable calibrated = calibrate_cuda(choice, quick, log);
+    options.cost = calibrated;
+    auto_budget = "the model, calibrated on the GPU at start-up (median of 2)";
+  }
+  EnergyMeter meter = cuda_energy_meter();
+  const CudaModelRun gpu = runner(bench, options, choice, meter);
+  ModelReport report = summarise_model(bench, gpu.run, options);
+  report.report.auto_budget = auto_budget;
+  report.clamped = clamped;
+  report.model += "; on " + gpu.device + ": " + gpu.target;
+  print_model_report(std::cout, report);
+  std::cout << energy_line(meter.available(), meter.why(), gpu.speculative_energy, gpu.plain_energy) << "\n";
+  if (!a.json.empty()) {
+    nlohmann::ordered_json j = to_json(report);
+    j["device"] = {{"name", gpu.device}, {"target", gpu.target}};
+    j["energy"] = energy_json(meter.available(), meter.why(), gpu.speculative_energy, gpu.plain_energy);
+    write_file(a.json, j.dump(2) + "\n");
+  }
+  if (!a.plot.empty()) write_file(a.plot, histogram_svg(report.report));
+  return report.greedy && report.equal_to_plain != report.prompts ? 1 : 0;
+}
+
 int run_model(ModelArgs& a) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   check_drafter_inputs(a.resources);
@@ -476,6 +529,7 @@ int run_model(ModelArgs& a) {
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
   if (table && !a.budget.automatic)
     throw input_error("--cost: `specbench model` times its own decoding; a cost table only sizes --budget auto");
+  if (a.device.cuda()) return run_model_cuda(a, table);
   if (!a.batch.empty()) return run_model_batch(a, table);
   const Combination& combination = find_combination(a.drafters);
   ModelOptions options;
@@ -748,6 +802,9 @@ specdec::AnyCostModel auto_cost(const DataArgs& a, const std::optional<CostTable
 int run_replay(DataArgs& a, const ReplayArgs& r) {
   check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   check_drafter_inputs(a.drafters);
+  if (r.device.cuda() && (r.timed_model.empty() || !r.batch.empty()))
+    throw input_error("--device cuda: `replay` runs the GPU with --timed-model synthetic:SHAPE or a checkpoint, one "
+                      "sequence (no --batch yet)");
   if (!r.batch.empty()) return run_replay_batch(a, r);
   const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
@@ -757,11 +814,22 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
     throw input_error("--budget auto needs a cost model: --cost TABLE, or --timed-model M (calibrated at start-up)");
   if (table && !r.timed_model.empty() && !a.budget.automatic)
     throw input_error("--cost and --timed-model: the time is measured; a cost table only sizes --budget auto");
-  check_inputs({{r.timed_model, "--timed-model"}});
+  std::optional<CudaModelChoice> gpu_model;
+  if (r.device.cuda()) {
+    require_cuda_device();
+    gpu_model = cuda_model_choice(r.timed_model, "--timed-model");
+  } else {
+    check_inputs({{r.timed_model, "--timed-model"}});
+  }
   Corpus corpus = load_corpus(a);
   std::unique_ptr<StepCoster> coster;
+  CudaStepCoster* gpu = nullptr;  // the GPU's coster, when it is the one
   std::string source;
-  if (!r.timed_model.empty()) {
+  if (gpu_model) {
+    auto made = make_cuda_coster(*gpu_model, corpus, a.budget.most(), source);
+    gpu = made.get();
+    coster = std::move(made);
+  } else if (!r.timed_model.empty()) {
     coster = std::make_unique<ModelCoster>(make_llama_target(load_timed_model(r, a, corpus, source), r.threads));
   } else if (table) {
     coster = std::make_unique<TableCoster>(*table);
@@ -769,11 +837,14 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   }
   report_token_counts(corpus);
   std::string auto_source;
+  const bool gpu_calibrates = gpu && a.budget.automatic && !table;
   const ReplayOptions options{.budget = a.budget.most(),
                               .resources = a.drafters.resources(),
                               .coster = coster.get(),
                               .timed = !r.timed_model.empty(),
-                              .cost = auto_cost(a, table, &r, auto_source)};
+                              .cost = gpu_calibrates ? specdec::AnyCostModel(gpu->quick_calibration(
+                                                           tree_nodes(a.budget.cap), auto_source))
+                                                     : auto_cost(a, table, &r, auto_source)};
   Rounds rounds;
   const ReplayRun run = r.timed_model.empty() ? runner(corpus, options)
                                               : replay_in_rounds(runner, corpus, options, r.rounds, rounds);
@@ -783,7 +854,12 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   report.fixed_by_default = a.budget.fixed_by_default();
   report.rounds = rounds;
   print_report(std::cout, report);
-  if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
+  if (gpu) std::cout << energy_line(gpu->energy_meter().available(), gpu->energy_meter().why(), gpu->speculative_energy(), gpu->plain_energy()) << "\n";
+  if (!a.json.empty()) {
+    nlohmann::ordered_json j = to_json(report);
+    if (gpu) j["energy"] = energy_json(gpu->energy_meter().available(), gpu->energy_meter().why(), gpu->speculative_energy(), gpu->plain_energy());
+    write_file(a.json, j.dump(2) + "\n");
+  }
   if (!a.plot.empty()) write_file(a.plot, histogram_svg(report));
   return 0;
 }
@@ -830,10 +906,12 @@ struct CalibrateArgs {
   int max_nodes = 128;
   std::string out;
   std::string plot;
+  DeviceArgs device;  ///< --device cuda: CudaLlamaTarget, --model or --synthetic
 };
 
 int run_calibrate(CalibrateArgs& a) {
   check_outputs({{a.out, "--out"}, {a.plot, "--plot"}});
+  const std::optional<CudaModelChoice> gpu = calibrate_device_model(a.device, a.options);
   a.options.nodes = doubling_sizes(a.max_nodes);
   std::sort(a.options.contexts.begin(), a.options.contexts.end());
   a.options.contexts.erase(std::unique(a.options.contexts.begin(), a.options.contexts.end()), a.options.contexts.end());
@@ -841,7 +919,7 @@ int run_calibrate(CalibrateArgs& a) {
     if (const auto note = synthetic_model_note(a.options.model); note && note->value("layers_of", 0) > note->value("layers", 0))
       a.options.layers_of = note->value("layers_of", 0);
   const fs::path scratch = a.out.empty() ? fs::temp_directory_path() / "specbench-calibrate" : fs::path(a.out);
-  const CostTable table = calibrate(a.options, scratch, std::cerr);
+  const CostTable table = gpu ? calibrate_cuda(*gpu, a.options, std::cerr) : calibrate(a.options, scratch, std::cerr);
   print_cost_table(std::cout, table);
   if (!a.out.empty()) {
     write_file(a.out, table.to_json().dump(2) + "\n");
@@ -852,7 +930,8 @@ int run_calibrate(CalibrateArgs& a) {
 }
 
 void add_calibrate_options(CLI::App& cmd, CalibrateArgs& a) {
-  cmd.add_option("--model", a.options.model, "llama2.c checkpoint to time (e.g. from specdec-synth-model)")->required();
+  cmd.add_option("--model", a.options.model, "llama2.c checkpoint to time (e.g. from specdec-synth-model)");
+  add_device_option(cmd, a.device, true);
   add_threads_option(cmd, a.options.threads, "Threads of the forward (default 1)");
   add_weights_option(cmd, a.options.weights, "the model");
   cmd.add_option("--out", a.out, "Write the cost table (JSON, docs/specbench.md) to this file");
@@ -895,6 +974,7 @@ int main(int argc, char** argv) {
   add_threads_option(*replay, replay_only.threads, "Threads of the timed model's forward (default 1)")->needs(timed);
   add_weights_option(*replay, replay_only.weights, "the timed model")->needs(timed);
   add_round_options(*replay, replay_only.rounds, timed);
+  add_device_option(*replay, replay_only.device, false);
   replay->add_option("--batch", replay_only.batch, "Replay the turns B at a time, plainly and speculatively, for each "
                                                    "B of the list (e.g. 1,2,4,8; at most " +
                                                        std::to_string(max_batch_size) + ")")
@@ -919,6 +999,7 @@ int main(int argc, char** argv) {
       "model", "Decode the tasks' prompts with a llama2.c model and one drafter combination; compare with plain decoding");
   add_model_options(*model, model_args);
   add_verifier_options(*model, model_args);
+  add_device_option(*model, model_args.device, false);
 
   CorpusArgs corpus_args;
   auto* corpus = app.add_subcommand("corpus", "Generate a corpus of stories with a llama2.c model (tokens, optionally "

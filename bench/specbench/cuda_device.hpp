@@ -1,0 +1,173 @@
+// specbench on a CUDA device (`--device cuda`, docs/specbench.md): the GPU cost table
+// (`calibrate`), the real checkpoints decoded on CudaLlamaTarget (`model`), the replay timed on a
+// GPU target (`replay --timed-model`), and the GPU's energy per token from NVML. This header has
+// no CUDA in it: cuda_device.cu implements the device parts in a CUDA build, cuda_absent.cpp
+// refuses them (one sentence) in a build without CUDA, and cuda_host.cpp holds what runs on the
+// host in both (the table's metadata, the model choice, NVML and the joules per token).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cost.hpp"
+#include "model.hpp"
+#include "replay.hpp"
+
+namespace specbench {
+
+/// `--device host|cuda`.
+struct DeviceArgs {
+  std::string device = "host";
+  std::string synthetic;  ///< calibrate --synthetic SHAPE
+  bool cuda() const { return device == "cuda"; }
+};
+
+/// Whether this specbench was built with CUDA (SPECDEC_CUDA).
+bool cuda_built();
+
+/// The name of the CUDA device this run uses (device 0), once it is known to be usable; else
+/// input_error: "--device cuda: this specbench was built without CUDA (...)" or "--device cuda:
+/// no CUDA device is visible (...)".
+std::string require_cuda_device();
+
+/// What runs on the device: a llama2.c checkpoint (fp32) or a synthetic shape (bf16 weights made
+/// on the device from a seed; models/synthetic_llama.hpp).
+struct CudaModelChoice {
+  std::filesystem::path file;  ///< empty for a synthetic shape
+  std::string shape;           ///< empty for a checkpoint
+  /// "synthetic:SHAPE" or the file's name.
+  std::string name() const { return shape.empty() ? file.string() : "synthetic:" + shape; }
+};
+
+/// `--timed-model`'s text with `--device cuda`: "synthetic:SHAPE" (a known shape, else input_error
+/// listing them) or a checkpoint file (input_error when it is not a readable file).
+CudaModelChoice cuda_model_choice(const std::string& text, const char* option);
+
+/// The metadata of a GPU cost table, beside the host tables' (cost.hpp): model {file or shape,
+/// config, weights, weight_bytes, synthetic_weights}, device (the card's name), machine (the same,
+/// so describe() names it), date (UTC), commit (of the build), timer, repetitions.
+nlohmann::ordered_json cuda_table_metadata(const CudaModelChoice& model, const nlohmann::ordered_json& config,
+                                           std::uint64_t weight_bytes, const char* weights, const std::string& device,
+                                           int repetitions);
+
+/// The contexts of `wanted` that leave room for a tree of `largest` nodes in `positions`; when some
+/// do not, the largest context that does is added (as the host calibrate does). input_error when
+/// none fits.
+std::vector<int> fitting_contexts(const std::vector<int>& wanted, int positions, int largest);
+
+/// `specbench calibrate --device cuda`: the cost table of `model` on the device: for each
+/// context, prefilled, the median of `repetitions` timed forwards (CUDA events, after one warm-up)
+/// of a chain of n nodes for each n of options.nodes, and the plain step (a one-node forward).
+/// options.contexts without room for the largest tree are left out (the largest that has room
+/// is added), as on the host. Progress goes to `log`.
+CostTable calibrate_cuda(const CudaModelChoice& model, const CalibrateOptions& options, std::ostream& log);
+
+// ---- energy ----
+
+/// The GPU's total energy counter through NVML (nvmlDeviceGetTotalEnergyConsumption), loaded with
+/// dlopen at run time: the library comes with the driver, not the toolkit, and a build machine
+/// has none.
+class EnergyMeter {
+ public:
+  /// NVML of `library` for the device at PCI bus id `pci_bus_id` (cudaDeviceGetPCIBusId: the same
+  /// card whatever the two libraries' device orders). Never throws: when something is missing,
+  /// available() is false and why() says what.
+  EnergyMeter(const std::string& pci_bus_id, const char* library = "libnvidia-ml.so.1");
+  /// An unavailable meter that says `why`.
+  static EnergyMeter unavailable(std::string why);
+  EnergyMeter(EnergyMeter&&) noexcept;
+  EnergyMeter& operator=(EnergyMeter&&) noexcept;
+  ~EnergyMeter();
+
+  bool available() const { return available_; }
+  const std::string& why() const { return why_; }
+  /// Joules since the driver loaded; nullopt when unavailable or the read fails.
+  std::optional<double> joules() const;
+
+ private:
+  EnergyMeter() = default;
+  void* library_ = nullptr;
+  void* device_ = nullptr;
+  int (*read_)(void*, unsigned long long*) = nullptr;
+  int (*shutdown_)() = nullptr;
+  bool available_ = false;
+  std::string why_;
+};
+
+/// The energy of some passes and the tokens they produced.
+struct EnergyTotal {
+  double joules = 0;
+  std::int64_t tokens = 0;
+  int passes = 0;
+  bool failed = false;  ///< a read failed
+  /// Adds the counter's difference `after - before` (nullopt: a read failed) and the tokens.
+  void add(std::optional<double> before, std::optional<double> after, std::int64_t produced);
+  /// Some pass was added and every read succeeded.
+  bool measured() const { return passes > 0 && !failed; }
+  /// Joules per token; 0 without tokens.
+  double per_token() const;
+};
+
+/// "energy (...): X J/token speculative, Y J/token plain: Zx plain's" or "energy: NVML not
+/// available (why)" (the meter's available() and why()), for the reports.
+std::string energy_line(bool available, const std::string& why, const EnergyTotal& speculative,
+                        const EnergyTotal& plain);
+/// The same as JSON: {"available", "measured", "joules_per_token": {"speculative", "plain"},
+/// "ratio", "joules", "tokens"} or {"available": false, "why"}.
+nlohmann::ordered_json energy_json(bool available, const std::string& why, const EnergyTotal& speculative,
+                                   const EnergyTotal& plain);
+
+// ---- model and replay ----
+
+/// `specbench model --device cuda`: every prompt decoded plainly (a one-node forward per token,
+/// argmax on the host: greedy decoding on the same GPU target, the reference) and speculatively
+/// (SpeculativeDecoder<CudaLlamaTarget, Drafters..., ExactVerifier>), in two passes (all prompts
+/// plain, then all speculative), the energy counter read around each.
+struct CudaModelRun {
+  ModelRun run;
+  std::string device;  ///< the card's name
+  std::string target;  ///< what ran on it
+  EnergyTotal speculative_energy, plain_energy;
+};
+using CudaModelRunner = CudaModelRun (*)(const ModelBench&, const ModelOptions&, const CudaModelChoice&,
+                                         EnergyMeter&);
+/// The combination of these drafters (any order; "pld,casd" lists allowed) compiled for the GPU,
+/// or input_error naming the ones that are.
+CudaModelRunner find_cuda_combination(const std::vector<std::string>& drafters);
+/// The GPU's combinations, e.g. "pld", "tree_history" (cuda_device.cu lists them).
+std::vector<std::string> cuda_combination_names();
+/// The energy meter of the device in use (require_cuda_device first).
+EnergyMeter cuda_energy_meter();
+
+/// `replay --timed-model M --device cuda`: every step's tree runs through M's forward on the
+/// device, then the KV compaction of the replay's accepted path (copy in, forward, compaction,
+/// one synchronisation: the GPU step without its verification kernel), timed by the host clock.
+/// Plain decoding of a turn is timed on a sample: up to plain_samples one-node steps at positions
+/// spread evenly over the turn, their mean time the time of each of its tokens (every token when
+/// the turn has at most plain_samples). The energy counter is read around each turn's steps and
+/// around the plain samples.
+class CudaStepCoster : public StepCoster {
+ public:
+  static constexpr int plain_samples = 32;
+  /// A cost table of the coster's own target: trees of 1, 2, 4, ... `largest` nodes at the
+  /// default contexts that fit, 2 repetitions (`--budget auto` without --cost); `description`
+  /// says what was measured and how long it took.
+  virtual CostTable quick_calibration(int largest, std::string& description) = 0;
+  virtual const EnergyMeter& energy_meter() const = 0;
+  virtual const EnergyTotal& speculative_energy() const = 0;
+  virtual const EnergyTotal& plain_energy() const = 0;
+};
+/// The coster of `model` for `corpus`: drops (and says so on stderr) the turns its positions
+/// cannot hold with `budget` draft nodes; input_error when its vocabulary is smaller than the
+/// replay's or no turn fits. `source` says what times the steps.
+std::unique_ptr<CudaStepCoster> make_cuda_coster(const CudaModelChoice& model, Corpus& corpus, int budget,
+                                                 std::string& source);
+
+}  // namespace specbench

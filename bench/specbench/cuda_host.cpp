@@ -1,0 +1,196 @@
+// The host side of `--device cuda` (cuda_device.hpp), built with and without CUDA: the model
+// choice, the GPU table's metadata, and the energy counter read through NVML with dlopen.
+#include <dlfcn.h>
+
+#include <chrono>
+#include <ctime>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include <specdec/error.hpp>
+#include <specdec/models/synthetic_llama.hpp>
+
+#include "common/cli_checks.hpp"
+#include "cuda_device.hpp"
+#include "input_error.hpp"
+
+#ifndef SPECBENCH_COMMIT
+#define SPECBENCH_COMMIT "unknown"
+#endif
+
+namespace specbench {
+
+CudaModelChoice cuda_model_choice(const std::string& text, const char* option) {
+  static constexpr std::string_view prefix = "synthetic:";
+  CudaModelChoice choice;
+  if (text.starts_with(prefix)) {
+    try {
+      choice.shape = specdec::synthetic_shape(text.substr(prefix.size())).name;
+    } catch (const specdec::error& e) {
+      throw input_error(fmt::format("{}: {}", option, e.what()));
+    }
+    return choice;
+  }
+  specdec::tools::check_input_file<input_error>(text, option);
+  choice.file = text;
+  return choice;
+}
+
+namespace {
+
+std::string utc_date() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace
+
+nlohmann::ordered_json cuda_table_metadata(const CudaModelChoice& model, const nlohmann::ordered_json& config,
+                                           std::uint64_t weight_bytes, const char* weights, const std::string& device,
+                                           int repetitions) {
+  nlohmann::ordered_json m{{"file", model.name()}, {"config", config}, {"weights", weights},
+                           {"weight_bytes", weight_bytes}};
+  if (!model.shape.empty()) {
+    m["shape"] = model.shape;
+    m["synthetic_weights"] = true;
+    m["note"] = "random weights made on the device: the forward's cost depends on the shape, not on the values";
+  }
+  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  meta["format"] = "specdec-cost-table-1";
+  meta["model"] = m;
+  meta["device"] = "cuda";
+  meta["machine"] = device;
+  meta["date"] = utc_date();
+  meta["commit"] = SPECBENCH_COMMIT;
+  meta["timer"] = "CUDA events around each forward";
+  meta["tree"] = "chain";
+  meta["repetitions"] = repetitions;
+  return meta;
+}
+
+std::vector<int> fitting_contexts(const std::vector<int>& wanted, int positions, int largest) {
+  std::vector<int> contexts;
+  for (const int c : wanted)
+    if (largest <= positions - c) contexts.push_back(c);
+  const int last = positions - largest;
+  if (contexts.size() < wanted.size() && last >= 0 && (contexts.empty() || contexts.back() < last))
+    contexts.push_back(last);
+  if (contexts.empty())
+    throw input_error(fmt::format("the model has {} positions: no context of --contexts leaves room for a tree of {} "
+                                  "nodes",
+                                  positions, largest));
+  return contexts;
+}
+
+// ---- NVML ----
+
+namespace {
+constexpr int nvml_success = 0;
+}
+
+EnergyMeter::EnergyMeter(const std::string& pci_bus_id, const char* library) {
+  library_ = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (!library_) {
+    why_ = fmt::format("{} cannot be loaded: it comes with the NVIDIA driver", library);
+    return;
+  }
+  const auto symbol = [this](const char* name) { return dlsym(library_, name); };
+  auto init = reinterpret_cast<int (*)()>(symbol("nvmlInit_v2"));
+  auto by_bus = reinterpret_cast<int (*)(const char*, void**)>(symbol("nvmlDeviceGetHandleByPciBusId_v2"));
+  read_ = reinterpret_cast<int (*)(void*, unsigned long long*)>(symbol("nvmlDeviceGetTotalEnergyConsumption"));
+  shutdown_ = reinterpret_cast<int (*)()>(symbol("nvmlShutdown"));
+  if (!init || !by_bus || !read_ || !shutdown_) {
+    why_ = fmt::format("{} lacks the functions it needs (nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2, "
+                       "nvmlDeviceGetTotalEnergyConsumption)",
+                       library);
+    return;
+  }
+  if (const int status = init(); status != nvml_success) {
+    why_ = fmt::format("nvmlInit_v2 returned {}", status);
+    shutdown_ = nullptr;
+    return;
+  }
+  if (const int status = by_bus(pci_bus_id.c_str(), &device_); status != nvml_success) {
+    why_ = fmt::format("NVML has no device at PCI bus id '{}' (status {})", pci_bus_id, status);
+    return;
+  }
+  unsigned long long millijoules = 0;
+  if (const int status = read_(device_, &millijoules); status != nvml_success) {
+    why_ = fmt::format("the device's total energy counter cannot be read (status {}: a card older than Volta?)", status);
+    return;
+  }
+  available_ = true;
+}
+
+EnergyMeter EnergyMeter::unavailable(std::string why) {
+  EnergyMeter m;
+  m.why_ = std::move(why);
+  return m;
+}
+
+EnergyMeter::EnergyMeter(EnergyMeter&& o) noexcept
+    : library_(std::exchange(o.library_, nullptr)),
+      device_(o.device_),
+      read_(o.read_),
+      shutdown_(std::exchange(o.shutdown_, nullptr)),
+      available_(std::exchange(o.available_, false)),
+      why_(std::move(o.why_)) {}
+
+EnergyMeter& EnergyMeter::operator=(EnergyMeter&& o) noexcept {
+  if (this != &o) {
+    this->~EnergyMeter();
+    new (this) EnergyMeter(std::move(o));
+  }
+  return *this;
+}
+
+EnergyMeter::~EnergyMeter() {
+  if (shutdown_) shutdown_();
+  if (library_) dlclose(library_);
+}
+
+std::optional<double> EnergyMeter::joules() const {
+  if (!available_) return std::nullopt;
+  unsigned long long millijoules = 0;
+  if (read_(device_, &millijoules) != nvml_success) return std::nullopt;
+  return static_cast<double>(millijoules) / 1000.0;
+}
+
+void EnergyTotal::add(std::optional<double> before, std::optional<double> after, std::int64_t produced) {
+  ++passes;
+  failed = failed || !before || !after;
+  if (before && after) joules += *after - *before;
+  tokens += produced;
+}
+
+double EnergyTotal::per_token() const { return tokens > 0 ? joules / static_cast<double>(tokens) : 0.0; }
+
+std::string energy_line(bool available, const std::string& why, const EnergyTotal& speculative,
+                        const EnergyTotal& plain) {
+  if (!available) return "energy: NVML not available (" + why + ")";
+  if (!speculative.measured() || !plain.measured() || speculative.tokens == 0 || plain.tokens == 0)
+    return "energy: not measured (a read of NVML's energy counter failed, or a pass produced no token)";
+  const double ratio = plain.per_token() > 0 ? speculative.per_token() / plain.per_token() : 0.0;
+  return fmt::format("energy (NVML total energy counter): {:.4g} J/token speculative, {:.4g} J/token plain: {:.3f}x "
+                     "plain's",
+                     speculative.per_token(), plain.per_token(), ratio);
+}
+
+nlohmann::ordered_json energy_json(bool available, const std::string& why, const EnergyTotal& speculative,
+                                   const EnergyTotal& plain) {
+  if (!available) return {{"available", false}, {"why", why}};
+  if (!speculative.measured() || !plain.measured()) return {{"available", true}, {"measured", false}};
+  nlohmann::ordered_json j{{"available", true}, {"measured", true}};
+  j["joules_per_token"] = {{"speculative", speculative.per_token()}, {"plain", plain.per_token()}};
+  j["ratio"] = plain.per_token() > 0 ? speculative.per_token() / plain.per_token() : 0.0;
+  j["joules"] = {{"speculative", speculative.joules}, {"plain", plain.joules}};
+  j["tokens"] = {{"speculative", speculative.tokens}, {"plain", plain.tokens}};
+  return j;
+}
+
+}  // namespace specbench
