@@ -9,11 +9,14 @@
 //     each step's observe, before its step line)
 //   specdec_python_reference decode dresd STEPS CKPT DS  dresd(DS) on Llama2cTarget(CKPT), as eagle
 //   specdec_python_reference dense_datastore CKPT DS      builds DS: CKPT's stories from the decode's prompt
+//   specdec_python_reference decode pause STEPS TICK    pld on HashTarget(16), automatic budget with the
+//     modelled pause, drafting TICK seconds a step (ForwardCost, tick_clock)
 //   specdec_python_reference verify FILE greedy
 //   specdec_python_reference verify FILE rejection TEMPERATURE TOP_K TOP_P MIN_P SEED SEQUENCE
 //   specdec_python_reference verify FILE conditional EOS DELTA TOP_K TEMPERATURE SEED SEQUENCE
 //     FILE: int32 n, vocab, base_position, parents[n], tokens[n], then float32 logits[n][vocab];
 //     prints "path ... | next"
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -94,6 +97,22 @@ int decode(Decoder& decoder, int vocab, int steps) {
     std::cout << " | " << v.next_token << "\n";
   }
   return 0;
+}
+
+/// The automatic budget's cost model of the pause test: a forward of n nodes costs 1 + 0.01 (n - 1)
+/// seconds (test_budget.py's FORWARD).
+struct ForwardCost {
+  double step_seconds(int nodes, int /*context*/) const { return 1.0 + 0.01 * (nodes - 1); }
+};
+
+/// A clock that advances `tick` seconds at each reading (test_budget.py's TickClock): a step's
+/// drafting takes one tick.
+double tick = 0;
+std::chrono::steady_clock::time_point tick_clock() {
+  static double now = 0;
+  now += tick;
+  return std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(now)));
 }
 
 /// A tiny dense datastore: stories260K's greedy continuations of the decode's prompt and of its
@@ -195,6 +214,13 @@ int main(int argc, char** argv) try {
         target, DecoderOptions{.budget = 16},
         Printing<DresdDrafter>(std::make_shared<const DenseDatastore>(std::filesystem::path(argv[5]))), ExactVerifier{});
     return decode(d, vocab, std::atoi(argv[3]));
+  }
+  if (mode == "decode" && argc == 5 && std::string(argv[2]) == "pause") {
+    tick = std::strtod(argv[4], nullptr);
+    HashTarget target(16);
+    SpeculativeDecoder<HashTarget, PldDrafter, ExactVerifier> d(
+        target, DecoderOptions{.budget = 16, .cost = ForwardCost{}, .measured_pause = false, .clock = &tick_clock});
+    return decode(d, 16, std::atoi(argv[3]));
   }
   if (mode == "dense_datastore" && argc == 4) return dense_datastore(argv[2], argv[3]);
   if (mode == "verify" && argc >= 4) return verify(argv[2], argv + 3, argc - 3);

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import specdec
+from test_drafting import parse, replay
 
 d = specdec.drafters
 PROMPT = [1, 2, 3, 4, 5, 6] * 6
@@ -71,6 +72,19 @@ def decode_with_pause(steps, step_seconds=None, **options):
     nodes = [period_step(decoder, vocab, step_seconds) for _ in range(steps)]
     return decoder, nodes
 
+
+
+@pytest.mark.parametrize("tick", [0.5, 1.0, 4.0])
+def test_the_pause_decides_as_the_cpp_decoders(reference, tick):
+    """SpeculativeDecoder<HashTarget, PldDrafter, ExactVerifier> with the same cost model, the
+    modelled pause and a clock that ticks alike (tests/python/reference.cpp): the same tree, or the
+    root alone, at every step."""
+    vocab, prompt, steps, _ = parse(reference("decode", "pause", 40, tick))
+    decoder = specdec.Decoder(vocab, [d.Pld()], budget=BUDGET, cost=FORWARD, measured_pause=False,
+                              clock=TickClock(tick))
+    replay(decoder, vocab, prompt, steps)
+    root_only = sum(len(step["tokens"]) == 1 for step in steps)
+    assert 0 < decoder.stats.paused_steps <= root_only
 
 def test_a_drafter_that_pays_is_never_paused():
     decoder, nodes = decode_with_pause(40, measured_pause=False, clock=TickClock(0.01))
