@@ -202,8 +202,13 @@ inline DeviceRows interface_rows(py::handle obj, const std::string& what, int ro
 inline LogitsInput logits_rows(py::handle obj, int rows, int cols) {
   const std::string what = "logits";
   LogitsInput out;
-  const bool torch_cuda = is_torch_tensor(obj) && py::str(obj.attr("device").attr("type")).cast<std::string>() == "cuda";
-  const bool interface = !is_torch_tensor(obj) && py::hasattr(obj, "__cuda_array_interface__");
+  if (py::isinstance<py::array>(obj)) {  // the common case first: no attribute look-ups
+    out.host = host_rows(obj, what, rows, cols);
+    return out;
+  }
+  const bool torch = is_torch_tensor(obj);
+  const bool torch_cuda = torch && py::str(obj.attr("device").attr("type")).cast<std::string>() == "cuda";
+  const bool interface = !torch && py::hasattr(obj, "__cuda_array_interface__");
   if (!torch_cuda && !interface) {
     out.host = host_rows(obj, what, rows, cols);
     return out;
