@@ -13,6 +13,8 @@
 #include <specdec/config.hpp>
 #include <specdec/error.hpp>
 
+#include "device_verify.hpp"
+
 namespace specdec::python {
 
 namespace py = pybind11;
@@ -30,8 +32,7 @@ inline std::string type_name(py::handle obj) { return py::str(py::type::handle_o
 inline py::array cpu_tensor_as_array(py::handle tensor, const std::string& what) {
   const std::string device = py::str(tensor.attr("device"));
   if (device != "cpu")
-    throw error(what + ": a tensor on " + device +
-                ", but this module reads host memory only: pass it with .cpu() (docs/python.md, CUDA tensors)");
+    throw error(what + ": a tensor on " + device + ", but " + what + " are read from host memory: pass them with .cpu()");
   return tensor.attr("detach")().attr("numpy")();
 }
 
@@ -110,6 +111,116 @@ inline HostRows host_rows(py::handle obj, const std::string& what, int rows, int
   out.data = static_cast<const float*>(array.data());
   out.row_stride = array.strides(0) / static_cast<py::ssize_t>(sizeof(float));
   out.owner = std::move(array);
+  return out;
+}
+
+/// Logits as verify() takes them: in host memory (read in place), or in CUDA device memory (a
+/// CUDA tensor, or any object with __cuda_array_interface__: verified there by the CUDA kernels).
+struct LogitsInput {
+  HostRows host;
+  bool on_device = false;
+  DeviceRows device;  // when on_device; its device is -1 until device_of() found it
+};
+
+namespace device_input {
+
+// Shape and strides (in floats) of device rows, checked as host_rows checks an array's.
+// cols < 0: any width (at least 1), set to the rows' own.
+inline void check_device_rows(const std::string& what, std::int64_t rows_given, std::int64_t cols_given,
+                              std::int64_t row_stride, std::int64_t col_stride, int rows, int& cols) {
+  if (cols < 0 && cols_given >= 1 && cols_given <= INT32_MAX) cols = static_cast<int>(cols_given);
+  if (rows_given != rows || cols_given != cols)
+    throw error(what + " have shape (" + std::to_string(rows_given) + ", " + std::to_string(cols_given) + "), need (" +
+                std::to_string(rows) + ", " + std::to_string(cols) + ")");
+  if (col_stride != 1 || (rows > 1 && row_stride < cols))
+    throw error(what + " have strides (" + std::to_string(row_stride) + ", " + std::to_string(col_stride) +
+                ") floats: each row must be contiguous (use .contiguous())");
+}
+
+// A torch tensor on a CUDA device: its memory, strides and the stream PyTorch queues work on.
+inline DeviceRows torch_cuda_rows(py::handle tensor, const std::string& what, int rows, int cols) {
+  const std::string dtype = py::str(tensor.attr("dtype"));
+  if (dtype != "torch.float32") throw error(what + " have dtype " + dtype + ", need torch.float32");
+  const auto shape = tensor.attr("shape").cast<std::vector<std::int64_t>>();
+  if (shape.size() != 2)
+    throw error(what + " have " + std::to_string(shape.size()) + " dimensions, need 2 (one row per tree node)");
+  const auto strides = tensor.attr("stride")().cast<std::vector<std::int64_t>>();
+  check_device_rows(what, shape[0], shape[1], strides[0], strides[1], rows, cols);
+  DeviceRows out;
+  out.rows = rows;
+  out.cols = cols;
+  out.row_stride = strides[0];
+  out.data = reinterpret_cast<const float*>(tensor.attr("data_ptr")().cast<std::uintptr_t>());
+  const py::object device = tensor.attr("device");
+  out.device = device.attr("index").cast<int>();
+  // The tensor is ready on PyTorch's current stream of its device: verify on that stream, after it.
+  out.stream = py::module_::import("torch").attr("cuda").attr("current_stream")(device).attr("cuda_stream").cast<std::uintptr_t>();
+  return out;
+}
+
+// An object with __cuda_array_interface__ (version 2 or 3: CuPy, Numba, ...): its "stream" (v3)
+// is the stream its data is ready on; none given, the default stream.
+inline DeviceRows interface_rows(py::handle obj, const std::string& what, int rows, int cols) {
+  const py::object face = obj.attr("__cuda_array_interface__");
+  if (!py::isinstance<py::dict>(face)) throw error(what + ": __cuda_array_interface__ is not a dict");
+  const auto d = py::reinterpret_borrow<py::dict>(face);
+  for (const char* key : {"typestr", "shape", "data"})
+    if (!d.contains(key)) throw error(what + ": __cuda_array_interface__ has no '" + key + "'");
+  const std::string typestr = py::str(d["typestr"]);
+  if (typestr != "<f4" && typestr != "=f4") throw error(what + " have typestr " + typestr + ", need <f4 (float32)");
+  const auto shape = d["shape"].cast<std::vector<std::int64_t>>();
+  if (shape.size() != 2)
+    throw error(what + " have " + std::to_string(shape.size()) + " dimensions, need 2 (one row per tree node)");
+  if (d.contains("mask") && !d["mask"].is_none()) throw error(what + " have a mask: masked logits are not supported");
+  std::int64_t row_bytes = shape[1] * 4, col_bytes = 4;  // strides None: C-contiguous
+  if (d.contains("strides") && !d["strides"].is_none()) {
+    const auto strides = d["strides"].cast<std::vector<std::int64_t>>();
+    if (strides.size() != 2) throw error(what + ": __cuda_array_interface__ strides have " + std::to_string(strides.size()) + " entries, need 2");
+    row_bytes = strides[0];
+    col_bytes = strides[1];
+  }
+  if (row_bytes % 4 != 0 || col_bytes % 4 != 0)
+    throw error(what + " have strides (" + std::to_string(row_bytes) + ", " + std::to_string(col_bytes) +
+                ") bytes: each row must be contiguous (use .contiguous())");
+  check_device_rows(what, shape[0], shape[1], row_bytes / 4, col_bytes / 4, rows, cols);
+  const auto data = d["data"].cast<py::tuple>();
+  const auto pointer = data[0].cast<std::uintptr_t>();
+  if (pointer == 0 && rows > 0) throw error(what + ": __cuda_array_interface__ gives a null data pointer");
+  DeviceRows out;
+  out.rows = rows;
+  out.cols = cols;
+  out.row_stride = row_bytes / 4;
+  out.data = reinterpret_cast<const float*>(pointer);
+  if (d.contains("stream") && !d["stream"].is_none()) out.stream = d["stream"].cast<std::uintptr_t>();
+  return out;
+}
+
+}  // namespace device_input
+
+/// Checks `obj` holds `rows` rows of `cols` float32 logits (cols < 0: any width) in host memory or
+/// in CUDA device memory and returns them. Refuses a tensor on another device (e.g. meta).
+inline LogitsInput logits_rows(py::handle obj, int rows, int cols) {
+  const std::string what = "logits";
+  LogitsInput out;
+  if (py::isinstance<py::array>(obj)) {  // the common case first: no attribute look-ups
+    out.host = host_rows(obj, what, rows, cols);
+    return out;
+  }
+  const bool torch = is_torch_tensor(obj);
+  const bool torch_cuda = torch && py::str(obj.attr("device").attr("type")).cast<std::string>() == "cuda";
+  const bool interface = !torch && py::hasattr(obj, "__cuda_array_interface__");
+  if (!torch_cuda && !interface) {
+    out.host = host_rows(obj, what, rows, cols);
+    return out;
+  }
+  out.on_device = true;
+  out.device = torch_cuda ? device_input::torch_cuda_rows(obj, what, rows, cols) : device_input::interface_rows(obj, what, rows, cols);
+#if defined(SPECDEC_PYTHON_CUDA)
+  out.device.device = device_of(out.device, what);
+#else
+  throw error(what + " are in CUDA device memory, but this build of specdec has no CUDA backend (configure with "
+              "SPECDEC_CUDA=ON, or pass them with .cpu())");
+#endif
   return out;
 }
 

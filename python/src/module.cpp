@@ -86,16 +86,52 @@ FeatureRows features_of(py::handle obj, int rows, HostRows& held) {
   return {held.data, held.row_stride, rows, held.cols};
 }
 
-std::unique_ptr<Session> make_session(int vocab, std::vector<std::shared_ptr<AnyDrafter>> drafters,
-                                      const VerifierSpec& verifier, int budget, int max_positions,
-                                      const py::object& cost) {
-  SessionOptions options{budget, max_positions, {}};
+/// The Decoder: a Session, and the buffers of a verification on a CUDA device.
+struct PyDecoder : Session {
+  using Session::Session;
+#if defined(SPECDEC_PYTHON_CUDA)
+  DeviceVerifier device;  // allocates on its first CUDA verification
+#endif
+};
+
+std::unique_ptr<PyDecoder> make_decoder(int vocab, std::vector<std::shared_ptr<AnyDrafter>> drafters,
+                                        const VerifierSpec& verifier, int budget, int max_positions,
+                                        const py::object& cost, bool measured_pause, const py::object& clock) {
+  SessionOptions options{budget, max_positions, {}, measured_pause, {}};
   if (!cost.is_none()) {
     if (is_torch_tensor(cost) || py::isinstance<py::str>(cost))
       throw error("cost must be a list or NumPy array of seconds, got " + type_name(cost));
     options.cost = py::cast<std::vector<double>>(cost);
   }
-  return std::make_unique<Session>(vocab, std::move(drafters), verifier.verifier, std::move(options));
+  if (!clock.is_none()) {
+    if (!PyCallable_Check(clock.ptr())) throw error("clock must be a callable that returns seconds, got " + type_name(clock));
+    // Called while the decoder runs without the GIL (draft, verify): it takes it back to call.
+    options.clock = [clock]() {
+      py::gil_scoped_acquire hold;
+      return clock().cast<double>();
+    };
+  }
+  return std::make_unique<PyDecoder>(vocab, std::move(drafters), verifier.verifier, std::move(options));
+}
+
+/// Verifies against `logits` wherever they are, without the GIL: on the host, or with the CUDA
+/// kernels on the logits' device (`device`: the DeviceVerifier keeping the buffers). `verify`
+/// is called with a run(verifier, tree, verdict) that does it.
+template <class Verify>
+void verify_where(const LogitsInput& logits, [[maybe_unused]] void* device, Verify&& verify) {
+  py::gil_scoped_release free;  // the logits are held by `logits`
+  if (!logits.on_device) {
+    const HostRows& h = logits.host;
+    verify([&](AnyVerifier& v, const TreeView& t, Verdict& out) {
+      verify_tree(v, t, RowMajorLogits{h.data, h.row_stride, t.size, h.cols}, out);
+    });
+    return;
+  }
+#if defined(SPECDEC_PYTHON_CUDA)
+  verify([&](AnyVerifier& v, const TreeView& t, Verdict& out) {
+    static_cast<DeviceVerifier*>(device)->verify(v, t, logits.device, out);
+  });
+#endif
 }
 
 /// Verifies a tree given as arrays (an engine's own tree): node 0 the root, parents before children.
@@ -107,7 +143,8 @@ VerdictArrays verify_arrays(py::handle parents_obj, py::handle tokens_obj, py::h
     throw error("parents and tokens have " + std::to_string(parents.size()) + " and " + std::to_string(tokens.size()) +
                 " entries: need one per tree node, the root included");
   if (base_position < 0) throw error("base_position must be >= 0, got " + std::to_string(base_position));
-  const HostRows logits = host_rows(logits_obj, "logits", static_cast<int>(tokens.size()), -1);
+  const LogitsInput logits = logits_rows(logits_obj, static_cast<int>(tokens.size()), -1);
+  const int vocab = logits.on_device ? logits.device.cols : logits.host.cols;
   if (parents[0] != -1) throw error("parents[0] is " + std::to_string(parents[0]) + ", the root's must be -1");
   DraftTree tree;
   tree.reset(tokens[0]);
@@ -117,11 +154,17 @@ VerdictArrays verify_arrays(py::handle parents_obj, py::handle tokens_obj, py::h
                   ": a parent must come before its child");
     tree.add(parents[i], tokens[i]);
   }
-  check_tree(tree, logits.cols, "tree");
+  check_tree(tree, vocab, "tree");
   const testing::LaidOutTree laid(parents, tokens);
   const TreeView view = laid.view(base_position);
   Verdict verdict;
-  verify_tree(verifier.verifier, view, RowMajorLogits{logits.data, logits.row_stride, view.size, logits.cols}, verdict);
+#if defined(SPECDEC_PYTHON_CUDA)
+  DeviceVerifier device;  // buffers for this call only: a Decoder keeps its own
+  void* const buffers = &device;
+#else
+  void* const buffers = nullptr;
+#endif
+  verify_where(logits, buffers, [&](auto&& run) { run(verifier.verifier, view, verdict); });
   return verdict_arrays(view, verdict);
 }
 
@@ -186,24 +229,26 @@ PYBIND11_MODULE(specdec, m) {
       .def_readonly("accepted_by_drafter", &DecodeStats::accepted_by_drafter)
       .def_readonly("drafter_names", &DecodeStats::drafter_names)
       .def_readonly("sized_steps", &DecodeStats::sized_steps)
+      .def_readonly("paused_steps", &DecodeStats::paused_steps, "steps the automatic budget's pause sent the root alone")
       .def_readonly("expected_tokens", &DecodeStats::expected_tokens);
 
   bind_drafters(m);
 
-  py::class_<Session>(m, "Decoder",
+  py::class_<PyDecoder>(m, "Decoder",
                       "One sequence's speculative decoding with your model as the target: begin, then per step "
                       "draft -> (your forward of the tree) -> verify -> commit")
-      .def(py::init(&make_session), py::arg("vocab_size"), py::arg("drafters") = std::vector<std::shared_ptr<AnyDrafter>>{},
+      .def(py::init(&make_decoder), py::arg("vocab_size"), py::arg("drafters") = std::vector<std::shared_ptr<AnyDrafter>>{},
            py::kw_only(), py::arg("verifier") = GreedySpec{{ExactVerifier{}}}, py::arg("budget") = 64,
-           py::arg("max_positions") = 0, py::arg("cost") = py::none())
-      .def("begin", [](Session& s, py::handle prompt, py::handle features) {
+           py::arg("max_positions") = 0, py::arg("cost") = py::none(), py::arg("measured_pause") = true,
+           py::arg("clock") = py::none())
+      .def("begin", [](PyDecoder& s, py::handle prompt, py::handle features) {
              const std::vector<token_t> tokens = tokens_from(prompt, "prompt");
              HostRows held;
              s.begin(tokens, features_of(features, static_cast<int>(tokens.size()) - 1, held));
            }, py::arg("prompt"), py::arg("features") = py::none(),
            "Starts a sequence: prompt's last token is the first root (your cache holds the others); features "
            "(for EAGLE, DReSD): your model's last hidden states, one row per prompt token but the last")
-      .def("draft", [](Session& s) {
+      .def("draft", [](PyDecoder& s) {
              TreeView view;
              {
                py::gil_scoped_release free;  // drafting reads no Python object (a draft model may take a while)
@@ -211,35 +256,40 @@ PYBIND11_MODULE(specdec, m) {
              }
              return tree_arrays(view, s.tree().sources());
            })
-      .def("verify", [](Session& s, py::handle logits, py::handle features) {
+      .def("verify", [](PyDecoder& s, py::handle logits, py::handle features) {
              s.require_drafted("verify");
-             const HostRows rows = host_rows(logits, "logits", s.view().size, s.vocab());
+             const LogitsInput rows = logits_rows(logits, s.view().size, s.vocab());
              HostRows held;
              const FeatureRows feature_rows = features_of(features, s.view().size, held);
-             {
-               py::gil_scoped_release free;  // the arrays are held by rows and held
-               s.verify(RowMajorLogits{rows.data, rows.row_stride, s.view().size, s.vocab()}, feature_rows);
-             }
+#if defined(SPECDEC_PYTHON_CUDA)
+             void* const buffers = &s.device;
+#else
+             void* const buffers = nullptr;
+#endif
+             verify_where(rows, buffers, [&](auto&& run) { s.verify_by(run, feature_rows); });
              return verdict_arrays(s.view(), s.verdict());
            }, py::arg("logits"), py::arg("features") = py::none(),
-           "logits: [tree nodes, vocab] float32, NumPy or a CPU tensor, row i after node i; features (for EAGLE, "
-           "DReSD): your model's last hidden state at each node")
-      .def("accept", [](Session& s, py::handle path, int next_token, py::handle features) {
+           "logits: [tree nodes, vocab] float32, row i after node i: NumPy or a CPU tensor (verified on the host), or "
+           "a CUDA tensor / __cuda_array_interface__ (verified on its device, on its stream); features (for EAGLE, "
+           "DReSD): your model's last hidden state at each node, in host memory")
+      .def("accept", [](PyDecoder& s, py::handle path, int next_token, py::handle features) {
              s.require_drafted("accept");
              const std::vector<node_t> nodes = ints_from(path, "path", 0);
              HostRows held;
              return verdict_arrays(s.view(), s.accept(nodes, next_token, features_of(features, s.view().size, held)));
            }, py::arg("path"), py::arg("next_token"), py::arg("features") = py::none(),
            "A verdict reached elsewhere (a serving engine's sampler): accepted nodes, root first, and the next token")
-      .def("commit", [](Session& s) {
-             const auto committed = s.commit();
+      .def("commit", [](PyDecoder& s, std::optional<double> step_seconds) {
+             const auto committed = s.commit(step_seconds);
              return numpy_copy(committed.data(), committed.size());
-           })
-      .def("end", &Session::end)
-      .def_property_readonly("context", [](const Session& s) { return numpy_copy(s.context().data(), s.context().size()); })
-      .def_property_readonly("cached", &Session::cached, "tokens in the target's KV cache: the context but the root")
-      .def_property_readonly("vocab_size", &Session::vocab)
-      .def_property_readonly("stats", &Session::stats, py::return_value_policy::copy);
+           }, py::arg("step_seconds") = py::none(),
+           "Commits the verdict; step_seconds: the step's seconds from draft() to now as you measured them, for "
+           "the automatic budget's measured pause (default: the decoder's clock)")
+      .def("end", &PyDecoder::end)
+      .def_property_readonly("context", [](const PyDecoder& s) { return numpy_copy(s.context().data(), s.context().size()); })
+      .def_property_readonly("cached", &PyDecoder::cached, "tokens in the target's KV cache: the context but the root")
+      .def_property_readonly("vocab_size", &PyDecoder::vocab)
+      .def_property_readonly("stats", &PyDecoder::stats, py::return_value_policy::copy);
 
   m.def("verify", &verify_arrays, py::arg("parents"), py::arg("tokens"), py::arg("logits"), py::arg("verifier"),
         py::kw_only(), py::arg("base_position") = 0,

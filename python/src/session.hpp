@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -25,14 +26,14 @@
 #include <specdec/acceptance_model.hpp>
 #include <specdec/concepts.hpp>
 #include <specdec/draft_budget.hpp>
-#include <specdec/tree_merger.hpp>
 #include <specdec/error.hpp>
-#include <specdec/step/sequence_step.hpp>
 #include <specdec/stats.hpp>
+#include <specdec/step/budget.hpp>
+#include <specdec/step/sequence_step.hpp>
+#include <specdec/tree_merger.hpp>
 #include <specdec/verdict.hpp>
-#include <specdec/policies/verifiers/conditional.hpp>
-#include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/policies/verifiers/rejection_sampling.hpp>
+
+#include "verifiers.hpp"
 
 namespace specdec::python {
 
@@ -88,37 +89,27 @@ struct FeatureRows {
   int dim = 0;
 };
 
-/// The verifiers, each compiled once.
-using AnyVerifier = std::variant<ExactVerifier, RejectionSampling, ConditionalVerifier>;
-
-/// Rows of logits in the caller's memory, one per tree node (LogitsOutput).
-struct RowMajorLogits {
-  const float* data = nullptr;
-  std::int64_t row_stride = 0;  ///< floats from one row to the next
-  int rows = 0;
-  int vocab = 0;
-  std::span<const float> logits(node_t node) const {
-    return {data + static_cast<std::int64_t>(node) * row_stride, static_cast<std::size_t>(vocab)};
-  }
-};
-
-/// Verifies `tree` against `logits` (checked by the caller: one row per node) and checks the
-/// verdict as the decoder does.
-inline void verify_tree(AnyVerifier& verifier, const TreeView& tree, const RowMajorLogits& logits, Verdict& verdict) {
-  std::visit([&](auto& v) { v.verify(tree, logits, verdict); }, verifier);
-}
-
 /// What a forward of n tree nodes costs, from a table: seconds[n - 1] (context-independent).
 struct CostTable {
   std::span<const double> seconds;
   double step_seconds(int nodes, int /*context*/) const { return seconds[static_cast<std::size_t>(nodes - 1)]; }
 };
 
+/// Seconds on some clock: the session times its phases with it (steady_clock's by default; a test
+/// gives one it advances itself, as DecoderOptions::clock).
+using SecondsClock = std::function<double()>;
+
 struct SessionOptions {
   int budget = 64;        ///< draft nodes per step at most
   int max_positions = 0;  ///< the target's positions (0: unbounded); no node is drafted past them
   /// The automatic budget (empty: off): seconds of a forward of 1, 2, ... budget + 1 nodes.
   std::vector<double> cost;
+  /// How the automatic budget's pause weighs a drafting step (DecoderOptions::measured_pause): by
+  /// the step's measured seconds, from draft() to the end of commit() (the caller's forward
+  /// included, or the seconds commit() is told), against those of the steps that send the root
+  /// alone; or (false) by the cost table's forward times plus the measured drafting.
+  bool measured_pause = true;
+  SecondsClock clock;  ///< empty: steady_clock
 };
 
 class Session {
@@ -148,6 +139,7 @@ class Session {
           throw error("Decoder: cost[" + std::to_string(n) + "] is " + std::to_string(options_.cost[n]) +
                       " s, it must be finite and > 0");
       acceptance_.emplace(static_cast<int>(std::max<std::size_t>(drafters_.size(), 1)));
+      budget_.emplace(CostTable{options_.cost}, options_.measured_pause);
     }
     for (auto& d : drafters_) d->claimed = true;
     trees_.resize(std::max<std::size_t>(drafters_.size(), 1));
@@ -190,13 +182,17 @@ class Session {
     for (auto& d : drafters_) stats_.drafter_names.emplace_back(d->name());
     pending_ = false;
     drafted_ = false;
+    lane_.pause.restart();  // a new sequence: draft from its first step
   }
 
-  /// draft + merge + layout: the tree to run (base_position = tokens in the target's cache).
+  /// draft + merge + layout: the tree to run (base_position = tokens in the target's cache). Under
+  /// the automatic budget a step in the pause (DraftingPause) sends the root alone without asking
+  /// the drafters.
   TreeView draft() {
     require_started("draft");
     if (pending_) throw error("Decoder.draft: the last verdict was not committed yet (call commit())");
-    const auto t0 = clock::now();
+    const double t0 = now();
+    step_start_ = t0;
     const int cached = this->cached();
     int max_depth = options_.budget;
     if (options_.max_positions > 0) {
@@ -205,50 +201,60 @@ class Session {
         throw error("Decoder.draft: the target is full (" + std::to_string(options_.max_positions) + " positions)");
       max_depth = std::min(max_depth, room);
     }
-    if (options_.budget == 0 || max_depth == 0) {
+    // As detail::draft_sequence: the pause is consulted where the drafters could be asked.
+    lane_.ranked = options_.budget > 0 && max_depth > 0 && acceptance_;
+    if (lane_.ranked && lane_.pause.skip_step()) {
+      ++stats_.paused_steps;
+      lane_.ranked = false;
+      max_depth = 0;
+    }
+    lane_.asked = options_.budget > 0 && max_depth > 0;
+    lane_.draft_seconds = 0;
+    if (!lane_.asked) {
       merger_.root_only(context_.back());
     } else {
-      const DraftContext ctx{context_, prompt_length_, options_.budget, max_depth, vocab_};
+      const int most = lane_.ranked ? lane_.pause.ask_nodes(options_.budget) : options_.budget;
+      const DraftContext ctx{context_, prompt_length_, most, max_depth, vocab_};
       if (drafters_.empty()) trees_[0].reset(context_.back());
       for (std::size_t i = 0; i < drafters_.size(); ++i) propose_one(i, ctx);
-      const std::span<const DraftTree* const> trees(tree_pointers_);
-      if (acceptance_) {
-        merger_.rank(trees, options_.budget, max_depth, &*acceptance_);
-        ranked_.resize(static_cast<std::size_t>(merger_.ranked()));
-        for (int i = 0; i < merger_.ranked(); ++i) ranked_[static_cast<std::size_t>(i)] = merger_.ranked_priority(i);
-        const double drafting = drafting_steps_ ? drafting_seconds_ / static_cast<double>(drafting_steps_) : 0.0;
-        const DraftSizeChoice choice = choose_draft_size(ranked_, CostTable{options_.cost}, cached, drafting);
-        stats_.sized_steps += 1;
-        stats_.expected_tokens += choice.expected_tokens;
-        stats_.expected_seconds += choice.seconds;
-        merger_.keep(choice.nodes);
-      } else {
-        merger_.rank(trees, options_.budget, max_depth, nullptr);
-        merger_.keep(merger_.ranked());
-      }
+      merger_.rank(std::span<const DraftTree* const>(tree_pointers_), most, max_depth,
+                   lane_.ranked ? &*acceptance_ : nullptr);
+      if (!lane_.ranked) merger_.keep(merger_.ranked());
+      lane_.draft_seconds = now() - t0;
+    }
+    if (budget_) {  // this step's size, from its drafting time and ranking, as the decoder's
+      lane_.budget = options_.budget;
+      budget_->begin();
+      budget_->join(lane_, &merger_, cached);
+      const DraftSizeChoice choice = budget_->size();
+      record_sizing(choice.expected_tokens, choice.seconds);
+      if (lane_.ranked) merger_.keep(lane_.nodes);
     }
     view_ = merger_.view();
     view_.base_position = cached;
     drafted_ = true;
-    const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
-    step_draft_seconds_ = seconds;
-    if (options_.budget > 0) {
-      drafting_seconds_ += seconds;
-      ++drafting_steps_;
-    }
+    step_draft_seconds_ = now() - t0;
     return view_;
   }
 
   /// verify: the accepted path and the next token, from one row of logits per tree node (and,
-  /// for a feature drafter, one row of features per node).
+  /// for a feature drafter, one row of features per node), verified on the host.
   const Verdict& verify(const RowMajorLogits& logits, const FeatureRows& features = {}) {
+    return verify_by([&](AnyVerifier& v, const TreeView& tree, Verdict& out) { verify_tree(v, tree, logits, out); },
+                     features);
+  }
+
+  /// verify where the logits are: `run(verifier, tree, verdict)` verifies the drafted tree (on
+  /// the host, or on a device: DeviceVerifier); the verdict is then checked as the decoder does.
+  template <class Run>
+  const Verdict& verify_by(Run&& run, const FeatureRows& features = {}) {
     require_drafted("verify");
     if (needs_features()) require_features(features, view_.size, "verify", "one per tree node");
-    const auto t0 = clock::now();
-    verify_tree(verifier_, view_, logits, verdict_);
+    const double t0 = now();
+    run(verifier_, view_, verdict_);
     check_verdict();
     gather_path(features);
-    stats_.verify_seconds += std::chrono::duration<double>(clock::now() - t0).count();
+    stats_.verify_seconds += now() - t0;
     pending_ = true;
     return verdict_;
   }
@@ -267,11 +273,15 @@ class Session {
   }
 
   /// commit: the verdict's tokens join the context, the drafters observe them, the step is
-  /// counted. Returns the committed tokens (accepted drafts, then the next token).
-  std::span<const token_t> commit() {
+  /// counted. Returns the committed tokens (accepted drafts, then the next token). `step_seconds`:
+  /// what the step took from draft() to here, as the caller measured it, for the automatic
+  /// budget's measured pause; not given, the session's clock says.
+  std::span<const token_t> commit(std::optional<double> step_seconds = std::nullopt) {
     require_started("commit");
     if (!pending_) throw error("Decoder.commit: no verdict to commit (call verify() or accept() after draft())");
-    const auto t0 = clock::now();
+    if (step_seconds && !(*step_seconds >= 0.0 && std::isfinite(*step_seconds)))
+      throw error("Decoder.commit: step_seconds must be finite and >= 0, got " + std::to_string(*step_seconds));
+    const double t0 = now();
     committed_.clear();
     for (std::size_t k = 1; k < verdict_.path.size(); ++k) committed_.push_back(view_.token[verdict_.path[k]]);
     committed_.push_back(verdict_.next_token);
@@ -281,7 +291,9 @@ class Session {
     const TargetFeatures rows{cached() - static_cast<int>(committed_.size()), static_cast<int>(verdict_.path.size()),
                               feature_dim_, features_.data()};
     for (auto& d : drafters_) d->observe(committed_, rows);
-    record(std::chrono::duration<double>(clock::now() - t0).count());
+    const double t1 = now();
+    if (budget_) budget_->weigh(step_seconds ? *step_seconds : t1 - step_start_);
+    record(t1 - t0);
     pending_ = false;
     drafted_ = false;
     return committed_;
@@ -314,7 +326,16 @@ class Session {
   const SessionOptions& options() const { return options_; }
 
  private:
-  using clock = std::chrono::steady_clock;
+  double now() const {
+    if (options_.clock) return options_.clock();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+
+  void record_sizing(double expected_tokens, double expected_seconds) {
+    stats_.sized_steps += 1;
+    stats_.expected_tokens += expected_tokens;
+    stats_.expected_seconds += expected_seconds;
+  }
 
   void require_started(const char* what) const {
     if (!started()) throw error(std::string("Decoder.") + what + ": no sequence (call begin(prompt) first)");
@@ -363,30 +384,10 @@ class Session {
     if (needs_features()) gather(f, static_cast<int>(verdict_.path.size()), verdict_.path.data());
   }
 
-  // As detail::SequenceStep::check_verdict: a wrong path would corrupt the caller's cache.
-  void check_verdict() const {
-    const auto& path = verdict_.path;
-    if (path.empty() || path[0] != 0) throw error("verifier: the accepted path must start at the root (node 0)");
-    for (std::size_t k = 1; k < path.size(); ++k)
-      if (path[k] <= 0 || path[k] >= view_.size || view_.parent[path[k]] != path[k - 1])
-        throw error("verifier: accepted path entry " + std::to_string(k) + " is not a child of the previous node");
-    detail::check_token(verdict_.next_token, vocab_, "verifier: the next token");
-  }
-
-  // As detail::SequenceStep::record.
+  // The decoder's check (a wrong path would corrupt the caller's cache) and counting.
+  void check_verdict() const { detail::check_verdict(verdict_, view_, vocab_); }
   void record(double commit_seconds) {
-    const auto& path = verdict_.path;
-    ++stats_.steps;
-    stats_.tokens += static_cast<std::int64_t>(committed_.size());
-    stats_.drafted_nodes += view_.size - 1;
-    DecodeStats::count(stats_.tokens_per_step, committed_.size());
-    DecodeStats::count(stats_.nodes_per_step, static_cast<std::size_t>(view_.size - 1));
-    const DraftTree& tree = merger_.tree();
-    for (std::size_t d = 0; d < stats_.accepted_by_drafter.size(); ++d) {
-      std::size_t k = 1;
-      while (k < path.size() && (tree.source(path[k]) >> d & 1u)) ++k;
-      DecodeStats::count(stats_.accepted_by_drafter[d], k - 1);
-    }
+    detail::count_step(stats_, view_, merger_.tree(), verdict_.path, committed_.size());
     stats_.draft_seconds += step_draft_seconds_ + commit_seconds;
   }
 
@@ -394,10 +395,12 @@ class Session {
   std::vector<std::shared_ptr<AnyDrafter>> drafters_;
   AnyVerifier verifier_;
   SessionOptions options_;
-  std::optional<AcceptanceModel> acceptance_;  // the automatic budget's calibration
-  std::vector<double> ranked_;
-  double drafting_seconds_ = 0;  // the automatic budget's mean drafting time
-  std::int64_t drafting_steps_ = 0;
+  // The automatic budget (a cost table given): the calibration, SpeculativeDecoder's controller
+  // (step/budget.hpp) and this sequence's part in it (the drafters' pause).
+  std::optional<AcceptanceModel> acceptance_;
+  std::optional<detail::StepBudget> budget_;
+  detail::SequenceBudget lane_;
+  double step_start_ = 0;        // the clock at draft()
   double step_draft_seconds_ = 0;
   std::vector<token_t> context_;
   int prompt_length_ = 0;

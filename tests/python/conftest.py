@@ -33,3 +33,22 @@ def data_file(relative):
     if not path.exists():
         pytest.skip(f"data file {path} not found (set SPECDEC_DATA to the data directory)")
     return path
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (ctest's python_gpu, label gpu)")
+
+
+_passed = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.passed:
+        _passed.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Under SPECDEC_SKIP_WITHOUT_RUN (ctest's python_gpu): exit 77, ctest's "skipped", when every
+    selected test skipped (no device), as the C++ gpu tests do."""
+    if os.environ.get("SPECDEC_SKIP_WITHOUT_RUN") and exitstatus == 0 and not _passed:
+        session.exitstatus = 77

@@ -7,11 +7,16 @@
 //     prints "vocab V", "prompt ...", then per step "step" lines: parents | tokens | sources | path | next;
 //     eagle also prints "features FIRST ROWS DIM values..." for what the drafter is told (begin, then
 //     each step's observe, before its step line)
+//   specdec_python_reference decode dresd STEPS CKPT DS  dresd(DS) on Llama2cTarget(CKPT), as eagle
+//   specdec_python_reference dense_datastore CKPT DS      builds DS: CKPT's stories from the decode's prompt
+//   specdec_python_reference decode pause STEPS TICK    pld on HashTarget(16), automatic budget with the
+//     modelled pause, drafting TICK seconds a step (ForwardCost, tick_clock)
 //   specdec_python_reference verify FILE greedy
 //   specdec_python_reference verify FILE rejection TEMPERATURE TOP_K TOP_P MIN_P SEED SEQUENCE
 //   specdec_python_reference verify FILE conditional EOS DELTA TOP_K TEMPERATURE SEED SEQUENCE
 //     FILE: int32 n, vocab, base_position, parents[n], tokens[n], then float32 logits[n][vocab];
 //     prints "path ... | next"
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -22,6 +27,8 @@
 #include <specdec/decoder.hpp>
 #include <specdec/policies/drafters/casd.hpp>
 #include <specdec/policies/drafters/context_tree.hpp>
+#include <specdec/index/dense_datastore_builder.hpp>
+#include <specdec/policies/drafters/dresd.hpp>
 #include <specdec/policies/drafters/eagle.hpp>
 #include <specdec/policies/drafters/pld.hpp>
 #include <specdec/policies/drafters/staged.hpp>
@@ -54,16 +61,17 @@ void print_features(const TargetFeatures& f) {
   std::printf("\n");
 }
 
-/// EAGLE, printing the features it is told.
-struct PrintingEagle : EagleDrafter {
-  using EagleDrafter::EagleDrafter;
+/// A feature drafter (EAGLE, DReSD), printing the features it is told.
+template <class D>
+struct Printing : D {
+  using D::D;
   void begin(std::span<const token_t> prompt, const TargetFeatures& f) {
     print_features(f);
-    EagleDrafter::begin(prompt, f);
+    D::begin(prompt, f);
   }
   void observe(std::span<const token_t> committed, const TargetFeatures& f) {
     print_features(f);
-    EagleDrafter::observe(committed, f);
+    D::observe(committed, f);
   }
 };
 
@@ -88,6 +96,41 @@ int decode(Decoder& decoder, int vocab, int steps) {
     print(v.path.data(), static_cast<int>(v.path.size()));
     std::cout << " | " << v.next_token << "\n";
   }
+  return 0;
+}
+
+/// The automatic budget's cost model of the pause test: a forward of n nodes costs 1 + 0.01 (n - 1)
+/// seconds (test_budget.py's FORWARD).
+struct ForwardCost {
+  double step_seconds(int nodes, int /*context*/) const { return 1.0 + 0.01 * (nodes - 1); }
+};
+
+/// A clock that advances `tick` seconds at each reading (test_budget.py's TickClock): a step's
+/// drafting takes one tick.
+double tick = 0;
+std::chrono::steady_clock::time_point tick_clock() {
+  static double now = 0;
+  now += tick;
+  return std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(now)));
+}
+
+/// A tiny dense datastore: stories260K's greedy continuations of the decode's prompt and of its
+/// shorter prefixes, with the model's features of every position.
+int dense_datastore(const std::filesystem::path& checkpoint, const std::filesystem::path& out) {
+  Llama2cTarget target(checkpoint);
+  const std::vector<token_t> p = prompt(target.vocab_size());
+  TokenDocuments docs;
+  std::vector<float> features;
+  for (std::size_t length : {20, 29, 38, 48}) {
+    std::vector<token_t> doc(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(length));
+    for (token_t t : target.generate(doc, 80)) doc.push_back(t);
+    target.prefill(doc);
+    const auto rows = target.prefill_features();
+    features.insert(features.end(), rows.begin(), rows.end());
+    docs.add(std::vector<std::uint32_t>(doc.begin(), doc.end()));
+  }
+  build_dense_datastore(docs, features, target.feature_dim(), out, {.key_dim = 16, .vocab_size = target.vocab_size()});
   return 0;
 }
 
@@ -159,10 +202,27 @@ int main(int argc, char** argv) try {
   if (mode == "decode" && argc == 6 && std::string(argv[2]) == "eagle") {
     const auto model = std::make_shared<const Llama2cModel>(Llama2cModel::load(argv[4]));
     Llama2cTarget target(model);
-    SpeculativeDecoder<Llama2cTarget, PrintingEagle, ExactVerifier> d(
-        target, DecoderOptions{.budget = 16}, PrintingEagle(std::filesystem::path(argv[5]), model), ExactVerifier{});
+    SpeculativeDecoder<Llama2cTarget, Printing<EagleDrafter>, ExactVerifier> d(
+        target, DecoderOptions{.budget = 16}, Printing<EagleDrafter>(std::filesystem::path(argv[5]), model),
+        ExactVerifier{});
     return decode(d, model->config().vocab_size, std::atoi(argv[3]));
   }
+  if (mode == "decode" && argc == 6 && std::string(argv[2]) == "dresd") {
+    Llama2cTarget target{std::filesystem::path(argv[4])};
+    const int vocab = target.vocab_size();
+    SpeculativeDecoder<Llama2cTarget, Printing<DresdDrafter>, ExactVerifier> d(
+        target, DecoderOptions{.budget = 16},
+        Printing<DresdDrafter>(std::make_shared<const DenseDatastore>(std::filesystem::path(argv[5]))), ExactVerifier{});
+    return decode(d, vocab, std::atoi(argv[3]));
+  }
+  if (mode == "decode" && argc == 5 && std::string(argv[2]) == "pause") {
+    tick = std::strtod(argv[4], nullptr);
+    HashTarget target(16);
+    SpeculativeDecoder<HashTarget, PldDrafter, ExactVerifier> d(
+        target, DecoderOptions{.budget = 16, .cost = ForwardCost{}, .measured_pause = false, .clock = &tick_clock});
+    return decode(d, 16, std::atoi(argv[3]));
+  }
+  if (mode == "dense_datastore" && argc == 4) return dense_datastore(argv[2], argv[3]);
   if (mode == "verify" && argc >= 4) return verify(argv[2], argv + 3, argc - 3);
   std::cerr << "usage: see the top of tests/python/reference.cpp\n";
   return 2;

@@ -79,6 +79,19 @@ def test_eagle_drafts_as_the_cpp_decoder_from_the_same_features(reference):
            features)
 
 
+
+def test_dresd_drafts_as_the_cpp_decoder_from_the_same_datastore_and_features(reference, tmp_path):
+    """A tiny dense datastore built here (stories260K's own continuations of the prompt), searched
+    by the module's Dresd and by the C++ DresdDrafter with the same features: the same trees."""
+    checkpoint = data_file("models/stories260K.bin")
+    datastore = tmp_path / "tiny.dense"
+    reference("dense_datastore", checkpoint, datastore)
+    vocab, prompt, steps, features = parse(reference("decode", "dresd", 12, checkpoint, datastore))
+    assert len(features) == len(steps) + 1
+    decoder = replay(specdec.Decoder(vocab, [specdec.drafters.Dresd(datastore)], budget=16), vocab, prompt, steps,
+                     features)
+    assert decoder.stats.drafter_names == ["dresd"]
+
 def test_history_tree_remembers_an_ended_sequence():
     """end() hands a sequence's output to HistoryTree: the next sequence drafts it."""
     vocab, continuation = 64, list(range(10, 40))

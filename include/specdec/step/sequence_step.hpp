@@ -106,6 +106,35 @@ void check_token(token_t t, int vocab, const What& what) {
                 ")");
 }
 
+/// verify: a user's verifier is outside our control, and a wrong path would corrupt the KV cache
+/// silently: `verdict`'s path must be a chain from the root of `view`, its next token in [0, vocab).
+inline void check_verdict(const Verdict& verdict, const TreeView& view, int vocab) {
+  const auto& path = verdict.path;
+  if (path.empty() || path[0] != 0) throw error("verifier: the accepted path must start at the root (node 0)");
+  for (std::size_t k = 1; k < path.size(); ++k) {
+    if (path[k] <= 0 || path[k] >= view.size || view.parent[path[k]] != path[k - 1])
+      throw error("verifier: accepted path entry " + std::to_string(k) + " (node " + std::to_string(path[k]) +
+                  ") is not a child of the previous node");
+  }
+  check_token(verdict.next_token, vocab, "verifier: the next token");
+}
+
+/// record's counting of one step in `stats`: its tokens (`committed`), the draft nodes of `view`,
+/// and per drafter the accepted path's prefix it proposed (the merged `tree`'s source bits).
+inline void count_step(DecodeStats& stats, const TreeView& view, const DraftTree& tree, std::span<const node_t> path,
+                       std::size_t committed) {
+  ++stats.steps;
+  stats.tokens += static_cast<std::int64_t>(committed);
+  stats.drafted_nodes += view.size - 1;
+  DecodeStats::count(stats.tokens_per_step, committed);
+  DecodeStats::count(stats.nodes_per_step, static_cast<std::size_t>(view.size - 1));
+  for (std::size_t d = 0; d < stats.accepted_by_drafter.size(); ++d) {  // one per drafter
+    std::size_t k = 1;
+    while (k < path.size() && (tree.source(path[k]) >> d & 1u)) ++k;
+    DecodeStats::count(stats.accepted_by_drafter[d], k - 1);
+  }
+}
+
 /// Whether a drafter of the list reads the target's features (the decoders then gather them).
 template <class List>
 struct any_feature_drafter;
@@ -202,16 +231,7 @@ class SequenceStep<type_list<Drafters...>> {
 
   /// verify: a user's verifier is outside our control, and a wrong path would corrupt the KV
   /// cache silently: the path must be a chain from the root, the next token in the vocabulary.
-  void check_verdict(const TreeView& view) const {
-    const auto& path = verdict_.path;
-    if (path.empty() || path[0] != 0) throw error("verifier: the accepted path must start at the root (node 0)");
-    for (std::size_t k = 1; k < path.size(); ++k) {
-      if (path[k] <= 0 || path[k] >= view.size || view.parent[path[k]] != path[k - 1])
-        throw error("verifier: accepted path entry " + std::to_string(k) + " (node " + std::to_string(path[k]) +
-                    ") is not a child of the previous node");
-    }
-    detail::check_token(verdict_.next_token, vocab_, "verifier: the next token");
-  }
+  void check_verdict(const TreeView& view) const { detail::check_verdict(verdict_, view, vocab_); }
 
   /// commit: the verdict's accepted tokens and next token join the context; the accepted path's
   /// nodes (root included) join the cache. Returns the committed tokens, valid until the next step.
@@ -266,18 +286,7 @@ class SequenceStep<type_list<Drafters...>> {
   /// record: the step's counters, and its time split into drafting (draft, merge, commit,
   /// observe), the target (forward and commit) and the verifier, in seconds.
   void record(const TreeView& view, double draft_seconds, double target_seconds, double verify_seconds) {
-    const auto& path = verdict_.path;
-    ++stats_.steps;
-    stats_.tokens += static_cast<std::int64_t>(committed_.size());
-    stats_.drafted_nodes += view.size - 1;
-    DecodeStats::count(stats_.tokens_per_step, committed_.size());
-    DecodeStats::count(stats_.nodes_per_step, static_cast<std::size_t>(view.size - 1));
-    const DraftTree& tree = merger_.tree();
-    for (std::size_t d = 0; d < stats_.accepted_by_drafter.size(); ++d) {  // one per drafter
-      std::size_t k = 1;
-      while (k < path.size() && (tree.source(path[k]) >> d & 1u)) ++k;
-      DecodeStats::count(stats_.accepted_by_drafter[d], k - 1);
-    }
+    count_step(stats_, view, merger_.tree(), verdict_.path, committed_.size());
     stats_.draft_seconds += draft_seconds;
     stats_.target_seconds += target_seconds;
     stats_.verify_seconds += verify_seconds;
