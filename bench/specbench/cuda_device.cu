@@ -223,9 +223,14 @@ class PlainGreedy {
       : target_(target), step_(target.backend()), row_(target.backend(), specdec::backend::memory::staging) {
     row_.grow(sizeof(float) * static_cast<std::size_t>(target.vocab_size()));
   }
-  /// `n` new tokens after `prompt` (stopping after a token of `stop`, included).
-  std::vector<token_t> generate(std::span<const token_t> prompt, int n, std::span<const token_t> stop) {
+  /// `n` new tokens after `prompt` (stopping after a token of `stop`, included); adds the
+  /// prefill's seconds to `prefill_seconds`.
+  std::vector<token_t> generate(std::span<const token_t> prompt, int n, std::span<const token_t> stop,
+                                double& prefill_seconds) {
+    const auto t0 = Clock::now();
     target_.prefill(prompt.first(prompt.size() - 1));
+    check(specdec::backend::synchronize(target_.backend()), "the prefill");
+    prefill_seconds += seconds_since(t0);
     std::vector<token_t> out;
     token_t last = prompt.back();
     const int vocab = target_.vocab_size();
@@ -269,19 +274,23 @@ CudaModelRun decode_on_cuda(const ModelBench& bench, const ModelOptions& options
     PlainGreedy plain(target);
     if (!bench.prompts.empty()) {  // warm-up: the kernels' first launches, outside the timed passes
       const std::vector<token_t>& first = bench.prompts.front().tokens;
-      plain.generate(first, 4, {});
+      double ignored = 0;
+      plain.generate(first, 4, {}, ignored);
       Decoder warm(target, decoder_options, make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
       warm.prefill(first);
       warm.generate(4);
     }
     std::vector<std::vector<token_t>> plain_outputs(bench.prompts.size());
+    // One round (the GPU check's time is short): plain, then speculative, each timed with and
+    // without its prefills.
     std::int64_t plain_tokens = 0;
+    double plain_seconds = 0, plain_prefill = 0;
     const std::optional<double> plain_before = meter.joules();
     for (std::size_t p = 0; p < bench.prompts.size(); ++p) {
       const ModelPrompt& prompt = bench.prompts[p];
       const auto t0 = Clock::now();
-      plain_outputs[p] = plain.generate(prompt.tokens, prompt.max_new_tokens, bench.stop_tokens);
-      run.turns[p].plain_seconds = seconds_since(t0);
+      plain_outputs[p] = plain.generate(prompt.tokens, prompt.max_new_tokens, bench.stop_tokens, plain_prefill);
+      plain_seconds += seconds_since(t0);
       run.turns[p].plain_tokens = static_cast<std::int64_t>(plain_outputs[p].size());
       plain_tokens += run.turns[p].plain_tokens;
     }
@@ -291,6 +300,7 @@ CudaModelRun decode_on_cuda(const ModelBench& bench, const ModelOptions& options
     Decoder decoder(target, decoder_options, make_drafter<Drafters>(options.resources, info)...,
                     specdec::ExactVerifier{});
     std::int64_t speculative_tokens = 0;
+    double speculative_seconds = 0, speculative_prefill = 0;
     const std::optional<double> speculative_before = meter.joules();
     for (std::size_t p = 0; p < bench.prompts.size(); ++p) {
       const ModelPrompt& prompt = bench.prompts[p];
@@ -298,15 +308,23 @@ CudaModelRun decode_on_cuda(const ModelBench& bench, const ModelOptions& options
       const auto t0 = Clock::now();
       decoder.prefill(prompt.tokens);
       check(cudaStreamSynchronize(target.backend().stream), "the prefill");
-      turn.speculative_prefill_seconds = seconds_since(t0);
+      speculative_prefill += seconds_since(t0);
       turn.output = decoder.generate(prompt.max_new_tokens, bench.stop_tokens);
-      turn.speculative_seconds = seconds_since(t0);
+      speculative_seconds += seconds_since(t0);
       turn.result = {decoder.stats(), static_cast<std::int64_t>(turn.output.size())};
       turn.equals_plain = turn.output == plain_outputs[p];
       speculative_tokens += static_cast<std::int64_t>(turn.output.size());
     }
     out.speculative_energy.add(speculative_before, meter.joules(), speculative_tokens);
     run.calibration = calibration_of(decoder);
+    const auto rate = [](std::int64_t tokens, double seconds) {
+      return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
+    };
+    run.rounds.add({rate(plain_tokens, plain_seconds), plain_seconds, rate(speculative_tokens, speculative_seconds),
+                    speculative_seconds});
+    run.decode_rounds.add({rate(plain_tokens, plain_seconds - plain_prefill), plain_seconds - plain_prefill,
+                           rate(speculative_tokens, speculative_seconds - speculative_prefill),
+                           speculative_seconds - speculative_prefill});
   } catch (const specdec::error& e) {
     throw input_error(std::string("--device cuda: ") + e.what());
   }

@@ -107,7 +107,7 @@ def test_bad_standalone_trees_are_refused():
 
 def test_a_verdict_from_elsewhere_is_checked():
     decoder, tree = drafted()
-    with pytest.raises(specdec.Error, match=r"accepted path entry 1 is not a child of the previous node"):
+    with pytest.raises(specdec.Error, match=r"accepted path entry 1 \(node 2\) is not a child of the previous node"):
         decoder.accept([0, 2], 5)
     with pytest.raises(specdec.Error, match=r"the next token is 16, outside the vocabulary"):
         decoder.accept([0, 1], 16)
