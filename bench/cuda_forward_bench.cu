@@ -113,7 +113,7 @@ void forward_costs(const SyntheticShape& shape, const std::vector<int>& contexts
 }
 
 void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t stream, cublasHandle_t blas) {
-  const Llama2cConfig& c = shape.config;
+  const LlamaConfig& c = shape.config;
   struct Product {
     const char* name;
     int in, out;

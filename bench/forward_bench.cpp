@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     std::printf("%-22s %7s %5s %12s %10s\n", "model", "threads", "n", "median_us", "c(n)/c(1)");
     for (const std::string& path : models) {
       const auto model = std::make_shared<const specdec::Llama2cModel>(specdec::Llama2cModel::load(path, weights));
-      const specdec::Llama2cConfig& c = model->config();
+      const specdec::LlamaConfig& c = model->config();
       const int ctx = std::min(context, c.seq_len - 129);
       if (ctx < 1) throw specdec::error(path + ": too few positions for a context and a 128-node tree");
       std::vector<specdec::token_t> prompt(static_cast<std::size_t>(ctx));

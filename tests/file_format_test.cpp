@@ -1,4 +1,4 @@
-// The shared file-format checks (include/specdec/file_format.hpp) and crafted files of the
+// The shared file-format checks (include/specdec/io/file_format.hpp) and crafted files of the
 // memory-mapped formats: token datastore, dense datastore, n-gram model. Each crafted file has
 // its checksums recomputed, as an attacker would, so only the structural and payload checks
 // stand between it and an out-of-bounds read. `open(b)` opens with the constructor's default
@@ -17,7 +17,7 @@
 #include <specdec/index/datastore_builder.hpp>
 #include <specdec/index/dense_datastore.hpp>
 #include <specdec/index/dense_datastore_builder.hpp>
-#include <specdec/file_format.hpp>
+#include <specdec/io/file_format.hpp>
 #include <specdec/index/ngram_model.hpp>
 #include <specdec/index/ngram_model_builder.hpp>
 #include <specdec/index/token_datastore.hpp>

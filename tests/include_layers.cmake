@@ -1,12 +1,13 @@
 # Checks that no header includes one of a higher layer (docs/design.md#layers): core/ only
-# config.hpp and core/; models/, index/ and tokenizers/ nothing of targets/, testing/, the
-# policies or the decoders; step/ (the step engine) none of the facades, targets, testing or
+# config.hpp and core/; io/ only config.hpp, error.hpp and io/; models/, index/ and tokenizers/
+# nothing of targets/, testing/, the policies or the decoders; step/ (the step engine) none of the facades, targets, testing or
 # policies. Run with -DINCLUDE_DIR=<the repository's include/specdec>.
 set(rules
   "core|^(config\\.hpp|core/)"
-  "models|^(config|error|file_format)\\.hpp|^(core|models)/"
-  "index|^(config|error|file_format)\\.hpp|^(core|index)/"
-  "tokenizers|^(config|error|file_format)\\.hpp|^(core|tokenizers)/"
+  "io|^(config|error)\\.hpp|^io/"
+  "models|^(config|error)\\.hpp|^(core|io|models)/"
+  "index|^(config|error)\\.hpp|^(core|io|index)/"
+  "tokenizers|^(config|error)\\.hpp|^(core|io|tokenizers)/"
   "step|^(acceptance_model|backend|concepts|config|draft_budget|draft_tree|error|stats|tree_merger|type_list|verdict)\\.hpp|^(core|step)/")
 set(failures "")
 foreach(rule IN LISTS rules)

@@ -262,7 +262,7 @@ double median(std::vector<double> v) {
 }
 
 /// Writes the first layer of the llama2.c checkpoint `from` (K layers) to `to`, everything else as is.
-void write_first_layer(const fs::path& from, const fs::path& to, const specdec::Llama2cConfig& c) {
+void write_first_layer(const fs::path& from, const fs::path& to, const specdec::LlamaConfig& c) {
   std::ifstream in(from, std::ios::binary);
   std::ofstream out(to, std::ios::binary);
   if (!in || !out) throw input_error("cannot write the one-layer copy " + to.string() + " of " + from.string());
@@ -418,7 +418,7 @@ MatrixProductGflops matrix_product_gflops(int threads, specdec::WeightFormat wei
 
 CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ostream& log) {
   auto loaded = load_model(o.model, o.weights);
-  const specdec::Llama2cConfig config = loaded->config();
+  const specdec::LlamaConfig config = loaded->config();
   // The contexts that leave room for the largest tree; when some do not, the largest that does
   // takes their place, so the table reaches the model's last positions.
   std::vector<int> contexts;
@@ -449,7 +449,7 @@ CostTable calibrate(const CalibrateOptions& o, const fs::path& scratch, std::ost
     model["note"] = "random weights: the forward's cost depends on the shape, not on the values";
   }
   if (scaled) {
-    specdec::Llama2cConfig full = config;
+    specdec::LlamaConfig full = config;
     full.n_layers = o.layers_of;
     model["layers_measured"] = K;
     model["layers"] = o.layers_of;

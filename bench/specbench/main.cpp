@@ -43,34 +43,14 @@ using namespace specbench;
 
 namespace {
 
-/// The files and options of drafters built from DrafterResources.
-struct ResourceArgs {
-  std::string datastore;
-  specdec::RestOptions rest;
-  std::string dense_datastore;
-  specdec::DresdOptions dresd;
-  specdec::tools::DenseSearchChoice dresd_search;
-  std::string eagle_head = default_resource(SPECDEC_INSTALLED_EAGLE_HEAD, SPECDEC_DEFAULT_EAGLE_HEAD);
-  std::string draft_model = default_resource(SPECDEC_INSTALLED_DRAFT_MODEL, SPECDEC_DEFAULT_DRAFT_MODEL);
-  specdec::StagedOptions staged;
-  std::string ngram;
-  specdec::NgramOptions ngram_options;
-
-  DrafterResources resources() const {
-    DrafterResources r;
-    r.datastore = datastore;
-    r.rest = rest;
-    r.dense_datastore = dense_datastore;
-    r.dresd = dresd;
-    r.dresd_search = dresd_search;
-    r.eagle_head = eagle_head;
-    r.draft_model = draft_model;
-    r.staged = staged;
-    r.ngram = ngram;
-    r.ngram_options = ngram_options;
-    return r;
-  }
-};
+/// The drafters' files and options as the command line starts them: the EAGLE head and the draft
+/// model default to the installed ones, else the source tree's (resource_paths.hpp).
+DrafterResources default_resources() {
+  DrafterResources r;
+  r.eagle_head = default_resource(SPECDEC_INSTALLED_EAGLE_HEAD, SPECDEC_DEFAULT_EAGLE_HEAD);
+  r.draft_model = default_resource(SPECDEC_INSTALLED_DRAFT_MODEL, SPECDEC_DEFAULT_DRAFT_MODEL);
+  return r;
+}
 
 /// `--budget N|auto` and `--budget-cap N`.
 struct BudgetArgs {
@@ -107,7 +87,7 @@ struct DataArgs {
   std::vector<std::string> categories;
   int max_turns = 0;
   std::string parity;
-  ResourceArgs drafters;
+  DrafterResources drafters = default_resources();
   BudgetArgs budget;
   std::string json;
   int sample = 0;            ///< --turns: a fixed subsample of this many turns
@@ -202,14 +182,14 @@ void add_budget_options(CLI::App& cmd, BudgetArgs& b) {
 }
 
 /// rest's options; with `features`, also those of the feature drafters (dresd, eagle: `model` only).
-void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
+void add_resource_options(CLI::App& cmd, DrafterResources& a, bool features) {
   cmd.add_option("--datastore", a.datastore, "Token datastore of the drafter rest (specdec-datastore build)");
   cmd.add_option("--rest-occurrences", a.rest.max_occurrences,
                  "Occurrences rest reads at most per step (default 5000, REST's)")
       ->check(whole_number_at_least(1));
   cmd.add_option("--draft-model", a.draft_model, "llama2.c checkpoint of the drafters staged and draft_model, with the "
                                                  "target's vocabulary (default: the stories260K draft, " +
-                                                     a.draft_model + ")");
+                                                     a.draft_model.string() + ")");
   cmd.add_option("--staged-depth", a.staged.depth, "Draft-model tokens below the root (staged, draft_model; default 8)")
       ->check(whole_number_at_least(0));
   cmd.add_option("--staged-top-k", a.staged.top_k, "Children per draft-model node (default 3)")
@@ -237,12 +217,16 @@ void add_resource_options(CLI::App& cmd, ResourceArgs& a, bool features) {
       ->check(whole_number_at_least(1));
   specdec::tools::add_dense_search_options(cmd, a.dresd_search, "--dresd-search", "dresd-");
   cmd.add_option("--eagle-head", a.eagle_head,
-                 "EAGLE head file of the drafter eagle (default: the stories260K head, " + a.eagle_head + ")");
+                 "EAGLE head file of the drafter eagle (default: the stories260K head, " + a.eagle_head.string() + ")");
+}
+
+/// --data-dir, where every subcommand finds its default files.
+void add_data_dir_option(CLI::App& cmd, std::string& dir) {
+  cmd.add_option("--data-dir", dir, "Data directory (default: $SPECDEC_DATA, else " SPECDEC_DEFAULT_DATA_DIR ")");
 }
 
 void add_data_options(CLI::App& cmd, DataArgs& a) {
-  cmd.add_option("--data-dir", a.data_dir,
-                 "Data directory (default: $SPECDEC_DATA, else " SPECDEC_DEFAULT_DATA_DIR ")");
+  add_data_dir_option(cmd, a.data_dir);
   cmd.add_option("--questions", a.questions, "Questions jsonl (default: DATA/specbench/question.jsonl)");
   cmd.add_option("--answers", a.answers, "Recorded answers jsonl (default: DATA/specbench/vicuna-7b-v1.3-greedy.jsonl)");
   cmd.add_option("--tokenizer", a.tokenizer, "SentencePiece model (default: DATA/tokenizers/llama2.model)");
@@ -310,8 +294,10 @@ void check_inputs(std::initializer_list<std::pair<const std::string&, const char
     if (!path.empty()) specdec::tools::check_input_file<input_error>(path, option);
 }
 
-void check_drafter_inputs(const ResourceArgs& r) {
-  check_inputs({{r.datastore, "--datastore"}, {r.ngram, "--ngram"}, {r.dense_datastore, "--dense-datastore"}});
+void check_drafter_inputs(const DrafterResources& r) {
+  check_inputs({{r.datastore.string(), "--datastore"},
+                {r.ngram.string(), "--ngram"},
+                {r.dense_datastore.string(), "--dense-datastore"}});
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -352,7 +338,7 @@ struct ModelArgs {
   int max_new_tokens = 256;
   int max_prompts = 0;
   int show = 0;
-  ResourceArgs resources;
+  DrafterResources resources = default_resources();
   std::string json;
   std::string plot;
   std::string batch;  ///< --batch B[,B...]: batched decoding, plain and speculative
@@ -436,7 +422,7 @@ int report_batch(const BatchReport& report, const std::string& json, const std::
 /// The largest tree a batch's start-up calibration measures: the largest step (B requests of
 /// cap + 1 nodes), at most half the model's positions (a chain of it must fit after a context);
 /// BatchCostModel extends the table beyond.
-int batch_calibration_size(const std::vector<int>& sizes, int cap, const specdec::Llama2cConfig& c) {
+int batch_calibration_size(const std::vector<int>& sizes, int cap, const specdec::LlamaConfig& c) {
   const long step = static_cast<long>(sizes.back()) * tree_nodes(cap);
   return static_cast<int>(std::max<long>(tree_nodes(cap), std::min<long>(step, c.seq_len / 2)));
 }
@@ -451,7 +437,7 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   options.sizes = parse_batch_sizes(a.batch);
   options.budget = a.budget.most();
   options.threads = a.threads;
-  options.resources = a.resources.resources();
+  options.resources = a.resources;
   options.rounds = a.rounds;
   std::string auto_budget;
   if (a.budget.automatic && table) {
@@ -464,7 +450,7 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
         how)};
     auto_budget = "the model, " + how;
   }
-  const specdec::Llama2cConfig& c = bench.model->config();
+  const specdec::LlamaConfig& c = bench.model->config();
   BatchReport report{runners.model(bench, options), "model",
                      fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions; {} thread{}", c.dim,
                                  c.n_layers, c.n_heads, c.vocab_size, c.seq_len, a.threads, a.threads == 1 ? "" : "s"),
@@ -487,7 +473,7 @@ int run_model_cuda(const ModelArgs& a, const std::optional<CostTable>& table) {
   require_cuda_device();
   ModelOptions options;
   options.budget = a.budget.most();
-  options.resources = a.resources.resources();
+  options.resources = a.resources;
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
@@ -535,7 +521,7 @@ int run_model(ModelArgs& a) {
   ModelOptions options;
   options.budget = a.budget.most();
   options.threads = a.threads;
-  options.resources = a.resources.resources();
+  options.resources = a.resources;
   options.seed = a.seed;
   options.rounds = a.rounds;
   options.sampling.temperature = static_cast<float>(a.temperature);
@@ -575,8 +561,7 @@ int run_model(ModelArgs& a) {
 }
 
 void add_model_options(CLI::App& cmd, ModelArgs& a) {
-  cmd.add_option("--data-dir", a.data_dir,
-                 "Data directory (default: $SPECDEC_DATA, else " SPECDEC_DEFAULT_DATA_DIR ")");
+  add_data_dir_option(cmd, a.data_dir);
   cmd.add_option("--model", a.model, "llama2.c checkpoint (default: DATA/models/stories260K.bin)");
   cmd.add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin (default: DATA/models/tok512.bin)");
   cmd.add_option("--task", a.tasks, "Task(s) to decode: stories, retell or all (default all; repeatable, or "
@@ -636,8 +621,7 @@ int run_corpus(CorpusArgs& a) {
 }
 
 void add_corpus_options(CLI::App& cmd, CorpusArgs& a) {
-  cmd.add_option("--data-dir", a.data_dir,
-                 "Data directory (default: $SPECDEC_DATA, else " SPECDEC_DEFAULT_DATA_DIR ")");
+  add_data_dir_option(cmd, a.data_dir);
   cmd.add_option("--model", a.model, "llama2.c checkpoint (default: DATA/models/stories260K.bin)");
   cmd.add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin (default: DATA/models/tok512.bin)");
   cmd.add_option("--out", a.out, "Output directory (tokens.bin, features.f32, corpus.json)")->required();
@@ -726,7 +710,7 @@ std::shared_ptr<const specdec::Llama2cModel> load_timed_model(const ReplayArgs& 
   } catch (const specdec::error& e) {
     throw input_error(e.what());
   }
-  const specdec::Llama2cConfig& c = model->config();
+  const specdec::LlamaConfig& c = model->config();
   if (c.vocab_size < corpus.vocab_size)
     throw input_error(fmt::format("--timed-model {}: its vocabulary has {} tokens, fewer than the replay's {}",
                                   r.timed_model, c.vocab_size, corpus.vocab_size));
@@ -771,7 +755,7 @@ int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
   options.budget = a.budget.most();
   options.threads = r.threads;
   options.timed_model = timed;
-  options.resources = a.drafters.resources();
+  options.resources = a.drafters;
   // Without a timed model the passes time drafting and bookkeeping only: one round says all.
   if (timed) options.rounds = r.rounds;
   BatchReport report{runners.replay(corpus, options), "replay",
@@ -839,7 +823,7 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   std::string auto_source;
   const bool gpu_calibrates = gpu && a.budget.automatic && !table;
   const ReplayOptions options{.budget = a.budget.most(),
-                              .resources = a.drafters.resources(),
+                              .resources = a.drafters,
                               .coster = coster.get(),
                               .timed = !r.timed_model.empty(),
                               .cost = gpu_calibrates ? specdec::AnyCostModel(gpu->quick_calibration(
@@ -881,7 +865,7 @@ void run_compare(DataArgs& a, const std::vector<std::string>& names) {
   if (table) coster.emplace(*table);
   std::string auto_source;
   const ReplayOptions options{.budget = a.budget.most(),
-                              .resources = a.drafters.resources(),
+                              .resources = a.drafters,
                               .coster = coster ? &*coster : nullptr,
                               .cost = auto_cost(a, table, nullptr, auto_source)};
   std::vector<Report> reports;

@@ -404,7 +404,7 @@ ModelReport summarise_model(const ModelBench& bench, const ModelRun& run, const 
   m.report.calibration = run.calibration;
   m.rounds = run.rounds;
   m.decode_rounds = run.decode_rounds;
-  const specdec::Llama2cConfig& c = bench.model->config();
+  const specdec::LlamaConfig& c = bench.model->config();
   m.model = fmt::format("dim {}, {} layers, {} heads, vocab {}, {} positions", c.dim, c.n_layers, c.n_heads,
                         c.vocab_size, c.seq_len);
   m.verifier = verifier_description(options);

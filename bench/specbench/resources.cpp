@@ -52,7 +52,7 @@ std::shared_ptr<const specdec::DenseDatastore> DrafterResources::dense(const Tar
 std::shared_ptr<const specdec::Llama2cModel> DrafterResources::draft(const TargetInfo& target) const {
   if (!draft_) {
     // The header first: a model that does not fit the target is refused before its weights are read.
-    specdec::Llama2cConfig config;
+    specdec::LlamaConfig config;
     try {
       config = specdec::Llama2cModel::read_config(draft_model);
     } catch (const specdec::error& e) {

@@ -127,7 +127,7 @@ StoryCorpusSummary generate_story_corpus(std::shared_ptr<const specdec::Llama2cM
   const std::vector<std::string> openings = corpus_openings();
   std::vector<std::vector<token_t>> opening_tokens;
   for (const std::string& text : openings) opening_tokens.push_back(tokenizer.encode(text));
-  const specdec::Llama2cConfig& config = model->config();
+  const specdec::LlamaConfig& config = model->config();
   for (const auto& t : opening_tokens)
     if (static_cast<int>(t.size()) >= config.seq_len)
       throw input_error(fmt::format("corpus: an opening has {} tokens, too many for the model's {} positions", t.size(),

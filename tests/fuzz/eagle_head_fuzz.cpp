@@ -11,7 +11,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = specdec::fuzz::as_file(data, size, ".eagle");
   try {
-    const specdec::Llama2cConfig config = specdec::EagleHead::read_config(file);
+    const specdec::LlamaConfig config = specdec::EagleHead::read_config(file);
     const specdec::EagleHead head = specdec::EagleHead::load(file);
     if (head.config().dim != config.dim || head.config().vocab_size != config.vocab_size) std::abort();
   } catch (const specdec::error&) {

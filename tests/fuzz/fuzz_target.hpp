@@ -11,7 +11,7 @@
 #include <string>
 #include <unistd.h>
 
-#include <specdec/file_format.hpp>
+#include <specdec/io/file_format.hpp>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
 
@@ -27,7 +27,7 @@ inline std::filesystem::path as_file(const std::uint8_t* data, std::size_t size,
 }
 
 /// The input with its payload and header checksums recomputed (for formats whose header has
-/// them: file_format.hpp), as an attacker crafting a file would: mutations then reach every
+/// them: io/file_format.hpp), as an attacker crafting a file would: mutations then reach every
 /// check past the checksums. An input shorter than the header comes back as it is.
 template <class Header>
 std::string sealed(const std::uint8_t* data, std::size_t size) {

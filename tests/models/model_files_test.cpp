@@ -28,7 +28,7 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // dim 4, hidden 6, 1 layer, 2 heads, 1 kv head, vocab 5 (unshared classifier), seq_len 3.
-const Llama2cConfig kTiny{4, 6, 1, 2, 1, 5, 3, false};
+const LlamaConfig kTiny{4, 6, 1, 2, 1, 5, 3, false};
 
 /// The checkpoint of kTiny with the weights `w` (Llama2cModel::weight_floats(kTiny) floats).
 std::string checkpoint(const std::vector<float>& w) {
@@ -68,7 +68,7 @@ TEST_CASE("Llama2cModel::read_config reads and checks the header only", "[llama2
   testing::TempDir dir;
   std::vector<float> w = tiny_weights(0.5f);
   w[0] = kInf;  // not read
-  const Llama2cConfig c = Llama2cModel::read_config(dir.write("m.bin", checkpoint(w)));
+  const LlamaConfig c = Llama2cModel::read_config(dir.write("m.bin", checkpoint(w)));
   CHECK(c.dim == 4);
   CHECK(c.vocab_size == 5);
   CHECK(c.seq_len == 3);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <specdec/models/host_kernels.hpp>
+#include <specdec/models/llama2c_model.hpp>
 #include <specdec/models/synthetic_llama.hpp>
 
 using namespace specdec;
@@ -59,11 +60,11 @@ TEST_CASE("the synthetic shapes are the published configurations, each a valid L
     CHECK(&synthetic_shape(s.name) == &s);
   }
   CHECK(names.size() == shapes.size());
-  const Llama2cConfig& tiny = synthetic_shape("TinyLlama-1.1B").config;
+  const LlamaConfig& tiny = synthetic_shape("TinyLlama-1.1B").config;
   CHECK((tiny.dim == 2048 && tiny.hidden_dim == 5632 && tiny.n_layers == 22 && tiny.n_heads == 32 &&
          tiny.n_kv_heads == 4 && tiny.vocab_size == 32000));
   CHECK(tiny.kv_group() == 8);
-  const Llama2cConfig& l2 = synthetic_shape("Llama-2-7B").config;
+  const LlamaConfig& l2 = synthetic_shape("Llama-2-7B").config;
   CHECK((l2.dim == 4096 && l2.hidden_dim == 11008 && l2.n_layers == 32 && l2.n_heads == 32 && l2.n_kv_heads == 32 &&
          l2.vocab_size == 32000 && !l2.shared_classifier));
   const SyntheticShape& l3 = synthetic_shape("Llama-3-8B");

@@ -468,7 +468,7 @@ TEST_CASE("bad input is one sentence, and the target still works after it", "[sa
 
 TEST_CASE("a checkpoint too big for the card is refused from its header, in one sentence") {
   // A 70B-parameter header over a sparse file of the size it implies (nothing is written).
-  const Llama2cConfig c{8192, 28672, 80, 64, 8, 32000, 4096, true};
+  const LlamaConfig c{8192, 28672, 80, 64, 8, 32000, 4096, true};
   const std::filesystem::path path = std::filesystem::temp_directory_path() / "specdec_cuda_llama_70b.bin";
   {
     std::ofstream out(path, std::ios::binary);

@@ -44,7 +44,7 @@ TEST_CASE("the weight layout gives every tensor its own aligned range, and cover
   for (const SyntheticShape& shape : synthetic_shapes()) {
     INFO(shape.name);
     const CudaLlamaLayout layout(shape.config);
-    const Llama2cConfig& c = shape.config;
+    const LlamaConfig& c = shape.config;
     struct Span {
       std::uint64_t first, end;
     };

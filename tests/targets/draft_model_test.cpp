@@ -45,7 +45,7 @@ std::vector<token_t> forced_predictions(Llama2cTarget& model, const std::vector<
 }  // namespace
 
 TEST_CASE("the stories260K draft model is a small llama2.c checkpoint with stories260K's vocabulary", "[draft_model]") {
-  const Llama2cConfig& c = draft()->config();
+  const LlamaConfig& c = draft()->config();
   CHECK(c.vocab_size == 512);
   CHECK(c.dim == 48);
   CHECK(c.n_layers == 2);

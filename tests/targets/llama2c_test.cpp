@@ -65,7 +65,7 @@ std::pair<std::vector<float>, std::vector<float>> run_alone(Llama2cTarget& targe
 TEST_CASE("Llama2cModel reads stories260K's header", "[llama2c]") {
   auto model = stories();
   if (!model) return;
-  const Llama2cConfig& c = model->config();
+  const LlamaConfig& c = model->config();
   CHECK(c.dim == 64);
   CHECK(c.hidden_dim == 172);
   CHECK(c.n_layers == 5);
@@ -343,7 +343,7 @@ TEST_CASE("Llama2cModel rejects missing, truncated, wrong-sized and garbage file
                     Contains("vocab_size -2147483648"));
 
   // A well-formed tiny model: dim 4, hidden 6, 1 layer, 2 heads, 1 kv head, vocab 5, seq_len 3.
-  Llama2cConfig c{4, 6, 1, 2, 1, 5, 3, true};
+  LlamaConfig c{4, 6, 1, 2, 1, 5, 3, true};
   const std::string tiny = header({4, 6, 1, 2, 1, 5, 3}) + std::string(Llama2cModel::weight_floats(c) * 4, '\0');
   CHECK_NOTHROW(Llama2cModel::load(dir.write("tiny.bin", tiny)));
   CHECK_THROWS_WITH(Llama2cModel::load(dir.write("truncated.bin", tiny.substr(0, tiny.size() - 4))),
@@ -363,7 +363,7 @@ namespace {
 
 /// A checkpoint with random weights for header h (vocab_size negative: unshared classifier).
 std::string random_checkpoint(const std::vector<std::int32_t>& h, std::uint64_t seed) {
-  Llama2cConfig c{h[0], h[1], h[2], h[3], h[4], std::abs(h[5]), h[6], h[5] > 0};
+  LlamaConfig c{h[0], h[1], h[2], h[3], h[4], std::abs(h[5]), h[6], h[5] > 0};
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.3f);
   std::vector<float> w(Llama2cModel::weight_floats(c));

@@ -17,7 +17,7 @@
 #include <string>
 
 #include <specdec/error.hpp>
-#include <specdec/file_format.hpp>
+#include <specdec/io/file_format.hpp>
 
 namespace specdec::tools {
 

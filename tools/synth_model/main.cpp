@@ -70,7 +70,7 @@ class Writer {
   std::ofstream out_;
 };
 
-void write_checkpoint(const std::string& path, const specdec::Llama2cConfig& c, std::uint64_t seed) {
+void write_checkpoint(const std::string& path, const specdec::LlamaConfig& c, std::uint64_t seed) {
   Writer w(path);
   w.ints({c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.shared_classifier ? c.vocab_size : -c.vocab_size,
           c.seq_len});
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     if (shape_name.empty()) throw usage_error("--shape is required (see --list)");
     if (out.empty()) throw usage_error("--out is required");
     const specdec::SyntheticShape& shape = specdec::synthetic_shape(shape_name);
-    specdec::Llama2cConfig c = shape.config;
+    specdec::LlamaConfig c = shape.config;
     const int all_layers = c.n_layers;
     if (layers > all_layers)
       throw usage_error(fmt::format("--layers {}: the shape {} has {} layers", layers, shape.name, all_layers));

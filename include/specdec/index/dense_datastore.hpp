@@ -37,7 +37,7 @@
 // 4 N bytes), and the draft's depth stays a drafter option.
 //
 // Opening checks the header (magic, version, header checksum, the counts against each other and
-// their overflow-safe sum against the file's size: file_format.hpp) and, by default
+// their overflow-safe sum against the file's size: io/file_format.hpp) and, by default
 // (DatastoreVerify::values), every stored value: every float finite, every token below
 // vocab_size, every key position a token's. DatastoreVerify::full adds the payload checksum;
 // DatastoreVerify::header skips the payload, as for TokenDatastore.
@@ -56,7 +56,7 @@
 #include <vector>
 
 #include <specdec/error.hpp>
-#include <specdec/index/mapped_file.hpp>
+#include <specdec/io/mapped_file.hpp>
 #include <specdec/index/token_datastore.hpp>
 #include <specdec/index/token_file.hpp>
 
@@ -92,7 +92,7 @@ inline std::uint64_t header_checksum(const DenseDatastoreHeader& h) {
   return datastore_checksum(&h, offsetof(DenseDatastoreHeader, header_checksum));
 }
 
-/// The layout of a dense datastore file with this header's sizes (overflow-safe: file_format.hpp).
+/// The layout of a dense datastore file with this header's sizes (overflow-safe: io/file_format.hpp).
 struct DenseDatastoreLayout {
   std::uint64_t mean, inv_scale, components, keys, text, key_positions;
   FileLayout file{sizeof(DenseDatastoreHeader)};

@@ -70,7 +70,7 @@
 // what the header's counts give.
 //
 // Opening checks the header (magic, version, header checksum, counts against each other, their
-// overflow-safe sum against the file's size: file_format.hpp) and every offset table (monotone,
+// overflow-safe sum against the file's size: io/file_format.hpp) and every offset table (monotone,
 // within its array): O(V + C), and by default (DatastoreVerify::values) every stored value:
 // every probability finite and in [0, 1], discounts in (0, 1], alphas finite and >= 0, every
 // token below V. DatastoreVerify::full adds the payload checksum; DatastoreVerify::header skips
@@ -91,8 +91,8 @@
 
 #include <specdec/config.hpp>
 #include <specdec/error.hpp>
-#include <specdec/file_format.hpp>
-#include <specdec/index/mapped_file.hpp>
+#include <specdec/io/file_format.hpp>
+#include <specdec/io/mapped_file.hpp>
 #include <specdec/index/token_datastore.hpp>
 
 namespace specdec {
@@ -130,7 +130,7 @@ inline std::uint64_t header_checksum(const NgramHeader& h) {
 }
 
 /// Byte offsets of the payload's arrays, from a header's counts (the one place the layout is
-/// spelled out; the builder writes in this order). Overflow-safe (file_format.hpp): a header
+/// spelled out; the builder writes in this order). Overflow-safe (io/file_format.hpp): a header
 /// whose sizes pass 2^64 leaves `file` overflowed, which the reader refuses.
 struct NgramLayout {
   std::uint64_t discounts, unigram_prob, bigram_offset, bigram_alpha, bigram_prob, trigram_first, trigram_alpha,

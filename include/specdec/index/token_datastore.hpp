@@ -22,7 +22,7 @@
 // each document were on its own.
 //
 // Opening checks the header (magic, version, header checksum, not empty, the counts against each
-// other and their overflow-safe sum against the file's size: file_format.hpp) and, by default
+// other and their overflow-safe sum against the file's size: io/file_format.hpp) and, by default
 // (DatastoreVerify::values), every stored value in one sequential pass: every token below
 // vocab_size, as many separators as documents, every suffix inside the text. DatastoreVerify::full
 // adds the payload checksum and every suffix a token's position (random reads of the text);
@@ -41,8 +41,8 @@
 #include <utility>
 
 #include <specdec/error.hpp>
-#include <specdec/file_format.hpp>
-#include <specdec/index/mapped_file.hpp>
+#include <specdec/io/file_format.hpp>
+#include <specdec/io/mapped_file.hpp>
 #include <specdec/index/token_file.hpp>
 
 namespace specdec {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include <specdec/error.hpp>
-#include <specdec/file_format.hpp>
+#include <specdec/io/file_format.hpp>
 
 namespace specdec {
 

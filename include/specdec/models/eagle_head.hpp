@@ -83,7 +83,7 @@ class EagleHead {
   /// Reads and checks a head file's header only (its size against the file's included), so that
   /// a caller can refuse a head that does not fit its target (check_fits) before reading the
   /// weights. Throws as load().
-  static Llama2cConfig read_config(const std::filesystem::path& path) {
+  static LlamaConfig read_config(const std::filesystem::path& path) {
     const std::string name = "EAGLE head '" + path.string() + "'";
     std::uintmax_t file_size = 0;
     std::ifstream in = detail::open_weights(path, name, file_size);
@@ -92,7 +92,7 @@ class EagleHead {
 
  private:
   // Reads the header from `in` and checks it, and the file's size against it.
-  static Llama2cConfig read_header(std::ifstream& in, const std::string& name, std::uintmax_t file_size) {
+  static LlamaConfig read_header(std::ifstream& in, const std::string& name, std::uintmax_t file_size) {
     if (file_size < header_bytes)
       throw error(name + ": " + std::to_string(file_size) + " bytes, shorter than the " + std::to_string(header_bytes) +
                   "-byte header (truncated file?)");
@@ -104,7 +104,7 @@ class EagleHead {
     if (h[0] != version)
       throw error(name + ": format version " + std::to_string(h[0]) + ", this build reads version " +
                   std::to_string(version));
-    Llama2cConfig c;
+    LlamaConfig c;
     c.dim = h[1];
     c.hidden_dim = h[2];
     c.n_heads = h[3];
@@ -123,12 +123,12 @@ class EagleHead {
     std::ifstream in = detail::open_weights(path, name, file_size);
     EagleHead head;
     head.config_ = read_header(in, name, file_size);
-    const Llama2cConfig& c = head.config_;
+    const LlamaConfig& c = head.config_;
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim;
     std::uint64_t at = 0;  // weights read so far
     auto read = [&](std::vector<float>& v, std::size_t n) { detail::read_weights(in, v, n, name, at); };
     std::vector<float> fc, wq, wk, wv, wo, w1, w2, w3;
-    Llama2cModel::Layer& w = head.layer_;
+    llama::LayerWeights& w = head.layer_;
     read(fc, static_cast<std::size_t>(d) * 2 * d);
     read(head.fc_bias_, static_cast<std::size_t>(d));
     read(w.rms_att, static_cast<std::size_t>(d));
@@ -152,7 +152,7 @@ class EagleHead {
 
  public:
   /// Floats after the header of a head file with this shape.
-  static std::uint64_t weight_floats(const Llama2cConfig& c) {
+  static std::uint64_t weight_floats(const LlamaConfig& c) {
     const std::uint64_t d = c.dim, kv = static_cast<std::uint64_t>(c.kv_dim()), hid = c.hidden_dim;
     return 2 * d * d + d                     // fc, fc_bias
            + d + 2 * d * d + 2 * kv * d + d  // rms_att, wq, wo, wk, wv, rms_ffn
@@ -162,9 +162,9 @@ class EagleHead {
 
   /// Throws specdec::error unless the head was trained for a target of this shape (dim, heads,
   /// vocabulary). `what` names the target in the message.
-  void check_fits(const Llama2cConfig& target, const std::string& what) const { check_fits(config_, target, what); }
+  void check_fits(const LlamaConfig& target, const std::string& what) const { check_fits(config_, target, what); }
   /// check_fits for a head of shape `c` (EagleHead::read_config): before its weights are read.
-  static void check_fits(const Llama2cConfig& c, const Llama2cConfig& target, const std::string& what) {
+  static void check_fits(const LlamaConfig& c, const LlamaConfig& target, const std::string& what) {
     auto mismatch = [&](const char* field, int head_value, int target_value) {
       throw error("EAGLE head: its " + std::string(field) + " is " + std::to_string(head_value) + " but " + what +
                   "'s is " + std::to_string(target_value) + " (the head was trained for another model)");
@@ -176,7 +176,7 @@ class EagleHead {
   }
 
   /// The head's shape as a one-layer Llama (n_layers 1; seq_len unused).
-  const Llama2cConfig& config() const { return config_; }
+  const LlamaConfig& config() const { return config_; }
 
   /// Runs `n` elements on top of `cache`: element i is (tokens[i], features row i: dim floats, or
   /// zeros where `features` is null) at RoPE position positions[i]; it writes its K/V at slot
@@ -219,25 +219,25 @@ class EagleHead {
                      rms_out_.data(), d);
   }
 
-  static std::string describe(const Llama2cConfig& c) {
+  static std::string describe(const LlamaConfig& c) {
     return "dim " + std::to_string(c.dim) + ", hidden_dim " + std::to_string(c.hidden_dim) + ", n_heads " +
            std::to_string(c.n_heads) + ", n_kv_heads " + std::to_string(c.n_kv_heads) + ", vocab_size " +
            std::to_string(c.vocab_size);
   }
 
  private:
-  static void check_header(const Llama2cConfig& c, const std::string& name) {
+  static void check_header(const LlamaConfig& c, const std::string& name) {
     std::string why = c.layer_problem();
     if (why.empty() && (c.vocab_size < 1 || c.vocab_size > (1 << 24)))
       why = "vocab_size " + std::to_string(c.vocab_size) + " is not in [1, 16777216]";
     if (!why.empty()) throw error(name + ": bad header: " + why);
   }
 
-  Llama2cConfig config_;
+  LlamaConfig config_;
   llama::Matrix fc_;  // 2·dim inputs -> dim
   std::vector<float> fc_bias_;
   llama::RopeTable rope_;
-  Llama2cModel::Layer layer_;
+  llama::LayerWeights layer_;
   std::vector<float> rms_out_;
 };
 

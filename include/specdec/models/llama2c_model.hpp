@@ -37,8 +37,9 @@
 #endif
 
 #include <specdec/error.hpp>
-#include <specdec/file_format.hpp>
-#include <specdec/models/host_kernels.hpp>
+#include <specdec/io/file_format.hpp>
+#include <specdec/models/llama_config.hpp>
+#include <specdec/models/llama_layer.hpp>
 
 namespace specdec {
 
@@ -144,52 +145,13 @@ inline void check_weights_finite(const float* w, std::size_t from, std::size_t t
 
 }  // namespace detail
 
-/// The header of a llama2.c checkpoint.
-struct Llama2cConfig {
-  int dim = 0;         ///< width of the residual stream
-  int hidden_dim = 0;  ///< width of the SwiGLU feed-forward layer
-  int n_layers = 0;
-  int n_heads = 0;     ///< query heads
-  int n_kv_heads = 0;  ///< key/value heads (grouped-query attention when < n_heads)
-  int vocab_size = 0;
-  int seq_len = 0;     ///< positions the model was trained for: the target's max_positions()
-  bool shared_classifier = true;  ///< classifier weights = token embedding
-
-  int head_size() const { return dim / n_heads; }
-  int kv_dim() const { return head_size() * n_kv_heads; }
-  /// Query heads per key/value head.
-  int kv_group() const { return n_heads / n_kv_heads; }
-
-  /// Why dim, hidden_dim, n_heads and n_kv_heads cannot shape a Llama layer ("" when they can):
-  /// the checks a checkpoint's header and an EAGLE head's share. Generous bounds: they only keep a
-  /// garbage header from asking for absurd allocations.
-  std::string layer_problem() const {
-    auto in_range = [](int v, int hi) { return v >= 1 && v <= hi; };
-    if (!in_range(dim, 1 << 16)) return "dim " + std::to_string(dim) + " is not in [1, 65536]";
-    if (!in_range(hidden_dim, 1 << 18)) return "hidden_dim " + std::to_string(hidden_dim) + " is not in [1, 262144]";
-    if (!in_range(n_heads, dim) || dim % n_heads != 0)
-      return "n_heads " + std::to_string(n_heads) + " does not divide dim " + std::to_string(dim);
-    if (head_size() % 2 != 0) return "head size " + std::to_string(head_size()) + " is odd (RoPE rotates pairs)";
-    if (!in_range(n_kv_heads, n_heads) || n_heads % n_kv_heads != 0)
-      return "n_kv_heads " + std::to_string(n_kv_heads) + " does not divide n_heads " + std::to_string(n_heads);
-    return "";
-  }
-};
-
 /// The weights, laid out for the forward pass. Every projection y = W x with W stored
 /// [out][in] in the file is packed transposed (llama::Matrix), so that the matrix product reads
 /// contiguous rows while still summing each output in the file's input order; projections of the
 /// same input share one matrix (q, k, v; w1, w3) so that one pass over it serves all of them.
 class Llama2cModel {
  public:
-  struct Layer {
-    std::vector<float> rms_att;  // [dim]
-    llama::Matrix wqkv;          // wq | wk | wv
-    llama::Matrix wo;
-    std::vector<float> rms_ffn;  // [dim]
-    llama::Matrix w13;           // w1 | w3
-    llama::Matrix w2;
-  };
+  using Layer = llama::LayerWeights;
 
   /// Reads a checkpoint. Throws specdec::error naming the file when it does not exist, cannot be
   /// read, has an implausible header, its size differs from what the header implies, a weight is
@@ -209,7 +171,7 @@ class Llama2cModel {
 
   /// Reads and checks a checkpoint's header only (its size against the file's included), so that
   /// a caller can refuse a model that does not fit before reading its weights. Throws as load().
-  static Llama2cConfig read_config(const std::filesystem::path& path) {
+  static LlamaConfig read_config(const std::filesystem::path& path) {
     const std::string name = "llama2.c checkpoint '" + path.string() + "'";
     std::uintmax_t file_size = 0;
     std::ifstream in = detail::open_weights(path, name, file_size);
@@ -223,7 +185,7 @@ class Llama2cModel {
     Llama2cModel m;
     m.config_ = read_header(in, name, file_size);
     m.weights_ = weights;
-    const Llama2cConfig& c = m.config_;
+    const LlamaConfig& c = m.config_;
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, L = c.n_layers;
     const std::size_t ud = static_cast<std::size_t>(d), ukv = static_cast<std::size_t>(kv),
                       uhid = static_cast<std::size_t>(hid), uL = static_cast<std::size_t>(L);
@@ -261,7 +223,7 @@ class Llama2cModel {
 
  public:
 
-  const Llama2cConfig& config() const { return config_; }
+  const LlamaConfig& config() const { return config_; }
   /// How the matrices are stored and multiplied (load()'s choice).
   WeightFormat weights() const { return weights_; }
   /// Token embedding, [vocab][dim].
@@ -272,7 +234,7 @@ class Llama2cModel {
   const llama::Matrix& classifier() const { return classifier_; }
 
   /// Number of floats after the header that a checkpoint with this header holds.
-  static std::uint64_t weight_floats(const Llama2cConfig& c) {
+  static std::uint64_t weight_floats(const LlamaConfig& c) {
     const std::uint64_t d = c.dim, kv = static_cast<std::uint64_t>(c.kv_dim()), hid = c.hidden_dim,
                         L = c.n_layers, V = c.vocab_size;
     std::uint64_t n = V * d;                           // token embedding
@@ -286,14 +248,14 @@ class Llama2cModel {
 
   /// Bytes of weights a forward reads in `format`: the checkpoint's fp32 payload (weight_floats)
   /// in fp32; in bf16, the matrices (layers and classifier) at 2 bytes and the norms at 4.
-  static std::uint64_t forward_weight_bytes(const Llama2cConfig& c, WeightFormat format) {
+  static std::uint64_t forward_weight_bytes(const LlamaConfig& c, WeightFormat format) {
     if (format == WeightFormat::fp32) return 4 * weight_floats(c);
     const std::uint64_t d = c.dim, kv = static_cast<std::uint64_t>(c.kv_dim()), hid = c.hidden_dim, L = c.n_layers,
                         V = c.vocab_size;
     return 2 * (L * (2 * d * d + 2 * kv * d + 3 * hid * d) + V * d) + 4 * (2 * L + 1) * d;
   }
 
-  static std::string describe(const Llama2cConfig& c) {
+  static std::string describe(const LlamaConfig& c) {
     return "dim " + std::to_string(c.dim) + ", hidden_dim " + std::to_string(c.hidden_dim) + ", n_layers " +
            std::to_string(c.n_layers) + ", n_heads " + std::to_string(c.n_heads) + ", n_kv_heads " +
            std::to_string(c.n_kv_heads) + ", vocab_size " + std::to_string(c.vocab_size) +
@@ -302,13 +264,13 @@ class Llama2cModel {
 
  private:
   // Reads the 28-byte header from `in` and checks it, and the file's size against it.
-  static Llama2cConfig read_header(std::ifstream& in, const std::string& name, std::uintmax_t file_size) {
+  static LlamaConfig read_header(std::ifstream& in, const std::string& name, std::uintmax_t file_size) {
     constexpr std::uintmax_t header_bytes = 7 * sizeof(std::int32_t);
     if (file_size < header_bytes)
       throw error(name + ": " + std::to_string(file_size) + " bytes, shorter than the 28-byte header");
     std::int32_t h[7];
     in.read(reinterpret_cast<char*>(h), sizeof h);
-    Llama2cConfig c;
+    LlamaConfig c;
     c.dim = h[0];
     c.hidden_dim = h[1];
     c.n_layers = h[2];
@@ -323,7 +285,7 @@ class Llama2cModel {
     return c;
   }
 
-  static void check_header(const Llama2cConfig& c, const std::string& name, std::int32_t raw_vocab) {
+  static void check_header(const LlamaConfig& c, const std::string& name, std::int32_t raw_vocab) {
     std::string why = c.layer_problem();
     if (why.empty() && (c.n_layers < 1 || c.n_layers > 1024))
       why = "n_layers " + std::to_string(c.n_layers) + " is not in [1, 1024]";
@@ -334,7 +296,7 @@ class Llama2cModel {
     if (!why.empty()) throw error(name + ": not a llama2.c checkpoint: header says " + why);
   }
 
-  Llama2cConfig config_;
+  LlamaConfig config_;
   WeightFormat weights_ = WeightFormat::fp32;
   std::vector<float> embedding_;
   std::vector<Layer> layers_;

@@ -22,7 +22,7 @@
 
 #include <specdec/models/host_kernels.hpp>
 #include <specdec/models/thread_pool.hpp>
-#include <specdec/models/llama2c_model.hpp>
+#include <specdec/models/llama_config.hpp>
 
 namespace specdec::llama {
 
@@ -126,7 +126,7 @@ struct LayerScratch {
   /// Room for a call of `n` tokens in all, whose sequences see and write no slot at or past
   /// `seq_needed` (a tree's scores are laid out by slot) and have no chain longer than
   /// `max_depth`, on `pool`'s threads (null: one).
-  void reserve(const Llama2cConfig& c, const Matrix& wqkv, const Matrix& w13, int n, int seq_needed, int max_depth,
+  void reserve(const LlamaConfig& c, const Matrix& wqkv, const Matrix& w13, int n, int seq_needed, int max_depth,
                const ThreadPool* pool) {
     const int threads_needed = pool ? pool->threads() : 1;
     const std::size_t un = static_cast<std::size_t>(n);
@@ -154,19 +154,26 @@ struct LayerScratch {
       }
     }
   }
-  std::size_t scores_per_thread(const Llama2cConfig& c) const {
+  std::size_t scores_per_thread(const LlamaConfig& c) const {
     return static_cast<std::size_t>(c.n_heads) * node_block * seq;
   }
-  static std::size_t sums_per_thread(const Llama2cConfig& c) {
+  static std::size_t sums_per_thread(const LlamaConfig& c) {
     return static_cast<std::size_t>(c.n_heads) * node_block;
   }
-  std::size_t extra_per_thread(const Llama2cConfig& c) const {
+  std::size_t extra_per_thread(const LlamaConfig& c) const {
     return static_cast<std::size_t>(c.n_kv_heads) * node_block * depth;
   }
 };
 
-/// Weights of one decoder layer, packed for the kernels.
-using LayerWeights = Llama2cModel::Layer;
+/// Weights of one decoder layer, packed for the kernels (a llama2.c checkpoint's, an EAGLE head's).
+struct LayerWeights {
+  std::vector<float> rms_att;  // [dim]
+  Matrix wqkv;                 // wq | wk | wv
+  Matrix wo;
+  std::vector<float> rms_ffn;  // [dim]
+  Matrix w13;                  // w1 | w3
+  Matrix w2;
+};
 
 namespace detail {
 
@@ -270,7 +277,7 @@ inline void ancestors_in_sequence(float* row, int contiguous, const int* list, i
 // The chunks all nodes of the block see in the cache run as one product; a node's last chunks
 // (its ancestors, or the end of its cached slots) run on its row alone, with a tile of its slots'
 // values gathered here: the same operands, so the same bits, as its path's single-token forward.
-inline void attend_bf16(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
+inline void attend_bf16(const LlamaConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
                         int row0, int g0, int g1, int i0, int i1, const Kernels& k) {
   const int dim = c.dim, hs = c.head_size(), group = c.kv_group();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -348,7 +355,7 @@ inline void attend_bf16(const Llama2cConfig& c, const LayerBatch& b, const KvVie
 
 // Attention of tokens [i0, i1) of sequence `b` (rows row0 + i of s.att) for the query heads of kv
 // heads [g0, g1), with the scores and ancestor lists of thread region `region`, on kernels `k`.
-inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
+inline void attend(const LlamaConfig& c, const LayerBatch& b, const KvView& kv, LayerScratch& s, int region,
                    int row0, int g0, int g1, int i0, int i1, const Kernels& k) {
   if (kv.kp) {
 #if defined(SPECDEC_HOST_AMX)
@@ -502,7 +509,7 @@ inline void attend(const Llama2cConfig& c, const LayerBatch& b, const KvView& kv
 /// first_slot + n slots) and its rows x and rope follow sequences[k - 1]'s in one buffer. A token's
 /// result does not depend on the other sequences. `s` must have been reserved for this call
 /// (LayerScratch::reserve, all tokens, pool's threads). `k`: the fp32 kernels (isa.hpp).
-inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::span<const LayerBatch> sequences,
+inline void decoder_layer(const LayerWeights& w, const LlamaConfig& c, std::span<const LayerBatch> sequences,
                           std::span<const KvView> caches, LayerScratch& s, ThreadPool* pool,
                           const detail::Kernels& k = kernels()) {
   const int dim = c.dim, kv_dim = c.kv_dim(), hs = c.head_size(), hidden = c.hidden_dim;
@@ -584,7 +591,7 @@ inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, std::sp
 }
 
 /// One sequence: decoder_layer over `batch` in place on batch.x, K/V into `kv`.
-inline void decoder_layer(const LayerWeights& w, const Llama2cConfig& c, const LayerBatch& batch, const KvView& kv,
+inline void decoder_layer(const LayerWeights& w, const LlamaConfig& c, const LayerBatch& batch, const KvView& kv,
                           LayerScratch& s, ThreadPool* pool, const detail::Kernels& k = kernels()) {
   decoder_layer(w, c, std::span<const LayerBatch>(&batch, 1), std::span<const KvView>(&kv, 1), s, pool, k);
 }

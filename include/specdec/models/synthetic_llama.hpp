@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include <specdec/error.hpp>
-#include <specdec/models/llama2c_model.hpp>
+#include <specdec/models/llama_config.hpp>
 #include <specdec/models/synthetic_weights.hpp>
 
 namespace specdec {
@@ -19,7 +19,7 @@ namespace specdec {
 /// RoPE base (llama2.c checkpoints cannot say it; their target uses 10000), and where it is from.
 struct SyntheticShape {
   const char* name = "";
-  Llama2cConfig config;
+  LlamaConfig config;
   float rope_theta = 10000.0f;
   const char* source = "";
 };

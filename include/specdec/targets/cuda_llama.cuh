@@ -67,12 +67,12 @@ struct CudaLlamaOptions {
 /// Where every tensor lives in CudaLlamaModel's two device buffers: matrices (fp32 or bf16
 /// elements, [out][in]) and norm weights (fp32). The one place their offsets are computed.
 struct CudaLlamaLayout {
-  Llama2cConfig config;
+  LlamaConfig config;
   std::uint64_t embedding = 0, classifier = 0, layers = 0, layer_elements = 0, matrix_elements = 0;
   std::uint64_t wqkv = 0, wo = 0, w13 = 0, w2 = 0;  // within a layer: wq | wk | wv, wo, w1 | w3, w2
   std::uint64_t norm_floats = 0;                     // rms_att [L][dim], rms_ffn [L][dim], rms_final [dim]
 
-  explicit CudaLlamaLayout(const Llama2cConfig& c) : config(c) {
+  explicit CudaLlamaLayout(const LlamaConfig& c) : config(c) {
     const std::uint64_t d = c.dim, kv = static_cast<std::uint64_t>(c.kv_dim()), hid = c.hidden_dim,
                         V = c.vocab_size, L = c.n_layers;
     wqkv = 0;
@@ -94,7 +94,7 @@ struct CudaLlamaLayout {
     bool norm = false;
   };
   Range range(synthetic::tensor kind, int layer) const {
-    const Llama2cConfig& c = config;
+    const LlamaConfig& c = config;
     const std::uint64_t d = c.dim, kv = static_cast<std::uint64_t>(c.kv_dim()), hid = c.hidden_dim,
                         V = c.vocab_size, L = c.n_layers;
     const std::uint64_t at = layers + static_cast<std::uint64_t>(layer) * layer_elements;
@@ -127,7 +127,7 @@ class CudaLlamaModel {
   /// the device's free memory (said from the header, before any weight is read).
   static CudaLlamaModel load(const std::filesystem::path& checkpoint, backend::cuda tag, CudaLlamaOptions options,
                              int slots, const char* who) {
-    const Llama2cConfig config = Llama2cModel::read_config(checkpoint);
+    const LlamaConfig config = Llama2cModel::read_config(checkpoint);
     CudaLlamaModel model(config, 10000.0f, WeightFormat::fp32, tag, options, slots, who,
                          "llama2.c checkpoint '" + checkpoint.string() + "'");
     model.upload(Llama2cModel::load(checkpoint));
@@ -148,7 +148,7 @@ class CudaLlamaModel {
 
   backend::cuda backend() const { return tag_; }
   int vocab_size() const { return layout_.config.vocab_size; }
-  const Llama2cConfig& config() const { return layout_.config; }
+  const LlamaConfig& config() const { return layout_.config; }
   WeightFormat weight_format() const { return format_; }
   int slots() const { return slots_; }
   int max_positions() const { return max_positions_; }
@@ -258,10 +258,10 @@ class CudaLlamaModel {
   }
 
  private:
-  CudaLlamaModel(const Llama2cConfig& config, float rope_theta, WeightFormat format, backend::cuda tag,
+  CudaLlamaModel(const LlamaConfig& config, float rope_theta, WeightFormat format, backend::cuda tag,
                  CudaLlamaOptions options, int slots, const char* who, const std::string& name)
       : tag_(tag), layout_(config), format_(format), who_(who), slots_(slots) {
-    const Llama2cConfig& c = config;
+    const LlamaConfig& c = config;
     tensor_cores_ = options.tensor_cores;
     max_positions_ = options.max_positions > 0 ? options.max_positions : std::min(c.seq_len, kernels::llama::max_attended);
     max_tree_ = options.max_tree_nodes;
@@ -313,7 +313,7 @@ class CudaLlamaModel {
 
   // Shapes the kernels cannot run, and options out of range: one sentence each.
   void refuse_shape(const std::string& name, const CudaLlamaOptions& options) const {
-    const Llama2cConfig& c = layout_.config;
+    const LlamaConfig& c = layout_.config;
     const int vector = format_ == WeightFormat::bf16 ? kernels::llama::product_vector<kernels::llama::bf16>
                                                      : kernels::llama::product_vector<float>;
     std::string why = c.layer_problem();
@@ -366,7 +366,7 @@ class CudaLlamaModel {
   }
 
   core::KvCacheLayout kv_layout() const {
-    const Llama2cConfig& c = layout_.config;
+    const LlamaConfig& c = layout_.config;
     return core::kv_layout(c.n_layers, max_positions_, c.n_kv_heads, c.head_size(), sizeof(float));
   }
   /// Floats from the cache's start to slot `slot`'s sequence.
@@ -393,11 +393,11 @@ class CudaLlamaModel {
 
   // Per token: x, xb, att [dim]; qkv [dim + 2 kv_dim]; h13 [2 hidden]; hb [hidden]; logits [vocab].
   std::uint64_t activation_floats() const {
-    const Llama2cConfig& c = layout_.config;
+    const LlamaConfig& c = layout_.config;
     return 3ull * c.dim + (c.dim + 2ull * c.kv_dim()) + 3ull * c.hidden_dim + static_cast<std::uint64_t>(c.vocab_size);
   }
   float* activation(int which) const {
-    const Llama2cConfig& c = layout_.config;
+    const LlamaConfig& c = layout_.config;
     const std::uint64_t T = static_cast<std::uint64_t>(max_rows_);
     const std::uint64_t sizes[] = {static_cast<std::uint64_t>(c.dim), static_cast<std::uint64_t>(c.dim),
                                    static_cast<std::uint64_t>(c.dim), c.dim + 2ull * c.kv_dim(),
@@ -430,7 +430,7 @@ class CudaLlamaModel {
 
   void fill_synthetic(std::uint64_t seed) {
     using synthetic::tensor;
-    const Llama2cConfig& c = layout_.config;
+    const LlamaConfig& c = layout_.config;
     auto fill = [&](tensor kind, int layer) {
       const CudaLlamaLayout::Range r = layout_.range(kind, layer);
       const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>((r.count + 255) / 256, 65535));
@@ -454,7 +454,7 @@ class CudaLlamaModel {
 
   // The fp32 weights of a loaded checkpoint, unpacked from the host model's matrices.
   void upload(const Llama2cModel& m) {
-    const Llama2cConfig& c = layout_.config;
+    const LlamaConfig& c = layout_.config;
     auto* w = reinterpret_cast<float*>(weights_.data());
     auto* norms = reinterpret_cast<float*>(norms_.data());
     std::vector<float> rows;
@@ -481,7 +481,7 @@ class CudaLlamaModel {
     using synthetic::tensor;
     put_floats(w + layout_.embedding, m.embedding());
     for (int l = 0; l < c.n_layers; ++l) {
-      const Llama2cModel::Layer& layer = m.layer(l);
+      const llama::LayerWeights& layer = m.layer(l);
       const std::uint64_t at = layout_.layers + static_cast<std::uint64_t>(l) * layout_.layer_elements;
       put_matrix(layer.wqkv, {c.dim, c.kv_dim(), c.kv_dim()}, at + layout_.wqkv);
       put_matrix(layer.wo, {c.dim}, at + layout_.wo);
@@ -528,7 +528,7 @@ class CudaLlamaModel {
   template <class W>
   void run_as(const kernels::llama::ForwardTrees& trees, int n, int attended, bool want_logits) {
     namespace k = kernels::llama;
-    const Llama2cConfig& c = layout_.config;
+    const LlamaConfig& c = layout_.config;
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, hs = c.head_size(), qkv_width = d + 2 * kv;
     const cudaStream_t s = tag_.stream;
     const float* norms = reinterpret_cast<const float*>(norms_.data());
@@ -617,7 +617,7 @@ class CudaLlamaTarget {
     return model_.forward({&tree, 1}, {&slot, 1});
   }
 
-  const Llama2cConfig& config() const { return model_.config(); }
+  const LlamaConfig& config() const { return model_.config(); }
   WeightFormat weight_format() const { return model_.weight_format(); }
   int max_positions() const { return model_.max_positions(); }
   int max_tree_nodes() const { return model_.max_tree_nodes(); }

@@ -74,7 +74,7 @@ class Llama2cTarget {
   int max_positions() const { return config().seq_len; }
   /// Tokens in the KV cache.
   int cached() const { return cache_.cached; }
-  const Llama2cConfig& config() const { return model().config(); }
+  const LlamaConfig& config() const { return model().config(); }
   const Llama2cModel& model() const { return forward_.model(); }
 
   /// Starts a new sequence whose KV cache holds exactly `tokens`.

@@ -60,7 +60,7 @@ class Llama2cBatchTarget {
   /// The model's trained context length, for every slot.
   int max_positions() const { return config().seq_len; }
   int threads() const { return forward_.threads(); }
-  const Llama2cConfig& config() const { return forward_.model().config(); }
+  const LlamaConfig& config() const { return forward_.model().config(); }
   const Llama2cModel& model() const { return forward_.model(); }
   /// Tokens in `slot`'s KV cache.
   int cached(int slot) const { return at(slot, "cached").cache.cached; }
@@ -136,7 +136,7 @@ class Llama2cBatchTarget {
 
  private:
   struct Slot {
-    Slot(const Llama2cConfig& c, WeightFormat weights) : cache(c, weights) {}
+    Slot(const LlamaConfig& c, WeightFormat weights) : cache(c, weights) {}
     llama::SequenceCache cache;
     bool started = false;
     std::vector<node_t> pending_parent;  // the slot's tree in the last forward, until commit

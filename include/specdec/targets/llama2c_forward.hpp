@@ -65,7 +65,7 @@ namespace llama {
 /// sequence does.
 class SequenceCache {
  public:
-  explicit SequenceCache(const Llama2cConfig& c, WeightFormat weights = WeightFormat::fp32)
+  explicit SequenceCache(const LlamaConfig& c, WeightFormat weights = WeightFormat::fp32)
       : config_(&c), bf16_(bf16_attention(weights, c.head_size())) {
     // seq_len comes from the file's header, and a small file can claim a cache of many GB
     // (1024 layers x 2^20 positions): start small.
@@ -92,7 +92,7 @@ class SequenceCache {
   /// Makes room for `slots` slots per layer, keeping the committed entries.
   void reserve(int slots) {
     if (slots <= slots_) return;
-    const Llama2cConfig& c = *config_;
+    const LlamaConfig& c = *config_;
     int new_slots = std::max(slots, slots_ + slots_ / 2);
     if (bf16_) new_slots = (new_slots + 31) / 32 * 32;  // whole chunks for AMX's tiles
     const std::size_t layers = static_cast<std::size_t>(c.n_layers), kv_dim = static_cast<std::size_t>(c.kv_dim()),
@@ -132,7 +132,7 @@ class SequenceCache {
   /// Keeps the K/V of `path` (nodes of the tree written after `cached`, checked by the caller) as
   /// the next committed positions.
   void commit(std::span<const node_t> path) {
-    const Llama2cConfig& c = *config_;
+    const LlamaConfig& c = *config_;
     const int length = static_cast<int>(path.size());
     if (bf16_) {
       // K: one-pair rows, kv_dim / 2 of them per slot, `slots_` pairs apart. V: slot pairs, which
@@ -167,7 +167,7 @@ class SequenceCache {
   }
 
  private:
-  const Llama2cConfig* config_;
+  const LlamaConfig* config_;
   bool bf16_;
   int slots_ = 0;
   int v_stride_ = KvView::padded_v_stride(config_->kv_dim());
@@ -182,7 +182,7 @@ class SequenceCache {
 /// `cached` tokens of a model shaped `c`: its root and parents in order, tokens in the vocabulary,
 /// positions below seq_len.
 template <class Who>
-void check_tree(const Who& who, const Llama2cConfig& c, const TreeView& tree, int cached) {
+void check_tree(const Who& who, const LlamaConfig& c, const TreeView& tree, int cached) {
   if (tree.size < 1) throw error(subject(who) + ": empty tree (it needs at least its root)");
   if (tree.base_position != cached)
     throw error(subject(who) + ": the tree starts at position " + std::to_string(tree.base_position) + " but the KV cache holds " +
@@ -204,7 +204,7 @@ void check_tree(const Who& who, const Llama2cConfig& c, const TreeView& tree, in
 /// Throws, naming `who` (e.g. "Llama2cTarget::prefill"), unless `tokens` fit a model shaped `c`:
 /// at most seq_len of them, each in the vocabulary.
 template <class Who>
-void check_prefill(const Who& who, const Llama2cConfig& c, std::span<const token_t> tokens) {
+void check_prefill(const Who& who, const LlamaConfig& c, std::span<const token_t> tokens) {
   const int n = static_cast<int>(tokens.size());
   if (n > c.seq_len)
     throw error(subject(who) + ": " + std::to_string(n) + " tokens exceed the model's " + std::to_string(c.seq_len) + " positions");
@@ -260,7 +260,7 @@ class TreeForward {
   /// With `with_output`, output(first, n) then holds the logits, argmaxes and features of the
   /// call's rows [first, first + n), the runs' tokens in order.
   void run(std::span<const SequenceRun> runs, bool with_output) {
-    const Llama2cConfig& c = model_->config();
+    const LlamaConfig& c = model_->config();
     const int dim = c.dim, hs = c.head_size();
     int total = 0, seq_needed = 0, max_depth = 1;
     for (const SequenceRun& r : runs) total += r.n;
@@ -337,7 +337,7 @@ class TreeForward {
 
   /// The output of the last run's rows [first, first + n) (a run with output).
   Llama2cOutput output(int first, int n) const {
-    const Llama2cConfig& c = model_->config();
+    const LlamaConfig& c = model_->config();
     Llama2cOutput out;
     out.size_ = n;
     out.vocab_ = c.vocab_size;

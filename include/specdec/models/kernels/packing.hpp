@@ -13,21 +13,12 @@
 #include <vector>
 
 #include <specdec/error.hpp>
+#include <specdec/models/llama_config.hpp>
 #include <specdec/models/kernels/memory.hpp>
 #include <specdec/models/kernels/platform.hpp>
 
 namespace specdec {
 
-/// How a model's weight matrices are stored and multiplied (models/host_kernels.hpp): fp32 as in
-/// the checkpoint, or bf16 on Intel AMX.
-enum class WeightFormat { fp32, bf16 };
-
-inline const char* weight_format_name(WeightFormat f) { return f == WeightFormat::bf16 ? "bf16" : "fp32"; }
-/// The format a command line names: "fp32" or "bf16" (anything else: fp32; a caller checks it
-/// against those two names first).
-inline WeightFormat weight_format_named(std::string_view name) {
-  return name == "bf16" ? WeightFormat::bf16 : WeightFormat::fp32;
-}
 
 }  // namespace specdec
 
