@@ -19,8 +19,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake --preset cuda >/dev/null
-# Every test labelled gpu (tests/CMakeLists.txt), by the name of its program.
-mapfile -t tests < <(ctest --test-dir build/cuda -L gpu -N | awk '/Test +#/ {print $3}')
+# Every test program labelled gpu (tests/CMakeLists.txt: named *_gpu_test). The Python module's
+# python_gpu runs pytest on a built module, not a program, and stays with the build tree.
+mapfile -t tests < <(ctest --test-dir build/cuda -L gpu -N | awk '/Test +#/ && $3 ~ /_gpu_test$/ {print $3}')
 [ "${#tests[@]}" -gt 0 ] || { echo "gpu-bundle: no test labelled gpu in build/cuda" >&2; exit 1; }
 cmake --build --preset cuda -j "$(nproc)" --target "${tests[@]}" kernels_bench decoder_step_bench cuda_forward_bench \
   specdec_dense_datastore specbench

@@ -220,6 +220,16 @@ void add_resource_options(CLI::App& cmd, DrafterResources& a, bool features) {
                  "EAGLE head file of the drafter eagle (default: the stories260K head, " + a.eagle_head.string() + ")");
 }
 
+/// The environment is input too: a SPECDEC_HOST_ISA that names no kernel path, or one this CPU
+/// lacks, is the user's to fix (exit 2), not an internal error.
+void check_host_isa() {
+  try {
+    specdec::llama::default_host_isa();
+  } catch (const specdec::error& e) {
+    throw input_error(e.what());
+  }
+}
+
 /// --data-dir, where every subcommand finds its default files.
 void add_data_dir_option(CLI::App& cmd, std::string& dir) {
   cmd.add_option("--data-dir", dir, "Data directory (default: $SPECDEC_DATA, else " SPECDEC_DEFAULT_DATA_DIR ")");
@@ -1000,6 +1010,7 @@ int main(int argc, char** argv) {
 
   try {
     specdec::tools::check_stdout_open<input_error>();
+    check_host_isa();
     int code = 0;
     if (replay->parsed()) code = run_replay(replay_args, replay_only);
     else if (compare->parsed()) run_compare(compare_args, combos);
