@@ -286,7 +286,7 @@ Task load_task(const std::string& path) {
   std::string raw;
   for (int number = 1; std::getline(in, raw); ++number) {
     const std::string line = specdec::tools::text_line(raw, number == 1);
-    if (line.empty()) continue;
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank, whatever an editor left on it
     task.prompts.push_back(replace_all(line, "\\n", "\n"));
   }
   if (task.prompts.empty()) throw input_error("the prompts file '" + path + "' has no prompt");

@@ -70,6 +70,10 @@ TEST_CASE("the vicuna template renders Spec-Bench's prompts", "[specbench]") {
 TEST_CASE("prompts and template files with a byte-order mark and CRLF line endings", "[specbench]") {
   const Task task = load_task(temp_file("bom_crlf.txt", "\xEF\xBB\xBFOnce upon a time\r\n\r\nThe cat\r\n").string());
   CHECK(task.prompts == std::vector<std::string>{"Once upon a time", "The cat"});
+  // A line an editor left spaces or tabs on is blank, not a prompt of spaces.
+  CHECK(load_task(temp_file("spaces.txt", "  \n\t\nThe dog\n \t \n").string()).prompts ==
+        std::vector<std::string>{"The dog"});
+  CHECK_THROWS_WITH(load_task(temp_file("blank.txt", "\n  \n\t\n").string()), Catch::Contains("has no prompt"));
   const ChatTemplate t =
       ChatTemplate::load(temp_file("bom.template", "\xEF\xBB\xBFuser = \"[INST] {user}\"\r\nsystem = \"s\"\r\n"));
   CHECK(t.user() == "[INST] {user}");
