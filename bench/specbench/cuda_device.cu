@@ -317,14 +317,9 @@ CudaModelRun decode_on_cuda(const ModelBench& bench, const ModelOptions& options
     }
     out.speculative_energy.add(speculative_before, meter.joules(), speculative_tokens);
     run.calibration = calibration_of(decoder);
-    const auto rate = [](std::int64_t tokens, double seconds) {
-      return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
-    };
-    run.rounds.add({rate(plain_tokens, plain_seconds), plain_seconds, rate(speculative_tokens, speculative_seconds),
-                    speculative_seconds});
-    run.decode_rounds.add({rate(plain_tokens, plain_seconds - plain_prefill), plain_seconds - plain_prefill,
-                           rate(speculative_tokens, speculative_seconds - speculative_prefill),
-                           speculative_seconds - speculative_prefill});
+    run.rounds.add(round_time(plain_tokens, plain_seconds, speculative_tokens, speculative_seconds));
+    run.decode_rounds.add(round_time(plain_tokens, plain_seconds - plain_prefill, speculative_tokens,
+                                     speculative_seconds - speculative_prefill));
   } catch (const specdec::error& e) {
     throw input_error(std::string("--device cuda: ") + e.what());
   }

@@ -199,14 +199,9 @@ ModelRun decode_model(const ModelBench& bench, const ModelOptions& options) {
       else run.turns[p].equals_plain = run.turns[p].equals_plain && turn.equals_plain;
     }
     if (first_round) run.calibration = calibration_of(*decoder);
-    const auto rate = [](std::int64_t tokens, double seconds) {
-      return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
-    };
-    run.rounds.add({rate(plain_tokens, plain_seconds), plain_seconds, rate(speculative_tokens, speculative_seconds),
-                    speculative_seconds});
-    run.decode_rounds.add({rate(plain_tokens, plain_seconds - plain_prefill), plain_seconds - plain_prefill,
-                           rate(speculative_tokens, speculative_seconds - speculative_prefill),
-                           speculative_seconds - speculative_prefill});
+    run.rounds.add(round_time(plain_tokens, plain_seconds, speculative_tokens, speculative_seconds));
+    run.decode_rounds.add(round_time(plain_tokens, plain_seconds - plain_prefill, speculative_tokens,
+                                     speculative_seconds - speculative_prefill));
   } while (options.rounds.more(run.rounds.count(), run.rounds.plain_seconds(), run.rounds.speculative_seconds()));
   run.seconds = detail::seconds_since(start);
   return run;

@@ -4,6 +4,7 @@
 // See docs/specbench.md, "Reading the ratios".
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,16 @@ struct RoundTime {
   double plain_rate = 0, plain_seconds = 0;
   double speculative_rate = 0, speculative_seconds = 0;
 };
+
+/// The round in which each arm made its tokens in its seconds (a rate is 0 where no time passed).
+inline RoundTime round_time(std::int64_t plain_tokens, double plain_seconds, std::int64_t speculative_tokens,
+                            double speculative_seconds) {
+  const auto rate = [](std::int64_t tokens, double seconds) {
+    return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0;
+  };
+  return {rate(plain_tokens, plain_seconds), plain_seconds, rate(speculative_tokens, speculative_seconds),
+          speculative_seconds};
+}
 
 /// The median of some ratios and their range (count 0: none).
 struct Spread {
