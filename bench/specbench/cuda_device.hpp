@@ -16,7 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost.hpp"
+#include "calibrate.hpp"
+#include "cost_table.hpp"
 #include "model.hpp"
 #include "replay.hpp"
 
@@ -50,17 +51,12 @@ struct CudaModelChoice {
 /// listing them) or a checkpoint file (input_error when it is not a readable file).
 CudaModelChoice cuda_model_choice(const std::string& text, const char* option);
 
-/// The metadata of a GPU cost table, beside the host tables' (cost.hpp): model {file or shape,
+/// The metadata of a GPU cost table, beside the host tables' (calibrate.hpp): model {file or shape,
 /// config, weights, weight_bytes, synthetic_weights}, device (the card's name), machine (the same,
 /// so describe() names it), date (UTC), commit (of the build), timer, repetitions.
 nlohmann::ordered_json cuda_table_metadata(const CudaModelChoice& model, const nlohmann::ordered_json& config,
                                            std::uint64_t weight_bytes, const char* weights, const std::string& device,
                                            int repetitions);
-
-/// The contexts of `wanted` that leave room for a tree of `largest` nodes in `positions`; when some
-/// do not, the largest context that does is added (as the host calibrate does). input_error when
-/// none fits.
-std::vector<int> fitting_contexts(const std::vector<int>& wanted, int positions, int largest);
 
 /// `specbench calibrate --device cuda`: the cost table of `model` on the device: for each
 /// context, prefilled, the median of `repetitions` timed forwards (CUDA events, after one warm-up)

@@ -2,8 +2,6 @@
 // choice, the GPU table's metadata, and the energy counter read through NVML with dlopen.
 #include <dlfcn.h>
 
-#include <chrono>
-#include <ctime>
 #include <utility>
 
 #include <fmt/format.h>
@@ -11,6 +9,7 @@
 #include <specdec/error.hpp>
 #include <specdec/models/synthetic_llama.hpp>
 
+#include "calibrate.hpp"
 #include "common/cli_checks.hpp"
 #include "cuda_device.hpp"
 #include "input_error.hpp"
@@ -37,19 +36,6 @@ CudaModelChoice cuda_model_choice(const std::string& text, const char* option) {
   return choice;
 }
 
-namespace {
-
-std::string utc_date() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
-}  // namespace
-
 nlohmann::ordered_json cuda_table_metadata(const CudaModelChoice& model, const nlohmann::ordered_json& config,
                                            std::uint64_t weight_bytes, const char* weights, const std::string& device,
                                            int repetitions) {
@@ -65,26 +51,12 @@ nlohmann::ordered_json cuda_table_metadata(const CudaModelChoice& model, const n
   meta["model"] = m;
   meta["device"] = "cuda";
   meta["machine"] = device;
-  meta["date"] = utc_date();
+  meta["date"] = utc_now();
   meta["commit"] = SPECBENCH_COMMIT;
   meta["timer"] = "CUDA events around each forward";
   meta["tree"] = "chain";
   meta["repetitions"] = repetitions;
   return meta;
-}
-
-std::vector<int> fitting_contexts(const std::vector<int>& wanted, int positions, int largest) {
-  std::vector<int> contexts;
-  for (const int c : wanted)
-    if (largest <= positions - c) contexts.push_back(c);
-  const int last = positions - largest;
-  if (contexts.size() < wanted.size() && last >= 0 && (contexts.empty() || contexts.back() < last))
-    contexts.push_back(last);
-  if (contexts.empty())
-    throw input_error(fmt::format("the model has {} positions: no context of --contexts leaves room for a tree of {} "
-                                  "nodes",
-                                  positions, largest));
-  return contexts;
 }
 
 // ---- NVML ----

@@ -24,11 +24,14 @@
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
 #include "batch.hpp"
+#include "calibrate.hpp"
 #include "chat_template.hpp"
 #include "common/cli_checks.hpp"
 #include "common/dense_search_options.hpp"
 #include "corpus.hpp"
-#include "cost.hpp"
+#include "cost_report.hpp"
+#include "cost_table.hpp"
+#include "costers.hpp"
 #include "cuda_cli.hpp"
 #include "cuda_device.hpp"
 #include "input_error.hpp"

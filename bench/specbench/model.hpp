@@ -22,7 +22,8 @@
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/tokenizers/llama2c_tokenizer.hpp>
 
-#include "cost.hpp"
+#include "clock.hpp"
+#include "costers.hpp"
 #include "replay.hpp"
 #include "rounds.hpp"
 #include "tasks.hpp"
@@ -121,10 +122,6 @@ std::pair<std::int64_t, std::int64_t> draft_work(Decoder& decoder, std::index_se
   };
   (add(decoder.template drafter<I>()), ...);
   return sum;
-}
-
-inline double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace detail

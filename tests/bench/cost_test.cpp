@@ -1,4 +1,5 @@
-// specbench's cost tables: loading, interpolation, and the table coster's sums.
+// specbench's cost tables: loading, interpolation, the table coster's sums, the contexts a
+// calibration keeps, the machine probes and the table as text.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -12,7 +13,11 @@
 #include "support/temp_dir.hpp"
 
 #include "corpus.hpp"
-#include "cost.hpp"
+#include "calibrate.hpp"
+#include "cost_report.hpp"
+#include "cost_table.hpp"
+#include "costers.hpp"
+#include "machine_probes.hpp"
 #include "input_error.hpp"
 
 using namespace specbench;
@@ -103,6 +108,14 @@ TEST_CASE("the matrix product probe measures arithmetic on one thread and on sev
   CHECK(gflops.all_threads > 0.1);
   CHECK(std::isfinite(gflops.one_thread));
   CHECK(std::isfinite(gflops.all_threads));
+}
+
+TEST_CASE("a calibration keeps the contexts with room for its largest tree, and the largest that has room", "[cost]") {
+  CHECK(fitting_contexts({128, 512, 2048}, 4096, 128) == std::vector<int>{128, 512, 2048});
+  // 2048 + 128 > 2048 positions: the largest context with room takes its place.
+  CHECK(fitting_contexts({128, 512, 2048}, 2048, 128) == std::vector<int>{128, 512, 1920});
+  CHECK(fitting_contexts({128, 512}, 256, 65) == std::vector<int>{128, 191});
+  CHECK_THROWS_WITH(fitting_contexts({128}, 64, 65), Catch::Contains("no context of --contexts leaves room for a tree of 65"));
 }
 
 TEST_CASE("bad cost tables are refused with the field named", "[cost]") {

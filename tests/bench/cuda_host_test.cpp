@@ -8,7 +8,7 @@
 
 #include "support/temp_dir.hpp"
 
-#include "cost.hpp"
+#include "cost_table.hpp"
 #include "cuda_device.hpp"
 #include "input_error.hpp"
 
@@ -29,14 +29,6 @@ TEST_CASE("cuda_model_choice reads synthetic:SHAPE and checkpoint files, and nam
   const CudaModelChoice checkpoint = cuda_model_choice(file.string(), "--model");
   CHECK(checkpoint.shape.empty());
   CHECK(checkpoint.name() == file.string());
-}
-
-TEST_CASE("fitting_contexts keeps the contexts with room for the largest tree, as the host calibrate does") {
-  CHECK(fitting_contexts({128, 512, 2048}, 4096, 128) == std::vector<int>{128, 512, 2048});
-  // 2048 + 128 > 2048 positions: the largest context with room takes its place.
-  CHECK(fitting_contexts({128, 512, 2048}, 2048, 128) == std::vector<int>{128, 512, 1920});
-  CHECK(fitting_contexts({128, 512}, 256, 65) == std::vector<int>{128, 191});
-  CHECK_THROWS_WITH(fitting_contexts({128}, 64, 65), Contains("no context of --contexts leaves room for a tree of 65"));
 }
 
 TEST_CASE("a GPU cost table names its card, date and commit, and keeps them through its file") {
