@@ -4,7 +4,6 @@
 #include <CLI/CLI.hpp>
 
 #include "cuda_device.hpp"
-#include "input_error.hpp"
 
 namespace specbench {
 
@@ -18,20 +17,10 @@ inline void add_device_option(CLI::App& cmd, DeviceArgs& d, bool synthetic) {
                                                "device), e.g. Llama-2-7B, instead of --model");
 }
 
-/// calibrate's model on the device (nullopt: the host calibrates --model), once the options are
-/// known to fit: --device cuda takes --model FILE or --synthetic SHAPE, and none of the host's
-/// --threads, --weights, --layers-of.
+/// calibrate's model on the device (nullopt: the host calibrates --model), once calibrate_rules
+/// (main.cpp) has checked that --model or --synthetic names one.
 inline std::optional<CudaModelChoice> calibrate_device_model(const DeviceArgs& d, const CalibrateOptions& o) {
-  if (!d.cuda()) {
-    if (!d.synthetic.empty()) throw input_error("--synthetic SHAPE runs on the GPU: add --device cuda");
-    if (o.model.empty()) throw input_error("calibrate needs --model FILE (or --device cuda --synthetic SHAPE)");
-    return std::nullopt;
-  }
-  if (o.model.empty() == d.synthetic.empty())
-    throw input_error("--device cuda: calibrate takes either --model FILE or --synthetic SHAPE (one of the two)");
-  if (o.threads != 1 || o.weights != specdec::WeightFormat::fp32 || o.layers_of != 0)
-    throw input_error("--device cuda: --threads, --weights and --layers-of are the host's options (a checkpoint "
-                      "runs in fp32 on the GPU, a synthetic shape in bf16)");
+  if (!d.cuda()) return std::nullopt;
   CudaModelChoice choice = d.synthetic.empty() ? cuda_model_choice(o.model.string(), "--model")
                                                : cuda_model_choice("synthetic:" + d.synthetic, "--synthetic");
   require_cuda_device();

@@ -9,6 +9,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <iostream>
 #include <memory>
@@ -64,15 +65,13 @@ struct BudgetArgs {
   const CLI::Option* cap_option = nullptr;     ///< --budget-cap, to tell whether it was given
   /// What the decoder's DecoderOptions::budget gets: the fixed budget, or the automatic one's cap.
   int most() const { return automatic ? cap : budget; }
-  /// Without --budget, the budget is automatic where the command has a cost model at hand and
-  /// fixed (at 64) where it has none.
-  void choose_default(bool cost_model_at_hand) {
-    if (budget_option->count() == 0) automatic = cost_model_at_hand;
-  }
   /// A fixed budget that no --budget asked for.
   bool fixed_by_default() const { return !automatic && budget_option->count() == 0; }
-  /// Refuses --budget-cap next to a fixed budget.
-  void check_cap() const {
+  /// The rules of --budget and --budget-cap (a subcommand's rules call it): without --budget, the
+  /// budget is automatic where the command has a cost model at hand and fixed (at 64) where it has
+  /// none; --budget-cap is refused next to a fixed budget.
+  void settle(bool cost_model_at_hand) {
+    if (budget_option->count() == 0) automatic = cost_model_at_hand;
     if (cap_option->count() > 0 && !automatic)
       throw input_error(fixed_by_default() ? "--budget-cap applies to --budget auto only, the default where a cost "
                                              "model is at hand: give --cost TABLE or --timed-model M"
@@ -145,6 +144,37 @@ CLI::Option* add_weights_option(CLI::App& cmd, specdec::WeightFormat& weights, c
           "with Intel AMX; the KV cache and attention too where heads hold 16 or a multiple of 32 values)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
 }
+
+/// What an output option names: a file, or a directory of files.
+enum class Output { file, directory };
+
+/// An option naming an output (--json, --plot, --out): where it cannot be written (a missing
+/// directory, no permission) it is refused as the command line is parsed, before any work, in one
+/// sentence that names it.
+CLI::Option* add_output_option(CLI::App& cmd, const std::string& name, std::string& path, const std::string& description,
+                               Output kind = Output::file) {
+  return cmd.add_option(name, path, description)
+      ->check(CLI::Validator(
+          [name, kind](std::string& text) {
+            if (kind == Output::file) specdec::tools::check_output_file<input_error>(text, name);
+            else specdec::tools::check_output_directory<input_error>(text, name);
+            return std::string();
+          },
+          kind == Output::file ? "FILE" : "DIR"));
+}
+
+/// --json: the results as JSON.
+void add_json_option(CLI::App& cmd, std::string& path) {
+  add_output_option(cmd, "--json", path, "Write the results as JSON to this file");
+}
+
+/// --plot: each subcommand draws its own picture, `what`.
+void add_plot_option(CLI::App& cmd, std::string& path, const std::string& what) {
+  add_output_option(cmd, "--plot", path, "Draw " + what + " as SVG in this file");
+}
+
+/// What --plot draws in `replay` and `model`.
+constexpr const char* histogram_plot = "the accepted-length histogram (with --batch: throughput against B)";
 
 /// Accepts a --batch list (parse_batch_sizes).
 CLI::Validator batch_sizes() {
@@ -243,10 +273,8 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
   cmd.add_option("--questions", a.questions, "Questions jsonl (default: DATA/specbench/question.jsonl)");
   cmd.add_option("--answers", a.answers, "Recorded answers jsonl (default: DATA/specbench/vicuna-7b-v1.3-greedy.jsonl)");
   cmd.add_option("--tokenizer", a.tokenizer, "SentencePiece model (default: DATA/tokenizers/llama2.model)");
-  auto* name = cmd.add_option("--template", a.template_name, "Built-in chat template (default: vicuna)");
-  auto* file = cmd.add_option("--template-file", a.template_file, "Chat template file (see docs/specbench.md)");
-  name->excludes(file);
-  file->excludes(name);
+  cmd.add_option("--template", a.template_name, "Built-in chat template (default: vicuna)");
+  cmd.add_option("--template-file", a.template_file, "Chat template file (see docs/specbench.md; not with --template)");
   cmd.add_option("--category", a.categories, "Replay only this category (repeatable, or comma-separated)")
       ->delimiter(',');
   cmd.add_option("--max-turns", a.max_turns, "Replay at most this many turns, in file order")
@@ -255,14 +283,13 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
       ->check(CLI::IsMember({"odd", "even"}));
   add_resource_options(cmd, a.drafters, false);
   add_budget_options(cmd, a.budget);
-  cmd.add_option("--json", a.json, "Write the results as JSON to this file");
-  auto* turns = cmd.add_option("--turns", a.sample, "Replay a fixed subsample of this many turns, spread evenly over "
-                                                    "the corpus (after the other filters)")
-                    ->check(whole_number_at_least(1));
+  add_json_option(cmd, a.json);
+  cmd.add_option("--turns", a.sample, "Replay a fixed subsample of this many turns, spread evenly over the corpus "
+                                      "(after the other filters)")
+      ->check(whole_number_at_least(1));
   cmd.add_flag("--warm-history", a.warm_history,
                "With --turns: decode the turns left out too, before the sampled turns that follow them, neither "
-               "timed nor counted, so that drafters learning across turns (tree_history) hold the whole corpus")
-      ->needs(turns);
+               "timed nor counted, so that drafters learning across turns (tree_history) hold the whole corpus");
   cmd.add_option("--cost", a.cost, "Cost table (specbench calibrate): also model tokens/s and the speedup over plain "
                                    "decoding");
 }
@@ -292,12 +319,6 @@ void report_token_counts(const Corpus& corpus) {
         "within ±2 tokens (largest difference {})\n",
         check.exact, check.turns, check.within_2, check.max_difference);
   }
-}
-
-/// Refuses, before the run starts, the outputs given (path, option) that cannot be written.
-void check_outputs(std::initializer_list<std::pair<const std::string&, const char*>> outputs) {
-  for (const auto& [path, option] : outputs)
-    if (!path.empty()) specdec::tools::check_output_file<input_error>(path, option);
 }
 
 /// Refuses, before any work, the input files given (path, option) that are not readable regular
@@ -374,17 +395,12 @@ CLI::Validator number_in(double low, double high, bool low_open = false) {
 }
 
 /// `--min-rounds N` and `--min-seconds S`: how long plain and speculative passes alternate.
-void add_round_options(CLI::App& cmd, RoundRule& r, CLI::Option* needs = nullptr) {
-  auto* rounds = cmd.add_option("--min-rounds", r.min_rounds, "Plain and speculative passes alternate in rounds: at "
-                                                              "least this many (default 3)")
-                     ->check(whole_number_at_least(1));
-  auto* seconds = cmd.add_option("--min-seconds", r.min_seconds, "... and until each arm has run this many seconds "
-                                                                 "in all (default 1)")
-                      ->check(number_in(0, 1e6));
-  if (needs) {
-    rounds->needs(needs);
-    seconds->needs(needs);
-  }
+void add_round_options(CLI::App& cmd, RoundRule& r) {
+  cmd.add_option("--min-rounds", r.min_rounds, "Plain and speculative passes alternate in rounds: at least this many "
+                                               "(default 3)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--min-seconds", r.min_seconds, "... and until each arm has run this many seconds in all (default 1)")
+      ->check(number_in(0, 1e6));
 }
 
 /// The model file `model` decodes with (by default stories260K from the data directory).
@@ -432,6 +448,60 @@ int report_batch(const BatchReport& report, const std::string& json, const std::
   return report.lossless() ? 0 : 1;
 }
 
+/// The cost table of --cost (none when `file` is empty), checked against the budget: a step's tree
+/// has budget + 1 nodes. With --budget auto and no --budget-cap, the cap is lowered to what the
+/// table covers.
+std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b) {
+  if (file.empty()) return std::nullopt;
+  CostTable table = CostTable::load(file);
+  if (b.automatic && b.cap_option->count() == 0) b.cap = std::min(b.cap, table.max_nodes() - 1);
+  if (b.most() >= table.max_nodes())
+    throw input_error(fmt::format("{} {}: a step's tree may have {} nodes, but the cost table {} measured "
+                                  "forwards of at most {}",
+                                  b.automatic ? "--budget auto --budget-cap" : "--budget", b.most(), tree_nodes(b.most()),
+                                  file, table.max_nodes()));
+  return table;
+}
+
+/// "the cost table FILE (what its metadata says)", for the reports.
+std::string cost_table_source(const std::string& file, const CostTable& table) {
+  return "the cost table " + file + " (" + table.describe() + ")";
+}
+
+/// The cost table that sizes `--budget auto`, in every command alike: the table of --cost where
+/// one was given, else what `calibrate(how)` measures of `model` ("the model", "the timed model")
+/// at start-up; none where the budget is fixed. What it is goes to `source`, for the report.
+std::optional<CostTable> automatic_budget_table(const BudgetArgs& budget, const std::string& cost_file,
+                                                const std::optional<CostTable>& table, const std::string& model,
+                                                const std::function<CostTable(std::string& how)>& calibrate,
+                                                std::string& source) {
+  if (!budget.automatic) return std::nullopt;
+  if (table) {
+    source = cost_table_source(cost_file, *table);
+    return table;
+  }
+  std::string how;
+  CostTable calibrated = calibrate(how);
+  source = model + ", " + how;
+  return calibrated;
+}
+
+/// `model --budget auto`'s table (automatic_budget_table): --cost, else a calibration at start-up
+/// of the model with trees of up to `largest` nodes, on the GPU where `gpu` names the model there,
+/// else on the host.
+std::optional<CostTable> model_budget_table(const ModelArgs& a, const std::optional<CostTable>& table, int largest,
+                                            const CudaModelChoice* gpu, std::string& source) {
+  return automatic_budget_table(a.budget, a.cost, table, "the model", [&](std::string& how) {
+    if (!gpu) return quick_calibration(model_path(a), a.threads, a.weights, largest, how);
+    CalibrateOptions quick;
+    quick.nodes = doubling_sizes(largest);
+    quick.repetitions = 2;
+    std::ostringstream log;  // the per-context progress is not shown: the report says what was done
+    how = "calibrated on the GPU at start-up (median of 2)";
+    return calibrate_cuda(*gpu, quick, log);
+  }, source);
+}
+
 /// The largest tree a batch's start-up calibration measures: the largest step (B requests of
 /// cap + 1 nodes), at most half the model's positions (a chain of it must fit after a context);
 /// BatchCostModel extends the table beyond.
@@ -442,7 +512,6 @@ int batch_calibration_size(const std::vector<int>& sizes, int cap, const specdec
 
 int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   const BatchRunners& runners = find_combination(a.drafters).batch;
-  if (a.verifier != "exact") throw input_error("--batch: runs with --verifier exact only");
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
@@ -453,16 +522,9 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   options.resources = a.resources;
   options.rounds = a.rounds;
   std::string auto_budget;
-  if (a.budget.automatic && table) {
-    options.cost = BatchCostModel{*table};
-    auto_budget = "the cost table " + a.cost + " (" + table->describe() + ")";
-  } else if (a.budget.automatic) {
-    std::string how;
-    options.cost = BatchCostModel{quick_calibration(
-        model_path(a), a.threads, a.weights, batch_calibration_size(options.sizes, a.budget.cap, bench.model->config()),
-        how)};
-    auto_budget = "the model, " + how;
-  }
+  if (auto t = model_budget_table(a, table, batch_calibration_size(options.sizes, a.budget.cap, bench.model->config()),
+                                  nullptr, auto_budget))
+    options.cost = BatchCostModel{std::move(*t)};
   const specdec::LlamaConfig& c = bench.model->config();
   BatchReport report{runners.model(bench, options), "model",
                      fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions; {} thread{}", c.dim,
@@ -471,16 +533,9 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   return report_batch(report, a.json, a.plot);
 }
 
-std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b);
-
 /// `model --device cuda` (cuda_device.hpp): the checkpoint on CudaLlamaTarget, exact verifier,
 /// one sequence; every prompt checked against plain greedy decoding on the same GPU target.
 int run_model_cuda(const ModelArgs& a, const std::optional<CostTable>& table) {
-  if (a.verifier != "exact") throw input_error("--device cuda: `model` runs with --verifier exact only");
-  if (!a.batch.empty()) throw input_error("--device cuda: --batch does not run on the GPU yet");
-  if (a.threads != 1 || a.weights != specdec::WeightFormat::fp32)
-    throw input_error("--device cuda: --threads and --weights are the host's options (a checkpoint runs in fp32 on "
-                      "the GPU)");
   const CudaModelRunner runner = find_cuda_combination(a.drafters);
   const CudaModelChoice choice = cuda_model_choice(model_path(a).string(), "--model");
   require_cuda_device();
@@ -491,18 +546,7 @@ int run_model_cuda(const ModelArgs& a, const std::optional<CostTable>& table) {
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
   std::string auto_budget;
-  if (a.budget.automatic && table) {
-    options.cost = *table;
-    auto_budget = "the cost table " + a.cost + " (" + table->describe() + ")";
-  } else if (a.budget.automatic) {
-    CalibrateOptions quick;
-    quick.nodes = doubling_sizes(tree_nodes(a.budget.cap));
-    quick.repetitions = 2;
-    std::ostringstream log;
-    const CostTable calibrated = calibrate_cuda(choice, quick, log);
-    options.cost = calibrated;
-    auto_budget = "the model, calibrated on the GPU at start-up (median of 2)";
-  }
+  if (auto t = model_budget_table(a, table, tree_nodes(a.budget.cap), &choice, auto_budget)) options.cost = std::move(*t);
   EnergyMeter meter = cuda_energy_meter();
   const CudaModelRun gpu = runner(bench, options, choice, meter);
   ModelReport report = summarise_model(bench, gpu.run, options);
@@ -522,12 +566,8 @@ int run_model_cuda(const ModelArgs& a, const std::optional<CostTable>& table) {
 }
 
 int run_model(ModelArgs& a) {
-  check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   check_drafter_inputs(a.resources);
-  a.budget.choose_default(true);  // the model itself is at hand to calibrate
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
-  if (table && !a.budget.automatic)
-    throw input_error("--cost: `specbench model` times its own decoding; a cost table only sizes --budget auto");
   if (a.device.cuda()) return run_model_cuda(a, table);
   if (!a.batch.empty()) return run_model_batch(a, table);
   const Combination& combination = find_combination(a.drafters);
@@ -548,14 +588,7 @@ int run_model(ModelArgs& a) {
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
   std::string auto_budget;
-  if (a.budget.automatic && table) {
-    options.cost = *table;
-    auto_budget = "the cost table " + a.cost + " (" + table->describe() + ")";
-  } else if (a.budget.automatic) {
-    std::string how;
-    options.cost = quick_calibration(model_path(a), a.threads, a.weights, tree_nodes(a.budget.cap), how);
-    auto_budget = "the model, " + how;
-  }
+  if (auto t = model_budget_table(a, table, tree_nodes(a.budget.cap), nullptr, auto_budget)) options.cost = std::move(*t);
   const ModelRun run = combination.model[static_cast<std::size_t>(options.verifier)](bench, options);
   ModelReport report = summarise_model(bench, run, options);
   report.report.auto_budget = auto_budget;
@@ -597,13 +630,12 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
       ->check(whole_number_at_least(1));
   add_resource_options(cmd, a.resources, true);
   cmd.add_option("--show", a.show, "Print the first N prompts and their continuations")->check(whole_number_at_least(1));
-  cmd.add_option("--json", a.json, "Write the results as JSON to this file");
-  cmd.add_option("--plot", a.plot, "Write the accepted-length histogram as an SVG bar chart (with --batch: throughput "
-                                   "against B)");
+  add_json_option(cmd, a.json);
+  add_plot_option(cmd, a.plot, histogram_plot);
   cmd.add_option("--batch", a.batch, "Decode the prompts B at a time, plainly and speculatively, for each B of the list "
-                                     "(e.g. 1,2,4,8; at most " + std::to_string(max_batch_size) + "; exact verifier)")
-      ->check(batch_sizes())
-      ->excludes("--show");
+                                     "(e.g. 1,2,4,8; at most " + std::to_string(max_batch_size) + "; exact verifier; "
+                                     "not with --show)")
+      ->check(batch_sizes());
 }
 
 /// The options of `corpus`.
@@ -617,7 +649,6 @@ struct CorpusArgs {
 };
 
 int run_corpus(CorpusArgs& a) {
-  specdec::tools::check_output_directory<input_error>(a.out, "--out");
   ModelArgs paths;
   paths.data_dir = a.data_dir;
   paths.model = a.model;
@@ -637,52 +668,30 @@ void add_corpus_options(CLI::App& cmd, CorpusArgs& a) {
   add_data_dir_option(cmd, a.data_dir);
   cmd.add_option("--model", a.model, "llama2.c checkpoint (default: DATA/models/stories260K.bin)");
   cmd.add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin (default: DATA/models/tok512.bin)");
-  cmd.add_option("--out", a.out, "Output directory (tokens.bin, features.f32, corpus.json)")->required();
-  auto* tokens = cmd.add_option("--tokens", a.options.tokens, "Stop after the story that reaches this many tokens "
-                                                              "(default 10000000)")
-                     ->check(whole_number_at_least(1));
-  auto* stories = cmd.add_option("--stories", a.options.stories, "Generate exactly this many stories instead")
-                      ->check(whole_number_at_least(1));
-  tokens->excludes(stories);
-  stories->excludes(tokens);
+  add_output_option(cmd, "--out", a.out, "Output directory (tokens.bin, features.f32, corpus.json)", Output::directory)
+      ->required();
+  cmd.add_option("--tokens", a.options.tokens, "Stop after the story that reaches this many tokens (default 10000000)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--stories", a.options.stories, "Generate exactly this many stories instead")
+      ->check(whole_number_at_least(1));
   cmd.add_option("--temperature", a.temperature, "Temperature of the sampled stories (default 1)")->check(number_in(0, 1e6));
   cmd.add_option("--greedy-share", a.options.greedy_share, "Share of stories decoded greedily (default 0.1)")
       ->check(number_in(0, 1));
   cmd.add_option("--seed", a.options.seed, "Random seed (default 0)");
   add_threads_option(cmd, a.options.threads, "Decoding threads (default: one per core)");
   cmd.add_flag("--features", a.options.features, "Also write the model's feature row of every token (features.f32)");
-  cmd.callback([&a, stories] {
-    if (stories->count() > 0) a.options.tokens = 0;
-  });
 }
 
 void add_verifier_options(CLI::App& cmd, ModelArgs& a) {
   cmd.add_option("--verifier", a.verifier, "exact (default), rejection (lossless sampling) or conditional (lossy)")
       ->check(CLI::IsMember({"exact", "rejection", "conditional"}));
-  auto* temperature = cmd.add_option("--temperature", a.temperature,
-                                     "Sampling temperature of rejection sampling (default 1), or of the token after "
-                                     "a conditional verifier's accepted path (default 0: greedy)")
-                          ->check(number_in(0, 1e6));
-  auto* top_p = cmd.add_option("--top-p", a.top_p, "Rejection sampling's top-p (default 1: off)")->check(number_in(0, 1, true));
-  auto* seed = cmd.add_option("--seed", a.seed, "Random seed of the sampling verifiers (default 0)");
-  auto* delta = cmd.add_option("--delta", a.delta, "Conditional verification's threshold (default 0.1)")->check(number_in(0, 1));
-  auto* top_k = cmd.add_option("--top-k", a.top_k, "Conditional verification's top-k (default 0: off)")
-                    ->check(whole_number_at_least(0));
-  cmd.callback([&a, temperature, top_p, seed, delta, top_k] {
-    auto refuse = [&](CLI::Option* o, const char* verifiers) {
-      if (o->count() > 0)
-        throw CLI::ValidationError(o->get_name(), "applies to --verifier " + std::string(verifiers) + " only");
-    };
-    if (a.verifier == "exact") {
-      for (CLI::Option* o : {temperature, top_p, seed, delta, top_k}) refuse(o, "rejection or conditional");
-    } else if (a.verifier == "rejection") {
-      refuse(delta, "conditional");
-      refuse(top_k, "conditional");
-    } else {
-      refuse(top_p, "rejection");
-      if (temperature->count() == 0) a.temperature = 0.0;
-    }
-  });
+  cmd.add_option("--temperature", a.temperature, "Sampling temperature of rejection sampling (default 1), or of the "
+                                                "token after a conditional verifier's accepted path (default 0: greedy)")
+      ->check(number_in(0, 1e6));
+  cmd.add_option("--top-p", a.top_p, "Rejection sampling's top-p (default 1: off)")->check(number_in(0, 1, true));
+  cmd.add_option("--seed", a.seed, "Random seed of the sampling verifiers (default 0)");
+  cmd.add_option("--delta", a.delta, "Conditional verification's threshold (default 0.1)")->check(number_in(0, 1));
+  cmd.add_option("--top-k", a.top_k, "Conditional verification's top-k (default 0: off)")->check(whole_number_at_least(0));
 }
 
 /// The combination's replay runner; input_error when a drafter reads the target's features.
@@ -693,24 +702,9 @@ auto replay_of(const Combination& c) {
   return c.replay;
 }
 
-/// The cost table of --cost (none when `file` is empty), checked against the budget: a step's tree
-/// has budget + 1 nodes. With --budget auto and no --budget-cap, the cap is lowered to what the
-/// table covers.
-std::optional<CostTable> load_cost_table(const std::string& file, BudgetArgs& b) {
-  b.check_cap();
-  if (file.empty()) return std::nullopt;
-  CostTable table = CostTable::load(file);
-  if (b.automatic && b.cap_option->count() == 0) b.cap = std::min(b.cap, table.max_nodes() - 1);
-  if (b.most() >= table.max_nodes())
-    throw input_error(fmt::format("{} {}: a step's tree may have {} nodes, but the cost table {} measured "
-                                  "forwards of at most {}",
-                                  b.automatic ? "--budget auto --budget-cap" : "--budget", b.most(), tree_nodes(b.most()),
-                                  file, table.max_nodes()));
-  return table;
-}
-
+/// What times a replay with --cost: "modelled from the cost table ...".
 std::string table_source(const DataArgs& a, const CostTable& table) {
-  return "modelled from the cost table " + a.cost + " (" + table.describe() + ")";
+  return "modelled from " + cost_table_source(a.cost, table);
 }
 
 /// `--timed-model M`: the model, checked against the replay. Drops (and says so) the turns M's
@@ -740,15 +734,21 @@ std::shared_ptr<const specdec::Llama2cModel> load_timed_model(const ReplayArgs& 
   return model;
 }
 
+/// `replay --budget auto`'s table (automatic_budget_table): --cost, else a calibration at
+/// start-up of the timed model with trees of up to `largest` nodes, on the GPU where `gpu` is its
+/// coster, else on the host.
+std::optional<CostTable> replay_budget_table(const DataArgs& a, const std::optional<CostTable>& table,
+                                             const ReplayArgs& r, int largest, CudaStepCoster* gpu,
+                                             std::string& source) {
+  return automatic_budget_table(a.budget, a.cost, table, "the timed model", [&](std::string& how) {
+    return gpu ? gpu->quick_calibration(largest, how) : quick_calibration(r.timed_model, r.threads, r.weights, largest, how);
+  }, source);
+}
+
 int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
   const Combination& combination = find_combination(r.drafters);
   replay_of(combination);  // a feature drafter has no replay
   const BatchRunners& runners = combination.batch;
-  if (a.warm_history) throw input_error("--warm-history does not combine with --batch (the batched replay decodes the sampled turns only)");
-  a.budget.choose_default(!r.timed_model.empty());
-  a.budget.check_cap();
-  if (a.budget.automatic && r.timed_model.empty())
-    throw input_error("--batch --budget auto needs a model to time: --timed-model M (calibrated at start-up)");
   check_inputs({{r.timed_model, "--timed-model"}});
   Corpus corpus = load_corpus(a);
   std::string timed_source;
@@ -758,12 +758,9 @@ int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
   BatchOptions options;
   options.sizes = parse_batch_sizes(r.batch);
   std::string auto_budget;
-  if (a.budget.automatic) {
-    std::string how;
-    options.cost = BatchCostModel{
-        quick_calibration(r.timed_model, r.threads, r.weights,
-                          batch_calibration_size(options.sizes, a.budget.cap, timed->config()), how)};
-    auto_budget = "the timed model, " + how;
+  if (a.budget.automatic) {  // with a timed model and without --cost (replay_rules)
+    const int largest = batch_calibration_size(options.sizes, a.budget.cap, timed->config());
+    options.cost = BatchCostModel{*replay_budget_table(a, std::nullopt, r, largest, nullptr, auto_budget)};
   }
   options.budget = a.budget.most();
   options.threads = r.threads;
@@ -781,36 +778,12 @@ int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
   return report_batch(report, a.json, a.plot);
 }
 
-/// `--budget auto` of `replay` and `compare`: the decoder's cost model, the table of --cost or (a
-/// timed replay without one) a quick calibration of the timed model; what it is goes to `source`.
-specdec::AnyCostModel auto_cost(const DataArgs& a, const std::optional<CostTable>& table, const ReplayArgs* r,
-                                std::string& source) {
-  if (!a.budget.automatic) return {};
-  if (table) {
-    source = "the cost table " + a.cost + " (" + table->describe() + ")";
-    return *table;
-  }
-  std::string how;
-  CostTable calibrated = quick_calibration(r->timed_model, r->threads, r->weights, tree_nodes(a.budget.cap), how);
-  source = "the timed model, " + how;
-  return calibrated;
-}
-
 int run_replay(DataArgs& a, const ReplayArgs& r) {
-  check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   check_drafter_inputs(a.drafters);
-  if (r.device.cuda() && (r.timed_model.empty() || !r.batch.empty()))
-    throw input_error("--device cuda: `replay` runs the GPU with --timed-model synthetic:SHAPE or a checkpoint, one "
-                      "sequence (no --batch yet)");
   if (!r.batch.empty()) return run_replay_batch(a, r);
   const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
-  a.budget.choose_default(!a.cost.empty() || !r.timed_model.empty());
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
-  if (a.budget.automatic && !table && r.timed_model.empty())
-    throw input_error("--budget auto needs a cost model: --cost TABLE, or --timed-model M (calibrated at start-up)");
-  if (table && !r.timed_model.empty() && !a.budget.automatic)
-    throw input_error("--cost and --timed-model: the time is measured; a cost table only sizes --budget auto");
   std::optional<CudaModelChoice> gpu_model;
   if (r.device.cuda()) {
     require_cuda_device();
@@ -834,14 +807,12 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   }
   report_token_counts(corpus);
   std::string auto_source;
-  const bool gpu_calibrates = gpu && a.budget.automatic && !table;
+  const auto budget_table = replay_budget_table(a, table, r, tree_nodes(a.budget.cap), gpu, auto_source);
   const ReplayOptions options{.budget = a.budget.most(),
                               .resources = a.drafters,
                               .coster = coster.get(),
                               .timed = !r.timed_model.empty(),
-                              .cost = gpu_calibrates ? specdec::AnyCostModel(gpu->quick_calibration(
-                                                           tree_nodes(a.budget.cap), auto_source))
-                                                     : auto_cost(a, table, &r, auto_source)};
+                              .cost = budget_table ? specdec::AnyCostModel(*budget_table) : specdec::AnyCostModel()};
   Rounds rounds;
   const ReplayRun run = r.timed_model.empty() ? runner(corpus, options)
                                               : replay_in_rounds(runner, corpus, options, r.rounds, rounds);
@@ -862,25 +833,24 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
 }
 
 void run_compare(DataArgs& a, const std::vector<std::string>& names) {
-  check_outputs({{a.json, "--json"}, {a.plot, "--plot"}});
   check_drafter_inputs(a.drafters);
   std::vector<const Combination*> chosen;
   for (const auto& name : names) {
     chosen.push_back(&find_combination(std::span(&name, 1)));
     replay_of(*chosen.back());
   }
-  a.budget.choose_default(!a.cost.empty());
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
-  if (a.budget.automatic && !table) throw input_error("--budget auto needs a cost model: --cost TABLE");
   const Corpus corpus = load_corpus(a);
   report_token_counts(corpus);
   std::optional<TableCoster> coster;
   if (table) coster.emplace(*table);
+  // compare has no model to calibrate: its automatic budget is sized by the --cost table (compare_rules).
   std::string auto_source;
+  if (a.budget.automatic) auto_source = cost_table_source(a.cost, *table);
   const ReplayOptions options{.budget = a.budget.most(),
                               .resources = a.drafters,
                               .coster = coster ? &*coster : nullptr,
-                              .cost = auto_cost(a, table, nullptr, auto_source)};
+                              .cost = a.budget.automatic ? specdec::AnyCostModel(*table) : specdec::AnyCostModel()};
   std::vector<Report> reports;
   for (const Combination* c : chosen) {
     reports.push_back(summarise(corpus, replay_of(*c)(corpus, options), options));
@@ -907,7 +877,6 @@ struct CalibrateArgs {
 };
 
 int run_calibrate(CalibrateArgs& a) {
-  check_outputs({{a.out, "--out"}, {a.plot, "--plot"}});
   const std::optional<CudaModelChoice> gpu = calibrate_device_model(a.device, a.options);
   a.options.nodes = doubling_sizes(a.max_nodes);
   std::sort(a.options.contexts.begin(), a.options.contexts.end());
@@ -931,8 +900,8 @@ void add_calibrate_options(CLI::App& cmd, CalibrateArgs& a) {
   add_device_option(cmd, a.device, true);
   add_threads_option(cmd, a.options.threads, "Threads of the forward (default 1)");
   add_weights_option(cmd, a.options.weights, "the model");
-  cmd.add_option("--out", a.out, "Write the cost table (JSON, docs/specbench.md) to this file");
-  cmd.add_option("--plot", a.plot, "Draw c(n) / c(1) against n as SVG");
+  add_output_option(cmd, "--out", a.out, "Write the cost table (JSON, docs/specbench.md) to this file");
+  add_plot_option(cmd, a.plot, "c(n) / c(1) against n");
   cmd.add_option("--layers-of", a.options.layers_of,
                  "The checkpoint holds K of this many layers: scale to them (default: the layers_of of the "
                  "specdec-synth-model side-car FILE.json)")
@@ -945,6 +914,110 @@ void add_calibrate_options(CLI::App& cmd, CalibrateArgs& a) {
       ->check(whole_number_at_least(1));
   cmd.add_option("--repetitions", a.options.repetitions, "Timed forwards per cell, after one warm-up (default 5)")
       ->check(whole_number_at_least(1));
+}
+
+// ---- The rules between options ----------------------------------------------------------------
+// One function per subcommand, run once the command line is parsed and before anything else: each
+// refuses what does not go together (one sentence, exit 2) and settles the defaults that hang on
+// other options. The run_* functions take the options as these leave them.
+
+/// Refuses `option` given without `needed`.
+void require(const CLI::App& cmd, const char* option, const char* needed) {
+  if (cmd.count(option) > 0 && cmd.count(needed) == 0) throw input_error(std::string(option) + " requires " + needed);
+}
+
+/// Refuses `option` given with `other`.
+void exclude(const CLI::App& cmd, const char* option, const char* other) {
+  if (cmd.count(option) > 0 && cmd.count(other) > 0) throw input_error(std::string(option) + " excludes " + other);
+}
+
+/// The rules of the data options, `replay`'s and `compare`'s alike.
+void data_rules(const CLI::App& cmd) {
+  exclude(cmd, "--template", "--template-file");
+  require(cmd, "--warm-history", "--turns");
+}
+
+void replay_rules(const CLI::App& cmd, DataArgs& a, const ReplayArgs& r) {
+  data_rules(cmd);
+  for (const char* of_the_timed_model : {"--threads", "--weights", "--min-rounds", "--min-seconds"})
+    require(cmd, of_the_timed_model, "--timed-model");
+  exclude(cmd, "--batch", "--cost");
+  const bool timed = !r.timed_model.empty();
+  if (r.device.cuda() && (!timed || !r.batch.empty()))
+    throw input_error("--device cuda: `replay` runs the GPU with --timed-model synthetic:SHAPE or a checkpoint, one "
+                      "sequence (no --batch yet)");
+  if (!r.batch.empty()) {
+    if (a.warm_history)
+      throw input_error("--warm-history does not combine with --batch (the batched replay decodes the sampled turns "
+                        "only)");
+    a.budget.settle(timed);
+    if (a.budget.automatic && !timed)
+      throw input_error("--batch --budget auto needs a model to time: --timed-model M (calibrated at start-up)");
+    return;
+  }
+  a.budget.settle(!a.cost.empty() || timed);
+  if (a.budget.automatic && a.cost.empty() && !timed)
+    throw input_error("--budget auto needs a cost model: --cost TABLE, or --timed-model M (calibrated at start-up)");
+  if (!a.cost.empty() && timed && !a.budget.automatic)
+    throw input_error("--cost and --timed-model: the time is measured; a cost table only sizes --budget auto");
+}
+
+void compare_rules(const CLI::App& cmd, DataArgs& a) {
+  data_rules(cmd);
+  a.budget.settle(!a.cost.empty());
+  if (a.budget.automatic && a.cost.empty()) throw input_error("--budget auto needs a cost model: --cost TABLE");
+}
+
+void model_rules(const CLI::App& cmd, ModelArgs& a) {
+  // Each verifier's options apply to it only; a conditional verifier's bonus token is greedy by default.
+  const auto only_with = [&](const char* option, const char* verifiers) {
+    if (cmd.count(option) > 0)
+      throw input_error(std::string(option) + ": applies to --verifier " + verifiers + " only");
+  };
+  if (a.verifier == "exact") {
+    for (const char* option : {"--temperature", "--top-p", "--seed", "--delta", "--top-k"})
+      only_with(option, "rejection or conditional");
+  } else if (a.verifier == "rejection") {
+    only_with("--delta", "conditional");
+    only_with("--top-k", "conditional");
+  } else {
+    only_with("--top-p", "rejection");
+    if (cmd.count("--temperature") == 0) a.temperature = 0.0;
+  }
+  exclude(cmd, "--batch", "--show");
+  a.budget.settle(true);  // the model itself is at hand to calibrate
+  if (!a.cost.empty() && !a.budget.automatic)
+    throw input_error("--cost: `specbench model` times its own decoding; a cost table only sizes --budget auto");
+  if (a.device.cuda()) {
+    if (a.verifier != "exact") throw input_error("--device cuda: `model` runs with --verifier exact only");
+    if (!a.batch.empty()) throw input_error("--device cuda: --batch does not run on the GPU yet");
+    if (a.threads != 1 || a.weights != specdec::WeightFormat::fp32)
+      throw input_error("--device cuda: --threads and --weights are the host's options (a checkpoint runs in fp32 on "
+                        "the GPU)");
+  } else if (!a.batch.empty() && a.verifier != "exact") {
+    throw input_error("--batch: runs with --verifier exact only");
+  }
+}
+
+/// --device cuda takes --model FILE or --synthetic SHAPE, and none of the host's --threads,
+/// --weights, --layers-of; the host takes --model.
+void calibrate_rules(const CalibrateArgs& a) {
+  const CalibrateOptions& o = a.options;
+  if (!a.device.cuda()) {
+    if (!a.device.synthetic.empty()) throw input_error("--synthetic SHAPE runs on the GPU: add --device cuda");
+    if (o.model.empty()) throw input_error("calibrate needs --model FILE (or --device cuda --synthetic SHAPE)");
+    return;
+  }
+  if (o.model.empty() == a.device.synthetic.empty())
+    throw input_error("--device cuda: calibrate takes either --model FILE or --synthetic SHAPE (one of the two)");
+  if (o.threads != 1 || o.weights != specdec::WeightFormat::fp32 || o.layers_of != 0)
+    throw input_error("--device cuda: --threads, --weights and --layers-of are the host's options (a checkpoint "
+                      "runs in fp32 on the GPU, a synthetic shape in bf16)");
+}
+
+void corpus_rules(const CLI::App& cmd, CorpusArgs& a) {
+  exclude(cmd, "--tokens", "--stories");
+  if (cmd.count("--stories") > 0) a.options.tokens = 0;  // a number of stories, not of tokens
 }
 
 }  // namespace
@@ -963,28 +1036,25 @@ int main(int argc, char** argv) {
   replay->add_option("--drafter", replay_only.drafters, "Drafter name(s); all of them combine into one decoder "
                                                         "(repeatable)")
       ->required();
-  replay->add_option("--plot", replay_args.plot, "Write the accepted-length histogram as an SVG bar chart (with "
-                                                "--batch: throughput against B)");
-  auto* timed = replay->add_option("--timed-model", replay_only.timed_model,
-                                   "llama2.c checkpoint (vocabulary >= the replay's) that also runs every step, timed, "
-                                   "next to plain decoding of the same tokens");
-  add_threads_option(*replay, replay_only.threads, "Threads of the timed model's forward (default 1)")->needs(timed);
-  add_weights_option(*replay, replay_only.weights, "the timed model")->needs(timed);
-  add_round_options(*replay, replay_only.rounds, timed);
+  add_plot_option(*replay, replay_args.plot, histogram_plot);
+  replay->add_option("--timed-model", replay_only.timed_model,
+                     "llama2.c checkpoint (vocabulary >= the replay's) that also runs every step, timed, next to plain "
+                     "decoding of the same tokens");
+  add_threads_option(*replay, replay_only.threads, "Threads of the timed model's forward (default 1)");
+  add_weights_option(*replay, replay_only.weights, "the timed model");
+  add_round_options(*replay, replay_only.rounds);
   add_device_option(*replay, replay_only.device, false);
   replay->add_option("--batch", replay_only.batch, "Replay the turns B at a time, plainly and speculatively, for each "
                                                    "B of the list (e.g. 1,2,4,8; at most " +
-                                                       std::to_string(max_batch_size) + ")")
-      ->check(batch_sizes())
-      ->excludes("--cost");
+                                                       std::to_string(max_batch_size) + "; not with --cost)")
+      ->check(batch_sizes());
 
   DataArgs compare_args;
   std::vector<std::string> combos;
   auto* compare = app.add_subcommand("compare", "Replay several combinations on the same data and compare them");
   add_data_options(*compare, compare_args);
   compare->add_option("combinations", combos, "Combinations such as pld or tree,casd")->required();
-  compare->add_option("--plot", compare_args.plot, "Draw tau (and with --cost the speedup) per combination and "
-                                                   "category as SVG");
+  add_plot_option(*compare, compare_args.plot, "tau (and with --cost the speedup) per combination and category");
 
   CalibrateArgs calibrate_args;
   auto* calibrate_cmd = app.add_subcommand("calibrate", "Time a llama2.c model's forward for trees of 1 to 128 nodes "
@@ -1004,14 +1074,12 @@ int main(int argc, char** argv) {
   add_corpus_options(*corpus, corpus_args);
 
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-    std::cerr << "specbench: " << e.what() << " (see specbench --help)\n";
-    return 2;
-  }
-
-  try {
+    app.parse(argc, argv);  // an output that cannot be written is refused here (add_output_option)
+    if (replay->parsed()) replay_rules(*replay, replay_args, replay_only);
+    else if (compare->parsed()) compare_rules(*compare, compare_args);
+    else if (model->parsed()) model_rules(*model, model_args);
+    else if (corpus->parsed()) corpus_rules(*corpus, corpus_args);
+    else if (calibrate_cmd->parsed()) calibrate_rules(calibrate_args);
     specdec::tools::check_stdout_open<input_error>();
     check_host_isa();
     int code = 0;
@@ -1023,6 +1091,10 @@ int main(int argc, char** argv) {
     else run_list();
     specdec::tools::finish_stdout<input_error>();
     return code;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    std::cerr << "specbench: " << e.what() << " (see specbench --help)\n";
+    return 2;
   } catch (const input_error& e) {
     std::cerr << "specbench: " << e.what() << "\n";
     return 2;
