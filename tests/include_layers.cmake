@@ -1,7 +1,9 @@
 # Checks that no header includes one of a higher layer (docs/design.md#layers): core/ only
 # config.hpp and core/; io/ only config.hpp, error.hpp and io/; models/, index/ and tokenizers/
 # nothing of targets/, testing/, the policies or the decoders; step/ (the step engine) none of the facades, targets, testing or
-# policies. Run with -DINCLUDE_DIR=<the repository's include/specdec>.
+# policies. And no header names a tool's input error (specbench::input_error): the library throws
+# specdec::error, which a tool turns into its own. Run with -DINCLUDE_DIR=<the repository's
+# include/specdec>.
 set(rules
   "core|^(config\\.hpp|core/)"
   "io|^(config|error)\\.hpp|^io/"
@@ -27,6 +29,14 @@ foreach(rule IN LISTS rules)
     endforeach()
   endforeach()
 endforeach()
+file(GLOB_RECURSE all_headers "${INCLUDE_DIR}/*")
+foreach(header IN LISTS all_headers)
+  file(STRINGS "${header}" named REGEX "input_error|specbench::")
+  if(named)
+    file(RELATIVE_PATH name "${INCLUDE_DIR}" "${header}")
+    string(APPEND failures "\n  ${name} names a tool's input error")
+  endif()
+endforeach()
 if(failures)
-  message(FATAL_ERROR "a header includes one of a higher layer:${failures}")
+  message(FATAL_ERROR "a header reaches above its layer:${failures}")
 endif()
