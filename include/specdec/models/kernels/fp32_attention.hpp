@@ -13,6 +13,7 @@
 
 #include <specdec/models/kernels/lanes.hpp>
 
+SPECDEC_HOST_KERNELS_BEGIN
 namespace specdec::llama::detail {
 
 #pragma GCC diagnostic push
@@ -237,3 +238,4 @@ template <class V>
 #pragma GCC diagnostic pop
 
 }  // namespace specdec::llama::detail
+SPECDEC_HOST_KERNELS_END

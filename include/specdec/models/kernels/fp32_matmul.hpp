@@ -9,6 +9,7 @@
 #include <specdec/models/kernels/lanes.hpp>
 #include <specdec/models/kernels/packing.hpp>
 
+SPECDEC_HOST_KERNELS_BEGIN
 namespace specdec::llama::detail {
 
 /// A register tile of the product: `column_vectors` vectors of output columns × `tokens` tokens,
@@ -131,3 +132,4 @@ template <class V, MatmulTiles Tiles>
 #pragma GCC diagnostic pop
 
 }  // namespace specdec::llama::detail
+SPECDEC_HOST_KERNELS_END

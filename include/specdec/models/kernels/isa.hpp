@@ -36,27 +36,42 @@ struct Kernels {
 // The entry points of one ISA: each kernel template instantiated for vector type V under the
 // ISA's target attribute ATTR, with the matrix product's register tiles TILES (MatmulTiles);
 // flatten, so that every call inside, the fused multiply-adds' (lanes.hpp) included, is inlined.
-#define SPECDEC_HOST_KERNELS(NAME, ATTR, V, TILES)                                                                     \
-  ATTR inline void NAME##_matmul(const Matrix& m, const float* x, int ldx, int n, float* y, int ldy, int c0, int c1) { \
-    matmul_impl<V, TILES>(m, x, ldx, n, y, ldy, c0, c1);                                                             \
-  }                                                                                                                  \
-  ATTR inline void NAME##_scores(float* const* s, const float* const* q, int nodes, const float* kt, std::size_t st,  \
-                                 int hs, int t0, int t1, float r) {                                                  \
-    if (exact_reciprocal(r)) scores_of_nodes<V, true>(s, q, nodes, kt, st, hs, t0, t1, r);                           \
-    else scores_of_nodes<V, false>(s, q, nodes, kt, st, hs, t0, t1, r);                                              \
-  }                                                                                                                  \
-  ATTR inline void NAME##_head_values(float* const* o, const float* const* p, const float* const* v, int heads,       \
-                                      std::size_t st, int hs, int t0, int t1) {                                      \
-    head_value_sums<V>(o, p, v, heads, st, hs, t0, t1);                                                              \
-  }                                                                                                                  \
-  ATTR inline void NAME##_node_values(float* const* o, const float* const* p, int nodes, const float* v,              \
-                                      std::size_t st, int hs, int t0, int t1) {                                      \
-    node_value_sums<V>(o, p, nodes, v, st, hs, t0, t1);                                                              \
-  }                                                                                                                  \
-  ATTR inline float NAME##_exp_sum(float* s, int n) { return exp_sum_impl<V>(s, n); }                              \
-  ATTR inline void NAME##_swiglu(float* a, const float* b, int n) { swiglu_impl<V>(a, b, n); }                       \
-  ATTR inline int NAME##_argmax(const float* row, int n) { return argmax_impl<V>(row, n); }                          \
-  inline constexpr Kernels NAME##_kernels{#NAME, fused<V>, NAME##_matmul, NAME##_scores, NAME##_head_values,          \
+//
+// Compiled once or in every translation unit: by default they are inline functions, compiled
+// wherever a host model is used (a header library). They are most of the code a host model costs
+// a translation unit, so a program of many such units may define SPECDEC_HOST_KERNELS_EXTERN in
+// all of them (they then only declare the entry points) and compile one more unit that defines
+// SPECDEC_HOST_KERNELS_IMPLEMENTATION and includes this header (CMake, in this project's build:
+// link specdec::host_kernels, src/host_kernels.cpp). The same code with the same flags: the same bits.
+#if defined(SPECDEC_HOST_KERNELS_EXTERN) && !defined(SPECDEC_HOST_KERNELS_IMPLEMENTATION)
+#define SPECDEC_HOST_KERNEL(ATTR, SIGNATURE, ...) SIGNATURE;
+#elif defined(SPECDEC_HOST_KERNELS_IMPLEMENTATION)
+#define SPECDEC_HOST_KERNEL(ATTR, SIGNATURE, ...) ATTR SIGNATURE { __VA_ARGS__ }
+#else
+#define SPECDEC_HOST_KERNEL(ATTR, SIGNATURE, ...) ATTR inline SIGNATURE { __VA_ARGS__ }
+#endif
+#define SPECDEC_HOST_KERNELS(NAME, ATTR, V, TILES)                                                                      \
+  SPECDEC_HOST_KERNEL(ATTR,                                                                                           \
+                      void NAME##_matmul(const Matrix& m, const float* x, int ldx, int n, float* y, int ldy, int c0,  \
+                                         int c1),                                                                     \
+                      matmul_impl<V, TILES>(m, x, ldx, n, y, ldy, c0, c1);)                                           \
+  SPECDEC_HOST_KERNEL(ATTR,                                                                                           \
+                      void NAME##_scores(float* const* s, const float* const* q, int nodes, const float* kt,          \
+                                         std::size_t st, int hs, int t0, int t1, float r),                            \
+                      if (exact_reciprocal(r)) scores_of_nodes<V, true>(s, q, nodes, kt, st, hs, t0, t1, r);          \
+                      else scores_of_nodes<V, false>(s, q, nodes, kt, st, hs, t0, t1, r);)                            \
+  SPECDEC_HOST_KERNEL(ATTR,                                                                                           \
+                      void NAME##_head_values(float* const* o, const float* const* p, const float* const* v,          \
+                                              int heads, std::size_t st, int hs, int t0, int t1),                     \
+                      head_value_sums<V>(o, p, v, heads, st, hs, t0, t1);)                                            \
+  SPECDEC_HOST_KERNEL(ATTR,                                                                                           \
+                      void NAME##_node_values(float* const* o, const float* const* p, int nodes, const float* v,      \
+                                              std::size_t st, int hs, int t0, int t1),                                \
+                      node_value_sums<V>(o, p, nodes, v, st, hs, t0, t1);)                                            \
+  SPECDEC_HOST_KERNEL(ATTR, float NAME##_exp_sum(float* s, int n), return exp_sum_impl<V>(s, n);)                     \
+  SPECDEC_HOST_KERNEL(ATTR, void NAME##_swiglu(float* a, const float* b, int n), swiglu_impl<V>(a, b, n);)            \
+  SPECDEC_HOST_KERNEL(ATTR, int NAME##_argmax(const float* row, int n), return argmax_impl<V>(row, n);)               \
+  inline constexpr Kernels NAME##_kernels{#NAME, fused<V>, NAME##_matmul, NAME##_scores, NAME##_head_values,           \
                                           NAME##_node_values, NAME##_exp_sum, NAME##_swiglu, NAME##_argmax};
 
 // Register tiles (fp32_matmul.hpp) within each ISA's vector registers: AVX-512 has 32 (4 vectors
@@ -70,6 +85,7 @@ SPECDEC_HOST_KERNELS(avx2, __attribute__((flatten, target("avx2,fma"))), v8f, av
 SPECDEC_HOST_KERNELS(avx512, __attribute__((flatten, target("avx512f,avx2,fma"))), v16f, avx512_tiles)
 #endif
 #undef SPECDEC_HOST_KERNELS
+#undef SPECDEC_HOST_KERNEL
 #pragma GCC diagnostic pop
 
 // Whether this code's compiler fused a * b + c written as a multiply and an add into one rounding

@@ -9,6 +9,7 @@
 
 #include <specdec/models/kernels/platform.hpp>
 
+SPECDEC_HOST_KERNELS_BEGIN
 namespace specdec::llama::detail {
 
 #pragma GCC diagnostic push
@@ -171,3 +172,4 @@ template <class V>
 #pragma GCC diagnostic pop
 
 }  // namespace specdec::llama::detail
+SPECDEC_HOST_KERNELS_END

@@ -17,6 +17,17 @@
 #define SPECDEC_HOST_MMAP 0
 #endif
 
+// In a .cu file, nvcc's front end reads the kernels too: it does not know the host compiler's
+// `#pragma GCC unroll` (its warning 1675) and warns of loops that a template's zero-trip
+// instantiation never runs (128). The kernel headers hush both for their own lines.
+#if defined(__NVCC__)
+#define SPECDEC_HOST_KERNELS_BEGIN _Pragma("nv_diagnostic push") _Pragma("nv_diag_suppress 1675, 128")
+#define SPECDEC_HOST_KERNELS_END _Pragma("nv_diagnostic pop")
+#else
+#define SPECDEC_HOST_KERNELS_BEGIN
+#define SPECDEC_HOST_KERNELS_END
+#endif
+
 #if !defined(SPECDEC_HOST_ISA_PORTABLE) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SPECDEC_HOST_ISA_X86 1
 #include <immintrin.h>
