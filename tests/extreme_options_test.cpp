@@ -103,7 +103,7 @@ TEST_CASE("extreme options: a batch request's budget INT_MAX with a cost model d
   const auto prompt = repetitive_prompt();
   SpeculativeBatch<HashTarget, CasdDrafter, ExactVerifier> batch(
       target, 1, BatchOptions{.cost = CheapNodes{}, .measured_pause = false}, CasdDrafter{}, ExactVerifier{});
-  batch.add(prompt, RequestOptions{.max_new_tokens = 80, .budget = kMax});
+  batch.add(prompt, RequestOptions{.max_new_tokens = 80, .eos = {}, .budget = kMax});
   std::vector<token_t> out;
   while (batch.active() > 0)
     for (const RequestUpdate& u : batch.step()) out.insert(out.end(), u.tokens.begin(), u.tokens.end());
