@@ -2,10 +2,10 @@
 // one target forward per step for all of them. Requests join (add) and leave (remove, or when they
 // finish) between steps; each has its own drafters, verifier, options and statistics.
 //
-// A step runs the phases of step/sequence_step.hpp — the same as SpeculativeDecoder's — over the
-// active requests: draft + merge each request's tree (a request with speculation off sends its
-// root only), one forward of the ragged batch of trees, verify each tree with its request's
-// verifier, commit each accepted path, observe, record.
+// A step is step/driver.hpp's — the same as SpeculativeDecoder's — over the active requests:
+// draft + merge each request's tree (a request with speculation off sends its root only), one
+// forward of the ragged batch of trees, verify each tree with its request's verifier, commit each
+// accepted path, observe, record.
 //
 // A BatchTarget is accepted (concepts.hpp), or a BackendBatchTarget, whose forward, verification
 // and KV compaction run on its backend for the whole batch, with one wait per step
@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -34,6 +33,7 @@
 #include <specdec/error.hpp>
 #include <specdec/stats.hpp>
 #include <specdec/step/budget.hpp>
+#include <specdec/step/driver.hpp>
 #include <specdec/step/sequence_step.hpp>
 #include <specdec/type_list.hpp>
 
@@ -253,103 +253,18 @@ class SpeculativeBatch {
     if constexpr (!checked) {
       return {};  // the composition failed a check: its sentence is the error
     } else {
-      using clock = std::chrono::steady_clock;
-      using seconds = std::chrono::duration<double>;
       free_finished();
       updates_.clear();
-      batch_slots_.clear();
-      batch_trees_.clear();
-      const auto t_step = budget_ ? options_.clock() : clock::time_point{};  // for the budget's weigh() only
+      driver_.begin();
       // draft + merge: one tree per active request (its root only when it does not speculate)
       for (std::size_t s = 0; s < requests_.size(); ++s) {
         if (!requests_[s] || requests_[s]->finished) continue;
         Request& r = *requests_[s];
-        // a ranked request's tree is sized below, jointly (share_nodes)
-        clock::time_point began{};
-        const TreeView view = detail::draft_sequence(r.seq, r.budget, tree_bounds(r),
-                                                     r.acceptance ? &*r.acceptance : nullptr, options_.clock, began);
-        r.budget.budget = r.options.budget;
-        batch_slots_.push_back(static_cast<int>(s));
-        batch_trees_.push_back(view);
+        driver_.draft(static_cast<int>(s), r.seq, r.budget, r.options.budget, tree_bounds(r), r.verifier,
+                      r.acceptance ? &*r.acceptance : nullptr, acceptance_.get());
       }
-      if (batch_slots_.empty()) return {};
-      if (budget_) share_nodes();
-
-      // forward: one call for every request's tree
-      const auto t1 = options_.clock();
-      auto t2 = t1, t3 = t1;
-      if constexpr (BackendBatchTarget<Target>) {
-        // Forward, verification and compaction of every tree run behind each other on the
-        // backend: their time is the target's (see DecodeStats).
-        try {
-          backend_step_.run(
-              target_, TreeBatchView{batch_slots_, batch_trees_},
-              [&](int b) -> verifier_type& { return in_batch(b).verifier; },
-              [&](int b) -> Verdict& { return in_batch(b).seq.verdict(); });
-          for (std::size_t b = 0; b < batch_slots_.size(); ++b) verified(in_batch(static_cast<int>(b)), batch_trees_[b], 0);
-        } catch (...) {
-          // The step's caches may be partly compacted: only a new prefill could go on, so its
-          // requests end here (as if removed).
-          for (int s : batch_slots_) release(static_cast<std::size_t>(s));
-          throw;
-        }
-        t2 = t3 = options_.clock();
-      } else {
-        decltype(auto) out = target_.forward(TreeBatchView{batch_slots_, batch_trees_});
-        t2 = t3 = options_.clock();
-        // verify: each request's verifier on its tree; then the target commits each accepted path
-        for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
-          Request& r = in_batch(static_cast<int>(b));
-          const auto begin = t3;
-          r.verifier.verify(batch_trees_[b], out.tree(static_cast<int>(b)), r.seq.verdict());
-          t3 = options_.clock();
-          verified(r, batch_trees_[b], seconds(t3 - begin).count());
-        }
-        if constexpr (gathers_features) {
-          for (std::size_t b = 0; b < batch_slots_.size(); ++b)  // before commit: it ends the output's life
-            in_batch(static_cast<int>(b)).seq.gather_features(out.tree(static_cast<int>(b)), feature_dim(),
-                                                              "SpeculativeBatch::step");
-        }
-      }
-      // commit: each request's target cache, then its context at once, so that a commit that
-      // throws leaves no request with the two apart (the request ends; the others go on)
-      std::exception_ptr failed;
-      committed_.assign(batch_slots_.size(), {});
-      for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
-        const std::size_t s = static_cast<std::size_t>(batch_slots_[b]);
-        Request& r = *requests_[s];
-        if constexpr (!BackendBatchTarget<Target>) {
-          try {
-            target_.commit(batch_slots_[b], std::span<const node_t>(r.seq.verdict().path));
-          } catch (...) {
-            if (!failed) failed = std::current_exception();
-            release(s);
-            continue;
-          }
-        }
-        committed_[b] = r.seq.commit(batch_trees_[b]);
-      }
-      const auto t4 = options_.clock();
-      ++forwards_;
-
-      // observe, record: each request's drafters and statistics
-      const double target_seconds = seconds(t2 - t1).count() + seconds(t4 - t3).count();
-      auto t5 = t4;
-      for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
-        const std::size_t s = static_cast<std::size_t>(batch_slots_[b]);
-        if (!requests_[s]) continue;  // its commit threw
-        Request& r = *requests_[s];
-        const TargetFeatures features = r.seq.path_features(
-            batch_trees_[b].base_position, static_cast<int>(r.seq.verdict().path.size()), feature_dim());
-        r.seq.observe(features);
-        const auto begin = t5;
-        t5 = options_.clock();
-        r.seq.record(batch_trees_[b], r.budget.draft_seconds + seconds(t5 - begin).count(), target_seconds,
-                     r.verify_seconds);
-        updates_.push_back(emit(r, committed_[b]));
-      }
-      if (failed) std::rethrow_exception(failed);
-      if (budget_) budget_->weigh(seconds(t5 - t_step).count());
+      if (driver_.size() == 0) return {};
+      driver_.run(target_, backend_step_, feature_dim(), StepHooks{*this});
       return updates_;
     }
   }
@@ -365,7 +280,7 @@ class SpeculativeBatch {
   }
   int capacity() const { return static_cast<int>(requests_.size()); }
   /// Target forwards so far (one per step that had an active request).
-  std::int64_t forwards() const { return forwards_; }
+  std::int64_t forwards() const { return driver_.forwards(); }
 
   /// An active request's statistics (τ: tokens per target call, bonus token included).
   const DecodeStats& stats(request_id id) const { return requests_[slot_of(id, "stats")]->seq.stats(); }
@@ -409,7 +324,6 @@ class SpeculativeBatch {
     verifier_type verifier;
     int produced = 0;        // new tokens given to the caller
     bool finished = false;   // reported finished; the slot is freed by the next add() or step()
-    double verify_seconds = 0;  // this step's verification
     // The automatic budget: this request's part (its drafters' pause, this step's drafting and
     // nodes) and its calibration, with the batch's as its prior.
     detail::SequenceBudget budget;
@@ -422,17 +336,21 @@ class SpeculativeBatch {
   }
 
   // The request of the step's tree b.
-  Request& in_batch(int b) { return *requests_[static_cast<std::size_t>(batch_slots_[static_cast<std::size_t>(b)])]; }
+  Request& in_batch(int b) { return *requests_[static_cast<std::size_t>(driver_.slot(b))]; }
 
-  // verify, after the verifier: the path is checked and the calibrations learn from it.
-  void verified(Request& r, const TreeView& tree, double verify_seconds) {
-    r.seq.check_verdict(tree);
-    if (r.budget.ranked) {
-      r.seq.record_verdict(*r.acceptance);
-      r.seq.record_verdict(*acceptance_);
+  // What the step driver leaves to a batch: its sizing is the batch's, a request whose cache may
+  // hold part of the step ends (as if removed), and each request's committed tokens are cut into
+  // its update.
+  struct StepHooks {
+    SpeculativeBatch& batch;
+    void sized(const DraftSizeChoice& choice) {
+      ++batch.sized_steps_;
+      batch.expected_tokens_ += choice.expected_tokens;
+      batch.expected_seconds_ += choice.seconds;
     }
-    r.verify_seconds = verify_seconds;
-  }
+    void end(int b) { batch.release(static_cast<std::size_t>(batch.driver_.slot(b))); }
+    void recorded(int b) { batch.updates_.push_back(batch.emit(batch.in_batch(b), batch.driver_.committed(b))); }
+  };
 
   int max_positions() const {
     if constexpr (BackendBatchTarget<Target>) return target_.kv_cache().layout.max_positions;
@@ -449,36 +367,17 @@ class SpeculativeBatch {
       return {budget, budget};
   }
 
-  // The automatic budget's step: the ranked requests' nodes compete for one step's size
-  // (BatchOptions::cost); each request keeps its nodes among the best.
-  void share_nodes() {
-    budget_->begin();
-    for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
-      Request& r = in_batch(static_cast<int>(b));
-      budget_->join(r.budget, &r.seq.ranking(), r.seq.cached());
-    }
-    const DraftSizeChoice choice = budget_->size();
-    for (std::size_t b = 0; b < batch_slots_.size(); ++b) {
-      Request& r = in_batch(static_cast<int>(b));
-      if (r.budget.ranked) batch_trees_[b] = r.seq.keep(r.budget.nodes);
-    }
-    ++sized_steps_;
-    expected_tokens_ += choice.expected_tokens;
-    expected_seconds_ += choice.seconds;
-  }
-
   template <class Tuple, std::size_t... I>
   SpeculativeBatch(Target& target, int capacity, BatchOptions options, Tuple&& all, std::index_sequence<I...>)
       : target_(target),
         options_(std::move(options)),
         prototype_(std::move(std::get<I>(all))...),
-        verifier_(std::move(std::get<num_drafters>(all))) {
+        verifier_(std::move(std::get<num_drafters>(all))),
+        driver_("SpeculativeBatch::step", options_.clock, options_.cost, options_.measured_pause) {
     if constexpr (checked) {
-      if (options_.cost) {
+      if (options_.cost)
         acceptance_ = std::make_shared<AcceptanceModel>(static_cast<int>(std::max<std::size_t>(num_drafters, 1)),
                                                         options_.acceptance);
-        budget_.emplace(options_.cost, options_.measured_pause);
-      }
       if (capacity < 1) throw error("SpeculativeBatch: capacity must be >= 1, got " + std::to_string(capacity));
       if (capacity > static_cast<int>(target_.slots()))
         throw error("SpeculativeBatch: capacity " + std::to_string(capacity) + " exceeds the target's " +
@@ -491,8 +390,7 @@ class SpeculativeBatch {
       }
       requests_.resize(static_cast<std::size_t>(capacity));
       updates_.reserve(requests_.size());
-      batch_slots_.reserve(requests_.size());
-      batch_trees_.reserve(requests_.size());
+      driver_.reserve(requests_.size());
     }
   }
 
@@ -622,18 +520,13 @@ class SpeculativeBatch {
   verifier_type verifier_;
   std::vector<std::optional<Request>> requests_;  // per slot
   [[no_unique_address]] std::conditional_t<step_defined, backend_step_type, detail::NoBackendStep> backend_step_;
+  detail::StepDriver<sequence_type, verifier_type> driver_;  // the step, and the automatic budget's controller
   request_id next_id_ = 0;
-  std::int64_t forwards_ = 0;
   DecodeStats retired_stats_;
-  // The step's batch, reused from step to step.
-  std::vector<int> batch_slots_;
-  std::vector<TreeView> batch_trees_;
-  std::vector<std::span<const token_t>> committed_;  // this step's committed tokens, per tree
   std::vector<RequestUpdate> updates_;
-  // The automatic budget (BatchOptions::cost): the calibration, the controller, and the batch's
-  // sums over the steps it sized.
+  // The automatic budget (BatchOptions::cost): the calibration and the batch's sums over the
+  // steps it sized.
   std::shared_ptr<AcceptanceModel> acceptance_;  // the whole batch's: each request's prior
-  std::optional<detail::StepBudget> budget_;
   DraftingPause last_pause_;  // the pause of the last request to end, a new request's start
   std::int64_t sized_steps_ = 0;
   double expected_tokens_ = 0, expected_seconds_ = 0;

@@ -1,9 +1,10 @@
-// SpeculativeDecoder<Target, Drafter..., Verifier>: the decode loop of one sequence. Its step runs
-// the phases of step/sequence_step.hpp (draft, merge, commit, observe, record) and the automatic
-// budget of step/budget.hpp, the same that SpeculativeBatch (batch_decoder.hpp) runs for many
-// sequences; drafting and merging run on the host; the forward, verification and commit run on
-// the host for a Target, and on the target's backend (host or CUDA, step/backend_step.hpp, the
-// batch's step with one tree) for a BackendTarget.
+// SpeculativeDecoder<Target, Drafter..., Verifier>: the decode loop of one sequence. Its step is
+// step/driver.hpp's, the one SpeculativeBatch (batch_decoder.hpp) runs for many sequences, with
+// one sequence on slot 0: the phases of step/sequence_step.hpp (draft, merge, commit, observe,
+// record) and the automatic budget of step/budget.hpp. Drafting and merging run on the host; the
+// forward, verification and commit run on the host for a Target (presented to the driver as a
+// batch of one slot), and on the target's backend (host or CUDA, step/backend_step.hpp, with one
+// tree) for a BackendTarget.
 //
 // A host Target's decoder compiles none of the backend operations nor the sampling code: only a
 // BackendTarget needs step/backend_step.hpp, which its own header includes.
@@ -25,6 +26,7 @@
 #include <specdec/error.hpp>
 #include <specdec/stats.hpp>
 #include <specdec/step/budget.hpp>
+#include <specdec/step/driver.hpp>
 #include <specdec/step/sequence_step.hpp>
 #include <specdec/type_list.hpp>
 
@@ -177,6 +179,9 @@ class SpeculativeDecoder {
 
   /// One speculative step: draft, one target forward, verify, commit. Returns the tokens
   /// committed by this step (accepted draft tokens, then the next token), valid until the next call.
+  /// If a drafter, a host Target's forward or the verifier throws, nothing was committed and the
+  /// next step drafts again; if the target's commit throws, or a BackendTarget's step (forward,
+  /// verification, compaction), the cache may hold part of the step: only prefill() can go on.
   std::span<const token_t> step() {
     const std::span<const token_t> committed = advance();
     seq_.record_output(committed.size());
@@ -190,69 +195,23 @@ class SpeculativeDecoder {
       return {};  // the composition failed a check: its sentence is the error
     } else {
       if (!seq_.started()) throw error("SpeculativeDecoder::step: call prefill() first");
-      using clock = std::chrono::steady_clock;
-      using seconds = std::chrono::duration<double>;
-      const int cached = seq_.cached();
-      clock::time_point t0{};  // set when a drafter is asked
-      TreeView view = detail::draft_sequence(seq_, lane_, tree_bounds(cached), acceptance_ ? &*acceptance_ : nullptr,
-                                             options_.clock, t0);
-      if (budget_) {  // this step's size, from its drafting time and ranking
-        lane_.budget = options_.budget;
-        budget_->begin();
-        budget_->join(lane_, &seq_.ranking(), cached);
-        const DraftSizeChoice choice = budget_->size();
-        seq_.record_sizing(choice.expected_tokens, choice.seconds);
-        if (lane_.ranked) view = seq_.keep(lane_.nodes);
-      }
-      const auto t1 = options_.clock();
-      const double drafting = lane_.asked ? seconds(t1 - t0).count() : 0.0;  // the sizing included
-
-      // [t2, t3): the verifier's time, read where the tree has draft nodes; a step that sends the
-      // root alone counts its verification as the target's (see DecodeStats): two clock reads
-      // fewer, which cost about what that verification does.
-      auto t2 = t1, t3 = t1;
-      if constexpr (BackendTarget<Target>) {
-        // Forward, verification and compaction run behind each other on the backend: their time
-        // is the target's.
-        try {
-          const int slot = 0;
-          backend_step_.run(target_, TreeBatchView{std::span<const int>(&slot, 1), std::span<const TreeView>(&view, 1)},
-                            [&](int) -> verifier_type& { return verifier_; },
-                            [&](int) -> Verdict& { return seq_.verdict(); });
-        } catch (...) {
-          seq_.stop();  // the cache may be partly compacted: only a new prefill can go on
-          throw;
-        }
-        seq_.check_verdict(view);
-        if (acceptance_) seq_.record_verdict(*acceptance_);
-      } else {
-        decltype(auto) out = target_.forward(view);
-        const bool split = view.size > 1;
-        if (split) t2 = options_.clock();
-        verifier_.verify(view, out, seq_.verdict());
-        seq_.check_verdict(view);
-        if (acceptance_) seq_.record_verdict(*acceptance_);
-        if (split) t3 = options_.clock();
-        // before commit: it ends the output's life
-        if constexpr (gathers_features) seq_.gather_features(out, feature_dim(), "SpeculativeDecoder::step");
-        target_.commit(std::span<const node_t>(seq_.verdict().path));
-      }
-      const auto t4 = options_.clock();
-
-      const TargetFeatures features =
-          seq_.path_features(cached, static_cast<int>(seq_.verdict().path.size()), feature_dim());
-      const std::span<const token_t> committed = seq_.commit(view);
-      seq_.observe(features);
-      const auto t5 = options_.clock();
-      // The step's time for the automatic budget: from its drafting, or from its forward when it
-      // sent the root alone (no clock read before it).
-      if (budget_) budget_->weigh(seconds(t5 - (lane_.asked ? t0 : t1)).count());
-
-      seq_.record(view, drafting + seconds(t5 - t4).count(),
-                  seconds(t2 - t1).count() + seconds(t4 - t3).count(), seconds(t3 - t2).count());
-      return committed;
+      driver_.begin();
+      driver_.draft(0, seq_, lane_, options_.budget, tree_bounds(seq_.cached()), verifier_,
+                    acceptance_ ? &*acceptance_ : nullptr, nullptr);
+      if constexpr (BackendTarget<Target>) driver_.run(target_, backend_step_, feature_dim(), StepHooks{*this});
+      else driver_.run(detail::OneSlotTarget<Target>(target_), backend_step_, feature_dim(), StepHooks{*this});
+      return driver_.committed(0);
     }
   }
+
+  // What the step driver leaves to a decoder: its sizing is its sequence's, and a step that may
+  // have left part of itself in the cache stops the sequence (only a new prefill can go on).
+  struct StepHooks {
+    SpeculativeDecoder& decoder;
+    void sized(const DraftSizeChoice& choice) { decoder.seq_.record_sizing(choice.expected_tokens, choice.seconds); }
+    void end(int) { decoder.seq_.stop(); }
+    void recorded(int) {}
+  };
 
  public:
   /// Steps until `max_new_tokens` tokens were generated or a stop token was produced. Returns the
@@ -351,11 +310,10 @@ class SpeculativeDecoder {
       : target_(target),
         options_(options),
         seq_(drafters_type(std::move(std::get<I>(all))...)),
-        verifier_(std::move(std::get<num_drafters>(all))) {
-    if (options_.cost) {
+        verifier_(std::move(std::get<num_drafters>(all))),
+        driver_("SpeculativeDecoder::step", options_.clock, options_.cost, options_.measured_pause) {
+    if (options_.cost)
       acceptance_.emplace(static_cast<int>(std::max<std::size_t>(num_drafters, 1)), options_.acceptance);
-      budget_.emplace(options_.cost, options_.measured_pause);
-    }
   }
 
   // The bounds of this step's tree (see tree_bounds) on `cached` tokens; throws when the target
@@ -379,7 +337,7 @@ class SpeculativeDecoder {
   int plain_steps(int most) const {
     if (!options_.plain_runs || !seq_.started()) return 0;
     const bool all = options_.budget == 0 || (num_drafters == 0 && !options_.cost);
-    int steps = all ? most : budget_ ? std::min(most, lane_.pause.remaining()) : 0;
+    int steps = all ? most : driver_.budget() ? std::min(most, lane_.pause.remaining()) : 0;
     if constexpr (BoundedTarget<Target>)
       steps = std::min(steps, static_cast<int>(target_.max_positions()) - seq_.cached());
     return std::max(steps, 0);
@@ -416,11 +374,11 @@ class SpeculativeDecoder {
                                   : TargetFeatures{});
     const auto t2 = options_.clock();
     const int done = static_cast<int>(committed.size());
-    if (budget_) {
+    if (detail::StepBudget* budget = driver_.budget()) {
       double modelled = 0;
       for (int i = 0; i < done; ++i) modelled += options_.cost.step_seconds(1, cached + i);
       seq_.record_sizing(done, modelled, done);
-      budget_->observe_plain(seconds(t2 - t0).count() / done, modelled / done);
+      budget->observe_plain(seconds(t2 - t0).count() / done, modelled / done);
     }
     seq_.record_plain(lane_.pause.skip_steps(done), seconds(t1 - t0).count(), seconds(t2 - t1).count());
     return committed;
@@ -447,10 +405,10 @@ class SpeculativeDecoder {
   verifier_type verifier_;
   [[no_unique_address]] std::conditional_t<step_defined, typename detail::backend_step_for<Target>::type,
                                            detail::NoBackendStep> backend_step_;
-  // The automatic budget (DecoderOptions::cost): its calibration, its controller and this
-  // sequence's part in it (the drafters' pause).
+  detail::StepDriver<sequence_type, verifier_type, 1> driver_;  // the step of its one sequence, and the automatic budget's controller
+  // The automatic budget (DecoderOptions::cost): its calibration and this sequence's part in it
+  // (the drafters' pause).
   std::optional<AcceptanceModel> acceptance_;
-  std::optional<detail::StepBudget> budget_;
   detail::SequenceBudget lane_;
   std::vector<node_t> feed_path_;  // resume(): the fed chain, root first
 };

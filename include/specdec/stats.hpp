@@ -24,7 +24,7 @@ struct DecodeStats {
   std::vector<std::string> drafter_names;
   double draft_seconds = 0;   ///< drafters' propose/observe, merge and layout
   /// Target forward and commit; a BackendTarget's verification too, and a host target's in the
-  /// steps that send the root alone (SpeculativeDecoder: two clock reads fewer per plain step).
+  /// steps that send the root alone (every tree of a batch's step: fewer clock reads per plain step).
   double target_seconds = 0;
   double verify_seconds = 0;  ///< verifier, in the steps that send draft nodes (see target_seconds)
   /// nodes_per_step[k] = number of steps that sent k draft nodes (the chosen budgets' distribution

@@ -201,7 +201,7 @@ class Session {
         throw error("Decoder.draft: the target is full (" + std::to_string(options_.max_positions) + " positions)");
       max_depth = std::min(max_depth, room);
     }
-    // As detail::draft_sequence: the pause is consulted where the drafters could be asked.
+    // As detail::StepDriver::draft: the pause is consulted where the drafters could be asked.
     lane_.ranked = options_.budget > 0 && max_depth > 0 && acceptance_;
     if (lane_.ranked && lane_.pause.skip_step()) {
       ++stats_.paused_steps;

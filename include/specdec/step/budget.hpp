@@ -35,35 +35,6 @@ struct SequenceBudget {
   double tokens = 0;         ///< their expected accepted tokens (the sum of their path probabilities)
 };
 
-/// draft + merge of one sequence's tree in a step (SpeculativeDecoder's sequence, each request of
-/// SpeculativeBatch): the drafters are asked within `bounds` unless there is no room or the
-/// automatic budget's pause skips the step (the root alone, then). Under the automatic budget
-/// (`model`: the sequence's calibration, null without a budget) the merged nodes are ranked for
-/// the step's joint sizing (s.ranked: the tree is laid out by keep() after StepBudget::size(), and
-/// the returned view is empty); otherwise they are merged within `bounds`. Sets s.asked and
-/// s.draft_seconds, timed with `clock` from `began`, which it sets when it asks the drafters (no
-/// clock read otherwise: a plain step pays for none).
-template <class Sequence>
-TreeView draft_sequence(Sequence& seq, SequenceBudget& s, TreeBounds bounds, const AcceptanceModel* model,
-                        StepClock clock, std::chrono::steady_clock::time_point& began) {
-  s.draft_seconds = 0;
-  s.asked = false;
-  s.ranked = bounds.nodes > 0 && bounds.depth > 0 && model;
-  if (s.ranked && s.pause.skip_step()) {
-    seq.record_pause();
-    s.ranked = false;
-    bounds = {};
-  }
-  if (bounds.nodes <= 0 || bounds.depth <= 0) return seq.root_only();
-  s.asked = true;
-  began = clock();
-  TreeView view{};
-  if (s.ranked) seq.rank(s.pause.ask_nodes(bounds.nodes), bounds.depth, model);
-  else view = seq.draft(bounds.nodes, bounds.depth);
-  s.draft_seconds = std::chrono::duration<double>(clock() - began).count();
-  return view;
-}
-
 class StepBudget {
  public:
   StepBudget(AnyCostModel cost, bool measured_pause) : cost_(std::move(cost)), measured_pause_(measured_pause) {}

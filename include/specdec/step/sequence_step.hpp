@@ -1,21 +1,21 @@
 // detail::SequenceStep: one sequence's speculative state and the named phases of a step that
-// touch it. SpeculativeDecoder (one sequence) and SpeculativeBatch (many) both run a step as
+// touch it. The step driver (step/driver.hpp), the one step of SpeculativeDecoder (one sequence)
+// and SpeculativeBatch (many), runs them for each sequence as
 //
 //   draft   each drafter proposes a tree below the root (the last committed token), checked;
 //   merge   the trees merge into one, within the node budget and the target's room;
-//   forward the target runs the merged tree(s) — the facade's business (one tree, or a batch);
-//   verify  the facade's verifier walks the tree against the output; check_verdict() refuses a
+//   forward the target runs the merged tree(s) — the driver's business (one call for all trees);
+//   verify  the sequence's verifier walks the tree against the output; check_verdict() refuses a
 //           path that is not a chain from the root;
 //   commit  the accepted tokens and the next token join the context (the target's commit is the
-//           facade's business);
+//           driver's business);
 //   observe each drafter is told the committed tokens;
 //   record  the step's counters join the statistics.
 //
-// The phases own no target and no verifier, so the facades differ only in how the forward and
-// the verification are done, not in the decode loop around them. What else both facades need is
-// here too, once: the bounds of a tree on a target's positions (tree_bounds), the step on a
-// backend (backend_step_for, step/backend_step.hpp), the check of a prefill's features and the
-// gathering of an accepted path's features; the automatic budget is step/budget.hpp's.
+// The phases own no target and no verifier. What else the step needs for any number of
+// sequences is here too, once: the bounds of a tree on a target's positions (tree_bounds), the
+// step on a backend (backend_step_for, step/backend_step.hpp), the check of a prefill's features
+// and the gathering of an accepted path's features; the automatic budget is step/budget.hpp's.
 // Storage is reused from step to step: the phases allocate nothing once the buffers have grown.
 #pragma once
 
@@ -149,6 +149,8 @@ class SequenceStep<type_list<Drafters...>> {
  public:
   static constexpr std::size_t num_drafters = sizeof...(Drafters);
   using drafters_type = std::tuple<Drafters...>;
+  /// Some drafter reads the target's features: each step gathers the accepted path's rows.
+  static constexpr bool reads_features = any_feature_drafter<type_list<Drafters...>>::value;
 
   explicit SequenceStep(drafters_type drafters) : drafters_(std::move(drafters)) {}
 
