@@ -18,6 +18,7 @@
 #include <specdec/index/dense_datastore.hpp>
 #include <specdec/index/dense_datastore_builder.hpp>
 #include <specdec/io/file_format.hpp>
+#include <specdec/io/mapped_file.hpp>
 #include <specdec/index/ngram_model.hpp>
 #include <specdec/index/ngram_model_builder.hpp>
 #include <specdec/index/token_datastore.hpp>
@@ -131,6 +132,23 @@ TEST_CASE("payload checks: ids below a bound, finite floats, allocations that fa
   }
   std::vector<double> big;
   CHECK_THROWS_WITH(detail::resize_or_refuse(big, std::uint64_t{1} << 62, "f"), Catch::StartsWith("f: cannot allocate"));
+}
+
+// Paths as people write them (issue 49): what a missing path probably meant is in the message.
+TEST_CASE("file_problem: a missing path says why it may be missing", "[file_format]") {
+  const testing::TempDir dir;
+  const auto file = dir.write("model.bin", "x");
+  CHECK(file_problem(file).empty());
+  CHECK(file_problem(dir.path) == "is a directory, not a file");
+  CHECK(file_problem(dir.path / "none.bin") == "no such file");
+  CHECK(file_problem(file.string() + "/") == "no such file (" + file.string() + " is a file, not a directory)");
+  CHECK(file_problem(file / "x.bin") == "no such file (" + file.string() + " is a file, not a directory)");
+  CHECK(file_problem("~/specdec-none.bin") ==
+        "no such file (~ is not expanded here, only by the shell in an unquoted word that starts with it: write $HOME)");
+  CHECK_THROWS_WITH(MappedFile("~/specdec-none.bin", "f", 0), Catch::StartsWith("f cannot be opened (") &&
+                                                                 Catch::EndsWith("; ~ is not expanded here, only by the "
+                                                                                 "shell in an unquoted word that starts "
+                                                                                 "with it: write $HOME)"));
 }
 
 TEST_CASE("token datastore: crafted files are refused, not read out of bounds", "[datastore][errors][crafted]") {

@@ -1,12 +1,13 @@
 #include "batch.hpp"
 
-#include <charconv>
 #include <cmath>
+#include <optional>
 #include <ostream>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "common/cli_values.hpp"
 #include "input_error.hpp"
 #include "report.hpp"
 
@@ -33,20 +34,14 @@ std::vector<int> parse_batch_sizes(std::string_view text) {
                                    max_batch_size, text));
   };
   std::vector<int> sizes;
-  std::size_t from = 0;
-  while (true) {
-    const std::size_t comma = std::min(text.find(',', from), text.size());
-    const std::string_view item = text.substr(from, comma - from);
-    int value = 0;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 1 || value > max_batch_size)
-      throw bad();
-    if (std::find(sizes.begin(), sizes.end(), value) != sizes.end())
-      throw input_error(fmt::format("batch size {} is listed twice in '{}'", value, text));
-    sizes.push_back(value);
-    if (comma == text.size()) break;
-    from = comma + 1;
+  for (const std::string& item : specdec::tools::list_items(text)) {
+    const std::optional<long long> value = specdec::tools::whole_number(item);
+    if (!value || *value < 1 || *value > max_batch_size) throw bad();
+    if (std::find(sizes.begin(), sizes.end(), *value) != sizes.end())
+      throw input_error(fmt::format("batch size {} is listed twice in '{}'", *value, text));
+    sizes.push_back(static_cast<int>(*value));
   }
+  if (sizes.empty()) throw bad();
   std::sort(sizes.begin(), sizes.end());
   return sizes;
 }

@@ -93,8 +93,9 @@ class ReplayBatchTarget {
 /// Batch sizes at most this large (a sanity cap on --batch).
 inline constexpr int max_batch_size = 1024;
 
-/// "1,2,4": whole numbers in [1, max_batch_size], comma-separated, none twice; returned in
-/// increasing order. Throws input_error ("expected ..., got '...'") otherwise.
+/// "1,2,4" (or "1, 2, 4,": specdec::tools::list_items and whole_number): whole numbers in
+/// [1, max_batch_size], comma-separated, none twice; returned in increasing order. Throws
+/// input_error ("expected ..., got '...'") otherwise.
 std::vector<int> parse_batch_sizes(std::string_view text);
 
 struct BatchOptions {

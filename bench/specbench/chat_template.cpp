@@ -2,9 +2,12 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "common/cli_checks.hpp"
+#include "common/cli_values.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
@@ -64,16 +67,23 @@ std::string parse_quoted(std::string_view s, const std::string& where) {
   return out;
 }
 
+/// The built-in templates: a name and its text.
+constexpr std::pair<const char*, std::string_view> kBuiltins[] = {{"vicuna", kVicuna}};
+
 }  // namespace
 
-std::vector<std::string> ChatTemplate::builtin_names() { return {"vicuna"}; }
+std::vector<std::string> ChatTemplate::builtin_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : kBuiltins) names.emplace_back(name);
+  return names;
+}
 
 ChatTemplate ChatTemplate::builtin(std::string_view name) {
-  if (name == "vicuna") return parse(kVicuna, "built-in template vicuna");
-  std::string known;
-  for (const auto& n : builtin_names()) known += (known.empty() ? "" : ", ") + n;
-  throw input_error("unknown template '" + std::string(name) + "'; the built-in templates are: " + known +
-                    " (or give a file with --template-file)");
+  const std::vector<std::string> known = builtin_names();
+  if (const std::optional<std::size_t> i = specdec::tools::name_index(name, known))
+    return parse(kBuiltins[*i].second, "built-in template " + known[*i]);
+  throw input_error("unknown template '" + std::string(name) + "'; the built-in templates are: " +
+                    specdec::tools::joined_names(known) + " (or give a file with --template-file)");
 }
 
 ChatTemplate ChatTemplate::parse(std::string_view text, const std::string& origin) {
@@ -118,8 +128,10 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& file) {
   std::ostringstream text;
   text << in.rdbuf();
   std::string content = text.str();
+  const std::string origin = "template file " + file.string();
+  specdec::tools::check_utf8_text<input_error>(content, origin, true);
   if (content.starts_with("\xEF\xBB\xBF")) content.erase(0, 3);  // an editor's byte-order mark
-  return parse(content, "template file " + file.string());
+  return parse(content, origin);
 }
 
 std::string ChatTemplate::render(std::span<const std::string> users, std::span<const std::string> answers) const {

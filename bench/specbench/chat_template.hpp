@@ -18,7 +18,8 @@ class ChatTemplate {
  public:
   /// The templates built in (`--template NAME`), e.g. "vicuna".
   static std::vector<std::string> builtin_names();
-  /// Throws input_error for an unknown name, listing the known ones.
+  /// The built-in template `name` names, regardless of case. Throws input_error for an unknown
+  /// name, listing the known ones.
   static ChatTemplate builtin(std::string_view name);
   /// Parses a template file's text; `origin` names it in error messages. Throws input_error.
   static ChatTemplate parse(std::string_view text, const std::string& origin);

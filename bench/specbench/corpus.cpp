@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -13,6 +14,7 @@
 #include <sentencepiece_processor.h>
 
 #include "common/cli_checks.hpp"
+#include "common/cli_values.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
@@ -30,7 +32,7 @@ void read_jsonl(const std::filesystem::path& file, const std::string& what, OnLi
   std::string line;
   int lines = 0;
   for (int number = 1; std::getline(in, line); ++number) {
-    line = specdec::tools::text_line(line, number == 1);
+    line = specdec::tools::text_line<input_error>(line, number, what + " file " + file.string());
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const std::string where = what + " file " + file.string() + " line " + std::to_string(number);
     json value;
@@ -174,13 +176,14 @@ Corpus build_corpus(const std::vector<Question>& questions, const std::vector<An
   std::vector<std::string> known;
   for (const auto& q : questions)
     if (std::find(known.begin(), known.end(), q.category) == known.end()) known.push_back(q.category);
-  for (const auto& c : options.categories) {
-    if (std::find(known.begin(), known.end(), c) == known.end()) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw input_error("unknown category '" + c + "'; the questions file has: " + list);
-    }
+  const std::string list = "the questions file has: " + specdec::tools::joined_names(known);
+  std::vector<std::string> chosen;  // as the questions file spells them
+  for (const std::string& c : specdec::tools::list_items(options.categories)) {
+    const std::optional<std::size_t> i = specdec::tools::name_index(c, known);
+    if (!i) throw input_error("unknown category '" + c + "'; " + list);
+    chosen.push_back(known[*i]);
   }
+  if (!options.categories.empty() && chosen.empty()) throw input_error("no category is named; " + list);
   std::unordered_map<int, const Answer*> answer_of;
   for (const auto& a : answers) answer_of[a.id] = &a;
 
@@ -195,8 +198,7 @@ Corpus build_corpus(const std::vector<Question>& questions, const std::vector<An
     if (a.turns.size() != q.turns.size())
       throw input_error("question " + std::to_string(q.id) + " has " + std::to_string(q.turns.size()) +
                         " turns but its answer has " + std::to_string(a.turns.size()));
-    if (!options.categories.empty() &&
-        std::find(options.categories.begin(), options.categories.end(), q.category) == options.categories.end())
+    if (!chosen.empty() && std::find(chosen.begin(), chosen.end(), q.category) == chosen.end())
       continue;
     if (!options.parity.empty() && (q.id % 2 != 0) != (options.parity == "odd")) continue;
     for (std::size_t k = 0; k < q.turns.size(); ++k) {

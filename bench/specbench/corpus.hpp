@@ -81,7 +81,9 @@ struct Turn {
 };
 
 struct CorpusOptions {
-  std::vector<std::string> categories;  ///< replay only these (empty: all)
+  /// Replay only these (empty: all); they may hold comma-separated lists ("writing, qa":
+  /// specdec::tools::list_items), and a name matches the file's regardless of case.
+  std::vector<std::string> categories;
   int max_turns = 0;                    ///< replay at most this many turns, in file order (0: all)
   /// "odd" or "even": replay only the questions whose id has that parity (empty: all), e.g. to
   /// evaluate REST on one fold with a datastore built from the other.

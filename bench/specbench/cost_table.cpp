@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <span>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "common/cli_checks.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
@@ -43,11 +45,14 @@ double across_contexts(const std::vector<CostTable::Context>& contexts, int cont
 
 CostTable CostTable::load(const fs::path& file) {
   const std::string name = "cost table " + file.string();
-  std::ifstream in(file);
+  std::ifstream in(file, std::ios::binary);
   if (!in) throw input_error(name + " cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  specdec::tools::check_utf8_text<input_error>(text.str(), name, true);
   nlohmann::ordered_json j;
   try {
-    j = nlohmann::ordered_json::parse(in);
+    j = nlohmann::ordered_json::parse(text.str());
   } catch (const nlohmann::json::exception& e) {
     throw input_error(name + ": malformed JSON (" + std::string(e.what()) + ")");
   }

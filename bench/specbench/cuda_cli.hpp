@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/cli_values.hpp"
 #include "cuda_device.hpp"
 
 namespace specbench {
@@ -11,7 +12,7 @@ namespace specbench {
 inline void add_device_option(CLI::App& cmd, DeviceArgs& d, bool synthetic) {
   cmd.add_option("--device", d.device, "Where the model runs: host (default) or cuda (CudaLlamaTarget on GPU 0; a "
                                        "build with CUDA)")
-      ->check(CLI::IsMember({"host", "cuda"}));
+      ->transform(specdec::tools::one_of({"host", "cuda"}));
   if (synthetic)
     cmd.add_option("--synthetic", d.synthetic, "With --device cuda: time a synthetic shape (bf16 weights made on the "
                                                "device), e.g. Llama-2-7B, instead of --model");

@@ -457,13 +457,7 @@ CostTable calibrate_cuda(const CudaModelChoice& model, const CalibrateOptions& o
 }
 
 CudaModelRunner find_cuda_combination(const std::vector<std::string>& drafters) {
-  std::vector<std::string> wanted;
-  for (const std::string& list : drafters) {
-    std::size_t from = 0;
-    for (std::size_t comma; (comma = list.find(',', from)) != std::string::npos; from = comma + 1)
-      wanted.push_back(list.substr(from, comma - from));
-    wanted.push_back(list.substr(from));
-  }
+  std::vector<std::string> wanted = drafters;
   std::sort(wanted.begin(), wanted.end());
   for (const auto& [names, runner] : gpu_combinations()) {
     std::vector<std::string> sorted = names;

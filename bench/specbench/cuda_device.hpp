@@ -134,8 +134,8 @@ struct CudaModelRun {
 };
 using CudaModelRunner = CudaModelRun (*)(const ModelBench&, const ModelOptions&, const CudaModelChoice&,
                                          EnergyMeter&);
-/// The combination of these drafters (any order; "pld,casd" lists allowed) compiled for the GPU,
-/// or input_error naming the ones that are.
+/// The combination of these drafters (any order; their names as Combination::drafters spells
+/// them) compiled for the GPU, or input_error naming the ones that are.
 CudaModelRunner find_cuda_combination(const std::vector<std::string>& drafters);
 /// The GPU's combinations, e.g. "pld", "tree_history" (cuda_device.cu lists them).
 std::vector<std::string> cuda_combination_names();

@@ -3,8 +3,6 @@
 // accepted tokens and, for a model, the speed next to plain decoding; with --batch, many requests at
 // once, plain and speculative side by side per batch size. See docs/specbench.md.
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <climits>
 #include <filesystem>
@@ -28,6 +26,7 @@
 #include "calibrate.hpp"
 #include "chat_template.hpp"
 #include "common/cli_checks.hpp"
+#include "common/cli_values.hpp"
 #include "common/dense_search_options.hpp"
 #include "corpus.hpp"
 #include "cost_report.hpp"
@@ -44,6 +43,10 @@
 
 namespace fs = std::filesystem;
 using namespace specbench;
+using specdec::tools::number_in;
+using specdec::tools::one_of;
+using specdec::tools::whole_number_at_least;
+using specdec::tools::whole_number_in;
 
 namespace {
 
@@ -109,27 +112,11 @@ struct ReplayArgs {
   DeviceArgs device;         ///< --device cuda: --timed-model runs on the GPU
 };
 
-/// Accepts a whole number in [least, most]; CLI11 reports "--OPTION: <message>".
-CLI::Validator whole_number_in(long least, long most) {
-  const std::string range = most == INT_MAX ? ">= " + std::to_string(least)
-                                            : "in [" + std::to_string(least) + ", " + std::to_string(most) + "]";
-  return CLI::Validator(
-      [least, most, range](std::string& text) -> std::string {
-        long value = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (ec != std::errc() || end != text.data() + text.size() || value < least || value > most)
-          return "expected a whole number " + range + ", got '" + text + "'";
-        return {};
-      },
-      most == INT_MAX ? "INT>=" + std::to_string(least) : "INT in [" + std::to_string(least) + ", " + std::to_string(most) + "]");
-}
-CLI::Validator whole_number_at_least(long least) { return whole_number_in(least, INT_MAX); }
-
 /// --threads, checked the same way wherever it is: the forward's pool holds at most
 /// ThreadPool::max_threads threads, and corpus's workers are held to the same.
 CLI::Option* add_threads_option(CLI::App& cmd, int& threads, const std::string& description) {
   return cmd.add_option("--threads", threads, description)
-      ->check(whole_number_in(1, specdec::llama::ThreadPool::max_threads));
+      ->transform(whole_number_in(1, specdec::llama::ThreadPool::max_threads));
 }
 
 /// --weights fp32|bf16: how the model's matrices are stored (models/host_kernels.hpp).
@@ -142,7 +129,7 @@ CLI::Option* add_weights_option(CLI::App& cmd, specdec::WeightFormat& weights, c
           },
           "Matrices of " + whose + ": fp32 (as in the checkpoint, default) or bf16 (rounded to bfloat16, multiplied "
           "with Intel AMX; the KV cache and attention too where heads hold 16 or a multiple of 32 values)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+      ->transform(one_of({"fp32", "bf16"}));
 }
 
 /// What an output option names: a file, or a directory of files.
@@ -202,16 +189,21 @@ void add_budget_options(CLI::App& cmd, BudgetArgs& b) {
          "auto (the default where a cost model is at hand: `model`, --timed-model, --cost): each step's size "
          "maximises expected tokens per second under the cost model (--cost, or a calibration of the model at "
          "start-up); N: at most N draft nodes per target call, after merging (without a cost model the default is 64)")
-      ->check(CLI::Validator(
+      ->transform(CLI::Validator(
           [](std::string& text) -> std::string {
-            return text == "auto" || whole_number_at_least(0)(text).empty()
-                       ? std::string()
-                       : "expected a whole number >= 0 or auto, got '" + text + "'";
+            if (specdec::tools::same_name(specdec::tools::trimmed(text), "auto")) {
+              text = "auto";
+              return {};
+            }
+            const std::optional<long long> value = specdec::tools::whole_number(text);
+            if (!value || *value < 0 || *value > INT_MAX) return "expected a whole number >= 0 or auto, got '" + text + "'";
+            text = std::to_string(*value);
+            return {};
           },
           "INT>=0|auto"));
   b.cap_option = cmd.add_option("--budget-cap", b.cap, "--budget auto: most draft nodes per step (default 64, or "
                                                       "the cost table's largest tree - 1 when smaller)")
-                     ->check(whole_number_at_least(0));
+                     ->transform(whole_number_at_least(0));
 }
 
 /// rest's options; with `features`, also those of the feature drafters (dresd, eagle: `model` only).
@@ -219,35 +211,35 @@ void add_resource_options(CLI::App& cmd, DrafterResources& a, bool features) {
   cmd.add_option("--datastore", a.datastore, "Token datastore of the drafter rest (specdec-datastore build)");
   cmd.add_option("--rest-occurrences", a.rest.max_occurrences,
                  "Occurrences rest reads at most per step (default 5000, REST's)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   cmd.add_option("--draft-model", a.draft_model, "llama2.c checkpoint of the drafters staged and draft_model, with the "
                                                  "target's vocabulary (default: the stories260K draft, " +
                                                      a.draft_model.string() + ")");
   cmd.add_option("--staged-depth", a.staged.depth, "Draft-model tokens below the root (staged, draft_model; default 8)")
-      ->check(whole_number_at_least(0));
+      ->transform(whole_number_at_least(0));
   cmd.add_option("--staged-top-k", a.staged.top_k, "Children per draft-model node (default 3)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   cmd.add_option("--staged-budget", a.staged.budget, "Draft-model tree nodes at most (default 48)")
-      ->check(whole_number_at_least(0));
+      ->transform(whole_number_at_least(0));
   cmd.add_option("--staged-inner-budget", a.staged.inner_budget,
                  "Nodes the second stage drafts per draft-model forward (default 16)")
-      ->check(whole_number_at_least(0));
+      ->transform(whole_number_at_least(0));
   cmd.add_option("--ngram", a.ngram, "Katz trigram model of the drafter ngram and of staged's second stage "
                                      "(specdec-ngram build)");
   cmd.add_option("--ngram-budget", a.ngram_options.budget, "Nodes an n-gram draft has at most (default 16)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   cmd.add_option("--ngram-depth", a.ngram_options.depth, "Deepest n-gram draft node (default 5)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   cmd.add_option("--ngram-top-k", a.ngram_options.top_k, "Children per n-gram draft node (default 3)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   if (!features) return;
   cmd.add_option("--dense-datastore", a.dense_datastore,
                  "Dense datastore of the drafter dresd (specdec-dense-datastore build)");
   cmd.add_option("--dresd-neighbours", a.dresd.neighbours, "Neighbours dresd retrieves per step (default 32)")
-      ->check(whole_number_at_least(1));
-  cmd.add_option("--dresd-drafts", a.dresd.drafts, "Drafts dresd keeps (default 3)")->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
+  cmd.add_option("--dresd-drafts", a.dresd.drafts, "Drafts dresd keeps (default 3)")->transform(whole_number_at_least(1));
   cmd.add_option("--dresd-depth", a.dresd.depth, "Tokens per dresd draft (default 20)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   specdec::tools::add_dense_search_options(cmd, a.dresd_search, "--dresd-search", "dresd-");
   cmd.add_option("--eagle-head", a.eagle_head,
                  "EAGLE head file of the drafter eagle (default: the stories260K head, " + a.eagle_head.string() + ")");
@@ -275,18 +267,17 @@ void add_data_options(CLI::App& cmd, DataArgs& a) {
   cmd.add_option("--tokenizer", a.tokenizer, "SentencePiece model (default: DATA/tokenizers/llama2.model)");
   cmd.add_option("--template", a.template_name, "Built-in chat template (default: vicuna)");
   cmd.add_option("--template-file", a.template_file, "Chat template file (see docs/specbench.md; not with --template)");
-  cmd.add_option("--category", a.categories, "Replay only this category (repeatable, or comma-separated)")
-      ->delimiter(',');
+  cmd.add_option("--category", a.categories, "Replay only this category (repeatable, or comma-separated)");
   cmd.add_option("--max-turns", a.max_turns, "Replay at most this many turns, in file order")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   cmd.add_option("--parity", a.parity, "Replay only the questions with odd or even ids")
-      ->check(CLI::IsMember({"odd", "even"}));
+      ->transform(one_of({"odd", "even"}));
   add_resource_options(cmd, a.drafters, false);
   add_budget_options(cmd, a.budget);
   add_json_option(cmd, a.json);
   cmd.add_option("--turns", a.sample, "Replay a fixed subsample of this many turns, spread evenly over the corpus "
                                       "(after the other filters)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   cmd.add_flag("--warm-history", a.warm_history,
                "With --turns: decode the turns left out too, before the sampled turns that follow them, neither "
                "timed nor counted, so that drafters learning across turns (tree_history) hold the whole corpus");
@@ -380,27 +371,13 @@ struct ModelArgs {
   DeviceArgs device;  ///< --device cuda: CudaLlamaTarget
 };
 
-/// Accepts a finite number in [low, high] (open at `low` when low_open).
-CLI::Validator number_in(double low, double high, bool low_open = false) {
-  return CLI::Validator(
-      [=](std::string& text) -> std::string {
-        double value = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-        const bool ok = ec == std::errc() && end == text.data() + text.size() && std::isfinite(value) &&
-                        (low_open ? value > low : value >= low) && value <= high;
-        if (!ok) return fmt::format("expected a number in {}{:g}, {:g}], got '{}'", low_open ? "(" : "[", low, high, text);
-        return {};
-      },
-      fmt::format("NUMBER in {}{:g}, {:g}]", low_open ? "(" : "[", low, high));
-}
-
 /// `--min-rounds N` and `--min-seconds S`: how long plain and speculative passes alternate.
 void add_round_options(CLI::App& cmd, RoundRule& r) {
   cmd.add_option("--min-rounds", r.min_rounds, "Plain and speculative passes alternate in rounds: at least this many "
                                                "(default 3)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   cmd.add_option("--min-seconds", r.min_seconds, "... and until each arm has run this many seconds in all (default 1)")
-      ->check(number_in(0, 1e6));
+      ->transform(number_in(0, 1e6));
 }
 
 /// The model file `model` decodes with (by default stories260K from the data directory).
@@ -536,7 +513,7 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
 /// `model --device cuda` (cuda_device.hpp): the checkpoint on CudaLlamaTarget, exact verifier,
 /// one sequence; every prompt checked against plain greedy decoding on the same GPU target.
 int run_model_cuda(const ModelArgs& a, const std::optional<CostTable>& table) {
-  const CudaModelRunner runner = find_cuda_combination(a.drafters);
+  const CudaModelRunner runner = find_cuda_combination(find_combination(a.drafters).drafters);
   const CudaModelChoice choice = cuda_model_choice(model_path(a).string(), "--model");
   require_cuda_device();
   ModelOptions options;
@@ -611,8 +588,7 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
   cmd.add_option("--model", a.model, "llama2.c checkpoint (default: DATA/models/stories260K.bin)");
   cmd.add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin (default: DATA/models/tok512.bin)");
   cmd.add_option("--task", a.tasks, "Task(s) to decode: stories, retell or all (default all; repeatable, or "
-                                    "comma-separated)")
-      ->delimiter(',');
+                                    "comma-separated)");
   cmd.add_option("--prompts", a.prompt_files, "A task of your own: a text file, one prompt per line (\\n for a "
                                               "line break); the task is named after the file (repeatable)");
   cmd.add_option("--drafter", a.drafters, "Drafter name(s); all of them combine into one decoder (repeatable)")
@@ -625,11 +601,11 @@ void add_model_options(CLI::App& cmd, ModelArgs& a) {
   add_threads_option(cmd, a.threads, "Threads of the target's forward, plain and speculative alike (default 1)");
   cmd.add_option("--max-new-tokens", a.max_new_tokens,
                  "New tokens per prompt at most, cut to the model's positions (default 256)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   cmd.add_option("--max-prompts", a.max_prompts, "Decode at most this many prompts of each task")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   add_resource_options(cmd, a.resources, true);
-  cmd.add_option("--show", a.show, "Print the first N prompts and their continuations")->check(whole_number_at_least(1));
+  cmd.add_option("--show", a.show, "Print the first N prompts and their continuations")->transform(whole_number_at_least(1));
   add_json_option(cmd, a.json);
   add_plot_option(cmd, a.plot, histogram_plot);
   cmd.add_option("--batch", a.batch, "Decode the prompts B at a time, plainly and speculatively, for each B of the list "
@@ -671,27 +647,28 @@ void add_corpus_options(CLI::App& cmd, CorpusArgs& a) {
   add_output_option(cmd, "--out", a.out, "Output directory (tokens.bin, features.f32, corpus.json)", Output::directory)
       ->required();
   cmd.add_option("--tokens", a.options.tokens, "Stop after the story that reaches this many tokens (default 10000000)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   cmd.add_option("--stories", a.options.stories, "Generate exactly this many stories instead")
-      ->check(whole_number_at_least(1));
-  cmd.add_option("--temperature", a.temperature, "Temperature of the sampled stories (default 1)")->check(number_in(0, 1e6));
+      ->transform(whole_number_at_least(1));
+  cmd.add_option("--temperature", a.temperature, "Temperature of the sampled stories (default 1)")->transform(number_in(0, 1e6));
   cmd.add_option("--greedy-share", a.options.greedy_share, "Share of stories decoded greedily (default 0.1)")
-      ->check(number_in(0, 1));
-  cmd.add_option("--seed", a.options.seed, "Random seed (default 0)");
+      ->transform(number_in(0, 1));
+  cmd.add_option("--seed", a.options.seed, "Random seed (default 0)")->transform(whole_number_at_least(0, LLONG_MAX));
   add_threads_option(cmd, a.options.threads, "Decoding threads (default: one per core)");
   cmd.add_flag("--features", a.options.features, "Also write the model's feature row of every token (features.f32)");
 }
 
 void add_verifier_options(CLI::App& cmd, ModelArgs& a) {
   cmd.add_option("--verifier", a.verifier, "exact (default), rejection (lossless sampling) or conditional (lossy)")
-      ->check(CLI::IsMember({"exact", "rejection", "conditional"}));
+      ->transform(one_of({"exact", "rejection", "conditional"}));
   cmd.add_option("--temperature", a.temperature, "Sampling temperature of rejection sampling (default 1), or of the "
                                                 "token after a conditional verifier's accepted path (default 0: greedy)")
-      ->check(number_in(0, 1e6));
-  cmd.add_option("--top-p", a.top_p, "Rejection sampling's top-p (default 1: off)")->check(number_in(0, 1, true));
-  cmd.add_option("--seed", a.seed, "Random seed of the sampling verifiers (default 0)");
-  cmd.add_option("--delta", a.delta, "Conditional verification's threshold (default 0.1)")->check(number_in(0, 1));
-  cmd.add_option("--top-k", a.top_k, "Conditional verification's top-k (default 0: off)")->check(whole_number_at_least(0));
+      ->transform(number_in(0, 1e6));
+  cmd.add_option("--top-p", a.top_p, "Rejection sampling's top-p (default 1: off)")->transform(number_in(0, 1, true));
+  cmd.add_option("--seed", a.seed, "Random seed of the sampling verifiers (default 0)")
+      ->transform(whole_number_at_least(0, LLONG_MAX));
+  cmd.add_option("--delta", a.delta, "Conditional verification's threshold (default 0.1)")->transform(number_in(0, 1));
+  cmd.add_option("--top-k", a.top_k, "Conditional verification's top-k (default 0: off)")->transform(whole_number_at_least(0));
 }
 
 /// The combination's replay runner; input_error when a drafter reads the target's features.
@@ -905,15 +882,21 @@ void add_calibrate_options(CLI::App& cmd, CalibrateArgs& a) {
   cmd.add_option("--layers-of", a.options.layers_of,
                  "The checkpoint holds K of this many layers: scale to them (default: the layers_of of the "
                  "specdec-synth-model side-car FILE.json)")
-      ->check(whole_number_at_least(1));
-  cmd.add_option("--contexts", a.options.contexts, "Context lengths to measure at (default 128,512,2048; those "
-                                                   "without room for the largest tree are left out)")
-      ->delimiter(',')
-      ->check(whole_number_at_least(0));
+      ->transform(whole_number_at_least(1));
+  cmd.add_option_function<std::vector<std::string>>(
+         "--contexts",
+         [&a](const std::vector<std::string>& lists) {
+           a.options.contexts.clear();
+           for (const std::string& item : specdec::tools::list_items(lists))
+             a.options.contexts.push_back(static_cast<int>(*specdec::tools::whole_number(item)));
+         },
+         "Context lengths to measure at (default 128,512,2048; repeatable, or comma-separated; those without room "
+         "for the largest tree are left out)")
+      ->transform(specdec::tools::whole_number_list(0, INT_MAX));
   cmd.add_option("--max-nodes", a.max_nodes, "Largest tree measured; n = 1, 2, 4, ... up to it (default 128)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
   cmd.add_option("--repetitions", a.options.repetitions, "Timed forwards per cell, after one warm-up (default 5)")
-      ->check(whole_number_at_least(1));
+      ->transform(whole_number_at_least(1));
 }
 
 // ---- The rules between options ----------------------------------------------------------------
@@ -1073,8 +1056,10 @@ int main(int argc, char** argv) {
                                               "features) for datastores and draft-model training");
   add_corpus_options(*corpus, corpus_args);
 
+  specdec::tools::keep_repeated_values(app);
   try {
     app.parse(argc, argv);  // an output that cannot be written is refused here (add_output_option)
+    specdec::tools::check_option_values<CLI::ValidationError>(app);
     if (replay->parsed()) replay_rules(*replay, replay_args, replay_only);
     else if (compare->parsed()) compare_rules(*compare, compare_args);
     else if (model->parsed()) model_rules(*model, model_args);

@@ -2,8 +2,10 @@
 #include "registry.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "combinations.hpp"
+#include "common/cli_values.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
@@ -48,24 +50,14 @@ std::vector<std::string> drafter_names() {
 }
 
 const Combination& find_combination(std::span<const std::string> names) {
-  std::vector<std::string> wanted;
-  for (const std::string& arg : names) {
-    std::size_t from = 0;
-    while (true) {
-      const std::size_t comma = arg.find(',', from);
-      wanted.push_back(arg.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
-      if (comma == std::string::npos) break;
-      from = comma + 1;
-    }
-  }
   const std::vector<std::string> known = drafter_names();
-  for (const auto& w : wanted) {
-    if (std::find(known.begin(), known.end(), w) == known.end()) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw input_error("unknown drafter '" + w + "'; the drafters are: " + list);
-    }
+  std::vector<std::string> wanted;
+  for (const std::string& given : specdec::tools::list_items(std::vector<std::string>(names.begin(), names.end()))) {
+    const std::optional<std::size_t> i = specdec::tools::name_index(given, known);
+    if (!i) throw input_error("unknown drafter '" + given + "'; the drafters are: " + specdec::tools::joined_names(known));
+    wanted.push_back(known[*i]);
   }
+  if (wanted.empty()) throw input_error("no drafter is named; the drafters are: " + specdec::tools::joined_names(known));
   std::vector<std::string> sorted_wanted = wanted;
   std::sort(sorted_wanted.begin(), sorted_wanted.end());
   if (const auto twice = std::adjacent_find(sorted_wanted.begin(), sorted_wanted.end()); twice != sorted_wanted.end())

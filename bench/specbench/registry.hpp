@@ -44,8 +44,8 @@ const std::vector<Combination>& combinations();
 /// Every drafter name that appears in a combination, in registry order.
 std::vector<std::string> drafter_names();
 /// The combination made of exactly these drafters, in any order. `names` may hold comma-separated
-/// lists ("pld,casd"). Throws input_error naming an unknown drafter or combination and listing
-/// the valid ones.
+/// lists ("pld, casd": specdec::tools::list_items); a name matches regardless of case. Throws
+/// input_error naming an unknown drafter or combination and listing the valid ones.
 const Combination& find_combination(std::span<const std::string> names);
 
 }  // namespace specbench

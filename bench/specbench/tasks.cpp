@@ -6,9 +6,11 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 
 #include "common/cli_checks.hpp"
+#include "common/cli_values.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
@@ -259,19 +261,18 @@ const std::vector<Task>& builtin_tasks() {
 
 std::vector<const Task*> find_tasks(std::span<const std::string> names) {
   const auto& tasks = builtin_tasks();
+  std::vector<std::string> known;
+  for (const Task& t : tasks) known.push_back(t.name);
+  const std::string list = "the tasks are: " + specdec::tools::joined_names(known) + " (or all)";
+  known.push_back("all");
+  const std::vector<std::string> given = specdec::tools::list_items(std::vector<std::string>(names.begin(), names.end()));
+  if (given.empty()) throw input_error("no task is named; " + list);
   std::vector<const Task*> chosen;
-  for (const std::string& name : names) {
-    if (name == "all") {
-      for (const Task& t : tasks) chosen.push_back(&t);
-      continue;
-    }
-    const auto it = std::find_if(tasks.begin(), tasks.end(), [&](const Task& t) { return t.name == name; });
-    if (it == tasks.end()) {
-      std::string list;
-      for (const Task& t : tasks) list += (list.empty() ? "" : ", ") + t.name;
-      throw input_error("unknown task '" + name + "'; the tasks are: " + list + " (or all)");
-    }
-    chosen.push_back(&*it);
+  for (const std::string& name : given) {
+    const std::optional<std::size_t> i = specdec::tools::name_index(name, known);
+    if (!i) throw input_error("unknown task '" + name + "'; " + list);
+    if (*i < tasks.size()) chosen.push_back(&tasks[*i]);
+    else for (const Task& t : tasks) chosen.push_back(&t);  // all
   }
   std::sort(chosen.begin(), chosen.end());
   chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
@@ -285,7 +286,7 @@ Task load_task(const std::string& path) {
   Task task{std::filesystem::path(path).stem().string(), "prompts from " + path, {}};
   std::string raw;
   for (int number = 1; std::getline(in, raw); ++number) {
-    const std::string line = specdec::tools::text_line(raw, number == 1);
+    const std::string line = specdec::tools::text_line<input_error>(raw, number, "the prompts file '" + path + "'");
     if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank, whatever an editor left on it
     task.prompts.push_back(replace_all(line, "\\n", "\n"));
   }

@@ -18,8 +18,9 @@ struct Task {
 /// story, then the start of its retelling: its continuation copies from the prompt).
 const std::vector<Task>& builtin_tasks();
 
-/// The tasks named (each once, in built-in order; "all" names every task). Throws input_error
-/// naming an unknown task and listing the known ones.
+/// The tasks named (each once, in built-in order; "all" names every task). `names` may hold
+/// comma-separated lists ("stories, retell": specdec::tools::list_items); a name matches
+/// regardless of case. Throws input_error naming an unknown task and listing the known ones.
 std::vector<const Task*> find_tasks(std::span<const std::string> names);
 
 /// A task read from a text file: one prompt per non-empty line, the two characters \n standing

@@ -42,7 +42,10 @@ TEST_CASE("batch sizes: a list of whole numbers in [1, 1024] sorted and anything
   CHECK(parse_batch_sizes("1,2,4") == std::vector<int>{1, 2, 4});
   CHECK(parse_batch_sizes("64,1,8") == std::vector<int>{1, 8, 64});
   CHECK(parse_batch_sizes("1024") == std::vector<int>{1024});
-  for (const char* bad : {"", "0", "1025", "-1", "1,,2", "2,", ",2", "4x", " 4", "1.5", "99999999999"}) {
+  // As people write lists and numbers (issue 49): blanks, empty items, 08, +4, 1e3.
+  CHECK(parse_batch_sizes("1, 2,, 4,") == std::vector<int>{1, 2, 4});
+  CHECK(parse_batch_sizes(" 08 ,+4,1e3") == std::vector<int>{4, 8, 1000});
+  for (const char* bad : {"", ",", " , ", "0", "1025", "-1", "4x", "1.5", "0x10", "1 2", "99999999999"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_batch_sizes(bad), input_error);
   }

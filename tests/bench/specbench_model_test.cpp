@@ -205,6 +205,11 @@ TEST_CASE("tasks: at least 100 story openings, disjoint corpus openings, errors"
   CHECK(find_tasks(all).size() == 2);
   const std::vector<std::string> unknown{"poems"};
   CHECK_THROWS_WITH(find_tasks(unknown), "unknown task 'poems'; the tasks are: stories, retell (or all)");
+  // As people write them (issue 49): a list with blanks and a trailing comma, any case; a list of nothing is refused.
+  const std::vector<std::string> written{" Stories, RETELL,", "stories"};
+  CHECK(find_tasks(written) == find_tasks(all));
+  const std::vector<std::string> none{" , "};
+  CHECK_THROWS_WITH(find_tasks(none), "no task is named; the tasks are: stories, retell (or all)");
   const std::vector<std::string> openings = corpus_openings();
   CHECK(openings.size() >= 10000);
   for (const Task& task : builtin_tasks())

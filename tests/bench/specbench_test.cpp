@@ -78,6 +78,15 @@ TEST_CASE("prompts and template files with a byte-order mark and CRLF line endin
       ChatTemplate::load(temp_file("bom.template", "\xEF\xBB\xBFuser = \"[INST] {user}\"\r\nsystem = \"s\"\r\n"));
   CHECK(t.user() == "[INST] {user}");
   CHECK(t.system() == "s");
+  // UTF-16 (Windows Notepad's "Unicode", with its byte-order mark, or without one) is refused, not read as garbage.
+  const std::string utf16 = std::string("\xFF\xFEO\0n\0c\0e\0\n\0", 12);
+  CHECK_THROWS_WITH(load_task(temp_file("utf16.txt", utf16).string()),
+                    Catch::EndsWith("utf16.txt' is UTF-16 text (Windows Notepad's \"Unicode\"): save it as UTF-8"));
+  CHECK_THROWS_WITH(load_task(temp_file("utf16le.txt", utf16.substr(2)).string()),
+                    Catch::EndsWith("utf16le.txt' holds NUL bytes, which UTF-8 text has not (is it UTF-16?): save it as UTF-8"));
+  CHECK_THROWS_WITH(ChatTemplate::load(temp_file("utf16.template", utf16)), Catch::Contains("is UTF-16 text"));
+  // A file of only a byte-order mark is empty.
+  CHECK_THROWS_WITH(load_task(temp_file("bom_only.txt", "\xEF\xBB\xBF").string()), Catch::Contains("has no prompt"));
 }
 
 TEST_CASE("template files", "[specbench]") {
@@ -123,6 +132,7 @@ TEST_CASE("template errors name the problem", "[specbench]") {
   CHECK_THROWS_WITH(ChatTemplate::load(kFixtures / "no_user.template"),
                     Catch::Contains("no_user.template: the user template \"USER: ASSISTANT:\" has no {user} placeholder"));
   CHECK_THROWS_WITH(ChatTemplate::load(kFixtures / "absent.template"), Catch::Contains("absent.template: no such file"));
+  CHECK(ChatTemplate::builtin(" Vicuna").user() == ChatTemplate::builtin("vicuna").user());  // as people write names
   CHECK_THROWS_WITH(ChatTemplate::builtin("chatml"),
                     "unknown template 'chatml'; the built-in templates are: vicuna (or give a file with --template-file)");
 }
@@ -269,6 +279,13 @@ TEST_CASE("the corpus pairs questions with answers and replays turn 2 on top of 
     const std::vector<std::string> poetry{"poetry"};
     CHECK_THROWS_WITH(build_corpus(questions, answers, tokenizer, vicuna, {poetry, 0, {}}),
                       "unknown category 'poetry'; the questions file has: writing, qa, rag");
+    // As people write them (issue 49): a list with blanks and empty items, any case.
+    const std::vector<std::string> written{"QA, ", "Rag"};
+    CHECK(build_corpus(questions, answers, tokenizer, vicuna, {written, 0, {}}).categories ==
+          std::vector<std::string>{"qa", "rag"});
+    const std::vector<std::string> none{","};
+    CHECK_THROWS_WITH(build_corpus(questions, answers, tokenizer, vicuna, {none, 0, {}}),
+                      "no category is named; the questions file has: writing, qa, rag");
   }
   SECTION("a question without an answer, or with a different number of turns") {
     CHECK_THROWS_WITH(build_corpus(questions, load_answers(kFixtures / "answers_missing.jsonl"), tokenizer, vicuna, {}),
@@ -317,6 +334,13 @@ TEST_CASE("combinations are found by their drafters' names in any order", "[spec
   CHECK_THROWS_WITH(find_combination(unknown), Catch::StartsWith("unknown drafter 'nope'; the drafters are: empty, frequent, "));
   const std::vector<std::string> twice{"empty,frequent", "empty"};
   CHECK_THROWS_WITH(find_combination(twice), "drafter 'empty' is given twice; a combination merges different drafters");
+  // As people write them (issue 49): blanks, empty items, any case; a list of nothing is refused.
+  const std::vector<std::string> written{" Frequent, ,EMPTY,"};
+  CHECK(&find_combination(written) == &find_combination(joined));
+  const std::vector<std::string> none{", "};
+  CHECK_THROWS_WITH(find_combination(none), Catch::StartsWith("no drafter is named; the drafters are: empty, frequent, "));
+  const std::vector<std::string> twice_in_case{"empty", "EMPTY"};
+  CHECK_THROWS_WITH(find_combination(twice_in_case), "drafter 'empty' is given twice; a combination merges different drafters");
   const std::vector<std::string> absent{"pld,tree"};
   CHECK_THROWS_WITH(find_combination(absent), Catch::StartsWith("no compiled combination of the drafters 'pld,tree'; "
                                                                 "the combinations are: empty; frequent; frequent,empty"));

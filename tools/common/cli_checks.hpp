@@ -15,17 +15,31 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include <specdec/error.hpp>
 #include <specdec/io/file_format.hpp>
 
 namespace specdec::tools {
 
-/// A line of a text file as editors and tools write them: without the UTF-8 byte-order mark that
-/// some put at the file's start (`first`: the file's first line) and without the carriage return
-/// of Windows line endings.
-inline std::string text_line(std::string line, bool first) {
-  if (first && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
+/// Throws `Error` unless `text`, the start of the text file `file` (`start`) or a later line of
+/// it, can be UTF-8: the readers do not decode UTF-16, which Windows Notepad saves as "Unicode"
+/// (a byte-order mark FF FE or FE FF first) and whose ASCII characters hold NUL bytes.
+template <class Error = specdec::error>
+void check_utf8_text(std::string_view text, const std::string& file, bool start) {
+  if (start && (text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF")))
+    throw Error(file + " is UTF-16 text (Windows Notepad's \"Unicode\"): save it as UTF-8");
+  if (text.find('\0') != std::string_view::npos)
+    throw Error(file + " holds NUL bytes, which UTF-8 text has not (is it UTF-16?): save it as UTF-8");
+}
+
+/// Line `number` (from 1) of the text file `file`, as editors and tools write them: without the
+/// UTF-8 byte-order mark some put at the file's start and without the carriage return of Windows
+/// line endings. Throws `Error` where the file is not UTF-8 (check_utf8_text).
+template <class Error = specdec::error>
+std::string text_line(std::string line, int number, const std::string& file) {
+  check_utf8_text<Error>(line, file, number == 1);
+  if (number == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
   if (!line.empty() && line.back() == '\r') line.pop_back();
   return line;
 }
@@ -55,15 +69,22 @@ void check_input_file(const std::filesystem::path& path, const std::string& what
     throw Error(what + " " + path.string() + ": cannot be read (" + std::strerror(errno) + ")");
 }
 
-/// Throws unless a file can be written at `path`, the value of `what`: not a directory, in a
-/// directory that exists, and writable (the file itself when it exists, else its directory).
+/// Throws unless a file can be written at `path`, the value of `what`: not a directory (nor a
+/// name that ends in /), in a directory that exists, and writable (the file itself when it
+/// exists, else its directory).
 template <class Error = specdec::error>
 void check_output_file(const std::filesystem::path& path, const std::string& what) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(what + " " + path.string() + ": is a directory, not a file");
+  if (std::filesystem::is_directory(path, ec) || !path.has_filename())
+    throw Error(what + " " + path.string() + ": is a directory, not a file");
   const std::filesystem::path dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
-  if (!std::filesystem::is_directory(dir, ec))
-    throw Error(what + " " + path.string() + ": its directory " + dir.string() + " does not exist");
+  if (std::filesystem::is_regular_file(dir, ec))
+    throw Error(what + " " + path.string() + ": " + dir.string() + " is a file, not a directory");
+  if (!std::filesystem::is_directory(dir, ec)) {
+    const std::string note = specdec::missing_path_note(dir);
+    throw Error(what + " " + path.string() + ": its directory " + dir.string() + " does not exist" +
+                (note.empty() ? "" : " (" + note + ")"));
+  }
   const bool exists = std::filesystem::exists(path, ec);
   if (::access(exists ? path.c_str() : dir.c_str(), W_OK) != 0)
     throw Error(what + " " + path.string() + ": cannot be written (" + std::strerror(errno) + ")");
@@ -73,7 +94,8 @@ void check_output_file(const std::filesystem::path& path, const std::string& wha
 template <class Error = specdec::error>
 void check_output_directory(const std::filesystem::path& dir, const std::string& what) {
   std::error_code ec;
-  if (!std::filesystem::exists(dir, ec)) return check_output_file<Error>(dir, what);  // its parent must be writable
+  if (!std::filesystem::exists(dir, ec))  // its parent must be writable; "out/" is the directory out
+    return check_output_file<Error>(dir.has_filename() ? dir : dir.parent_path(), what);
   if (!std::filesystem::is_directory(dir, ec)) throw Error(what + " " + dir.string() + ": exists and is not a directory");
   if (::access(dir.c_str(), W_OK) != 0)
     throw Error(what + " " + dir.string() + ": cannot be written (" + std::strerror(errno) + ")");

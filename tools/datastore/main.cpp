@@ -27,6 +27,7 @@
 
 #include "chat_template.hpp"
 #include "common/cli_checks.hpp"
+#include "common/cli_values.hpp"
 #include "common/progress.hpp"
 #include "corpus.hpp"
 #include "input_error.hpp"
@@ -38,7 +39,10 @@ using specdec::TokenDocuments;
 namespace {
 
 using specdec::tools::Clock;
+using specdec::tools::one_of;
 using specdec::tools::progress;
+using specdec::tools::whole_number_at_least;
+using specdec::tools::whole_number_in;
 
 /// Text to tokens with a SentencePiece model (*.model) or a llama2.c tokenizer (*.bin).
 class TextTokenizer {
@@ -76,7 +80,7 @@ void add_jsonl(const fs::path& file, const std::string& key, const TextTokenizer
   if (!in) throw specbench::input_error("jsonl file " + file.string() + " cannot be read (does it exist?)");
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
-    line = specdec::tools::text_line(line, number == 1);
+    line = specdec::tools::text_line<specbench::input_error>(line, number, "jsonl file " + file.string());
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const auto value = nlohmann::json::parse(line, nullptr, false);
     const auto field = value.is_object() ? value.find(key) : value.end();
@@ -170,18 +174,17 @@ int main(int argc, char** argv) {
   build->add_option("--text-key", b.text_key, "The jsonl field holding the text (default: text)");
   build->add_option("--questions", b.questions, "Spec-Bench question.jsonl (with --answers and --parity)");
   build->add_option("--answers", b.answers, "Spec-Bench answers jsonl");
-  build->add_option("--parity", b.parity, "Keep the questions with odd or even question_id");
+  build->add_option("--parity", b.parity, "Keep the questions with odd or even question_id")
+      ->transform(one_of({"odd", "even"}));
   build->add_option("--template", b.template_name, "Built-in chat template for --questions (default: vicuna)");
   build->add_option("--tokenizer", b.tokenizer, "SentencePiece model (.model) or llama2.c tokenizer (.bin)");
   build->add_option("--vocab", b.vocab, "Vocabulary size (default: the tokenizer's, else the largest token + 1)")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(whole_number_at_least(0));
   build->add_option("--sort", b.sort, "Suffix sort: divsufsort (default) or doubling")
-      ->check(CLI::IsMember({"divsufsort", "doubling"}));
+      ->transform(one_of({"divsufsort", "doubling"}));
   build->callback([&] {
     if (b.questions.empty() != b.answers.empty() || b.questions.empty() != b.parity.empty())
       throw CLI::ValidationError("--questions, --answers and --parity go together");
-    if (!b.parity.empty() && b.parity != "odd" && b.parity != "even")
-      throw CLI::ValidationError("--parity", "expected odd or even, got '" + b.parity + "'");
     if (b.token_files.empty() && b.jsonl_files.empty() && b.questions.empty())
       throw CLI::ValidationError("no input: give --tokens, --jsonl or --questions");
   });
@@ -199,12 +202,14 @@ int main(int argc, char** argv) {
   std::uint32_t synth_vocab = 32000;
   auto* synth = app.add_subcommand("synth", "Write a synthetic token file (Zipf tokens with repeated passages)");
   synth->add_option("--out", synth_out, "Token file to write")->required();
-  synth->add_option("--tokens", synth_tokens, "Tokens to write")->required()->check(CLI::PositiveNumber);
-  synth->add_option("--vocab", synth_vocab, "Vocabulary size (default 32000)")->check(CLI::Range(2u, 0x7FFFFFFFu));
-  synth->add_option("--seed", synth_seed, "Random seed (default 1)");
+  synth->add_option("--tokens", synth_tokens, "Tokens to write")->required()->transform(whole_number_at_least(1, LLONG_MAX));
+  synth->add_option("--vocab", synth_vocab, "Vocabulary size (default 32000)")->transform(whole_number_in(2, 0x7FFFFFFF));
+  synth->add_option("--seed", synth_seed, "Random seed (default 1)")->transform(whole_number_at_least(0, LLONG_MAX));
 
+  specdec::tools::keep_repeated_values(app);
   try {
     app.parse(argc, argv);
+    specdec::tools::check_option_values<CLI::ValidationError>(app);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
     std::cerr << "specdec-datastore: " << e.what() << " (see specdec-datastore --help)\n";

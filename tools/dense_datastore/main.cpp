@@ -42,6 +42,7 @@
 #include <specdec/targets/llama2c.hpp>
 
 #include "common/cli_checks.hpp"
+#include "common/cli_values.hpp"
 #include "common/dense_search_choice.hpp"
 #include "common/dense_search_options.hpp"
 #include "common/progress.hpp"
@@ -52,6 +53,8 @@ namespace {
 
 using specdec::tools::Clock;
 using specdec::tools::progress;
+using specdec::tools::whole_number_at_least;
+using specdec::tools::whole_number_in;
 
 struct BuildArgs {
   std::string tokens, features, out;
@@ -291,11 +294,12 @@ int main(int argc, char** argv) {
   build->add_option("--features", b.features, "float32 rows, one per token of --tokens (specbench corpus --features)")
       ->required();
   build->add_option("--out", b.out, "Dense datastore file to write")->required();
-  build->add_option("--key-dim", b.key_dim, "Principal components kept (default 64)")->check(CLI::PositiveNumber);
+  build->add_option("--key-dim", b.key_dim, "Principal components kept (default 64)")->transform(whole_number_at_least(1));
   build->add_option("--sample", b.sample, "Features the statistics and PCA are fitted on, at most (default 1000000)")
-      ->check(CLI::Range(std::uint64_t{2}, std::uint64_t{1} << 40));
-  build->add_option("--seed", b.seed, "Seed of the sample (default 0)");
-  build->add_option("--vocab", b.vocab, "Vocabulary size (default: the largest token + 1)")->check(CLI::NonNegativeNumber);
+      ->transform(whole_number_in(2, 1LL << 40));
+  build->add_option("--seed", b.seed, "Seed of the sample (default 0)")->transform(whole_number_at_least(0, LLONG_MAX));
+  build->add_option("--vocab", b.vocab, "Vocabulary size (default: the largest token + 1)")
+      ->transform(whole_number_at_least(0));
 
   std::string file;
   bool verify = false, no_verify = false;
@@ -308,14 +312,15 @@ int main(int argc, char** argv) {
   std::uint64_t queries = 1000, seed = 0;
   auto* mrr = app.add_subcommand("mrr", "Retrieval quality: MRR of self-retrieval and of the next token, sampled stored keys");
   mrr->add_option("datastore", file, "Dense datastore file")->required();
-  mrr->add_option("--queries", queries, "Stored keys to query (default 1000)")->check(CLI::PositiveNumber);
-  mrr->add_option("--seed", seed, "Seed of the query sample (default 0)");
+  mrr->add_option("--queries", queries, "Stored keys to query (default 1000)")
+      ->transform(whole_number_at_least(1, LLONG_MAX));
+  mrr->add_option("--seed", seed, "Seed of the query sample (default 0)")->transform(whole_number_at_least(0, LLONG_MAX));
 
   int neighbours = 32;
   auto* bench = app.add_subcommand("bench", "Time a search backend (us per query; recall against the exact search)");
   bench->add_option("datastore", file, "Dense datastore file")->required();
-  bench->add_option("--queries", queries, "Queries (default 1000)")->check(CLI::PositiveNumber);
-  bench->add_option("--neighbours", neighbours, "k (default 32)")->check(CLI::PositiveNumber);
+  bench->add_option("--queries", queries, "Queries (default 1000)")->transform(whole_number_at_least(1, LLONG_MAX));
+  bench->add_option("--neighbours", neighbours, "k (default 32)")->transform(whole_number_at_least(1));
   specdec::tools::DenseSearchChoice backend;
   specdec::tools::add_dense_search_options(*bench, backend, "--backend", "");
 
@@ -326,14 +331,16 @@ int main(int argc, char** argv) {
   compare->add_option("--model", c.model, "llama2.c checkpoint the features came from")->required();
   compare->add_option("--prompts", c.prompts, "Token file: each document's first --prompt-tokens tokens are a prompt")
       ->required();
-  compare->add_option("--prompt-tokens", c.prompt_tokens, "Tokens per prompt (default 16)")->check(CLI::PositiveNumber);
-  compare->add_option("--max-prompts", c.max_prompts, "Prompts at most (default 40)")->check(CLI::PositiveNumber);
-  compare->add_option("--new", c.new_tokens, "New tokens per prompt (default 128)")->check(CLI::PositiveNumber);
-  compare->add_option("--budget", c.budget, "Draft nodes per step (default 64)")->check(CLI::PositiveNumber);
+  compare->add_option("--prompt-tokens", c.prompt_tokens, "Tokens per prompt (default 16)")->transform(whole_number_at_least(1));
+  compare->add_option("--max-prompts", c.max_prompts, "Prompts at most (default 40)")->transform(whole_number_at_least(1));
+  compare->add_option("--new", c.new_tokens, "New tokens per prompt (default 128)")->transform(whole_number_at_least(1));
+  compare->add_option("--budget", c.budget, "Draft nodes per step (default 64)")->transform(whole_number_at_least(1));
   specdec::tools::add_dense_search_options(*compare, c.backend, "--backend", "");
 
+  specdec::tools::keep_repeated_values(app);
   try {
     app.parse(argc, argv);
+    specdec::tools::check_option_values<CLI::ValidationError>(app);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
     std::cerr << "specdec-dense-datastore: " << e.what() << " (see specdec-dense-datastore --help)\n";

@@ -23,6 +23,7 @@
 #include <specdec/index/token_file.hpp>
 
 #include "common/cli_checks.hpp"
+#include "common/cli_values.hpp"
 #include "common/progress.hpp"
 
 namespace fs = std::filesystem;
@@ -32,6 +33,8 @@ namespace {
 
 using specdec::tools::Clock;
 using specdec::tools::progress;
+using specdec::tools::whole_number_at_least;
+using specdec::tools::whole_number_in;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -145,10 +148,11 @@ int main(int argc, char** argv) {
   build->add_option("--corpus", corpus, "Token file, or a directory with tokens.bin (specbench corpus)")->required();
   build->add_option("--out", out, "Model file to write")->required();
   build->add_option("--vocab", vocab, "Vocabulary size (default: the largest token + 1; give the model's)")
-      ->check(CLI::NonNegativeNumber);
-  build->add_option("--max-tokens", max_tokens, "Use the corpus's first N tokens only (default: all)");
+      ->transform(whole_number_at_least(0));
+  build->add_option("--max-tokens", max_tokens, "Use the corpus's first N tokens only (default: all)")
+      ->transform(whole_number_at_least(0, LLONG_MAX));
   build->add_option("--cutoff", cutoff, "Good-Turing cut-off k: counts above it are not discounted (default 5)")
-      ->check(CLI::Range(1, specdec::kNgramMaxCutoff));
+      ->transform(whole_number_in(1, specdec::kNgramMaxCutoff));
 
   std::string info_file, heldout;
   bool verify = false, no_verify = false;
@@ -159,10 +163,13 @@ int main(int argc, char** argv) {
   info->add_flag("--no-verify", no_verify, "Check the header only, not every stored value (a huge file opened often)")
       ->excludes("--verify");
   info->add_option("--heldout", heldout, "Token file or corpus directory: print perplexity, accuracy and query time");
-  info->add_option("--max-tokens", heldout_tokens, "Use the held-out corpus's first N tokens only (default: all)");
+  info->add_option("--max-tokens", heldout_tokens, "Use the held-out corpus's first N tokens only (default: all)")
+      ->transform(whole_number_at_least(0, LLONG_MAX));
 
+  specdec::tools::keep_repeated_values(app);
   try {
     app.parse(argc, argv);
+    specdec::tools::check_option_values<CLI::ValidationError>(app);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
     std::cerr << "specdec-ngram: " << e.what() << " (see specdec-ngram --help)\n";

@@ -3,6 +3,7 @@
 // cost depends on the shape, not on the weights' values, so such a file times a model that cannot
 // be downloaded here; its outputs are meaningless. See docs/specbench.md.
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <fstream>
 #include <iostream>
@@ -16,7 +17,13 @@
 #include <specdec/models/llama2c_model.hpp>
 #include <specdec/models/synthetic_llama.hpp>
 
+#include "common/cli_checks.hpp"
+#include "common/cli_values.hpp"
+
 namespace {
+
+using specdec::tools::whole_number_at_least;
+using specdec::tools::whole_number_in;
 
 class usage_error : public std::runtime_error {
  public:
@@ -103,14 +110,16 @@ int main(int argc, char** argv) {
   bool list = false;
   app.add_flag("--list", list, "List the shapes");
   app.add_option("--shape", shape_name, "Shape name (see --list)");
-  app.add_option("--seed", seed, "Seed of the random weights (default 1)");
+  app.add_option("--seed", seed, "Seed of the random weights (default 1)")->transform(whole_number_at_least(0, LLONG_MAX));
   app.add_option("--out", out, "Checkpoint to write (and OUT.json beside it)");
   app.add_option("--layers", layers, "Write only this many layers (layer-wise timing of a model too big to load)")
-      ->check(CLI::Range(1, 1 << 16));
+      ->transform(whole_number_in(1, 1 << 16));
   app.add_option("--seq-len", seq_len, "Positions, instead of the shape's (e.g. to replay long turns on a small shape)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->transform(whole_number_in(1, 1 << 20));
+  specdec::tools::keep_repeated_values(app);
   try {
     app.parse(argc, argv);
+    specdec::tools::check_option_values<CLI::ValidationError>(app);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
     std::cerr << "specdec-synth-model: " << e.what() << "\n";
@@ -128,6 +137,7 @@ int main(int argc, char** argv) {
     }
     if (shape_name.empty()) throw usage_error("--shape is required (see --list)");
     if (out.empty()) throw usage_error("--out is required");
+    specdec::tools::check_output_file<usage_error>(out, "--out");
     const specdec::SyntheticShape& shape = specdec::synthetic_shape(shape_name);
     specdec::LlamaConfig c = shape.config;
     const int all_layers = c.n_layers;
@@ -161,6 +171,9 @@ int main(int argc, char** argv) {
   } catch (const specdec::error& e) {  // an unknown shape
     std::cerr << "specdec-synth-model: " << e.what() << "\n";
     return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "specdec-synth-model: internal error: " << e.what() << "\n";
+    return 1;
   }
   return 0;
 }

@@ -135,12 +135,29 @@ class FileLayout {
   bool overflowed_ = false;
 };
 
+/// Why `path` may be missing, for a message: a ~ that no shell expanded (quoted, or after
+/// --option=), or a file's name followed by / as if it were a directory ("" when neither).
+inline std::string missing_path_note(const std::filesystem::path& path) {
+  const std::string text = path.string();
+  if (text == "~" || text.starts_with("~/"))
+    return "~ is not expanded here, only by the shell in an unquoted word that starts with it: write $HOME";
+  std::error_code ec;
+  for (std::filesystem::path part = path.parent_path(); !part.empty() && part != part.root_path();
+       part = part.parent_path())
+    if (std::filesystem::is_regular_file(part, ec)) return part.string() + " is a file, not a directory";
+  return "";
+}
+
 /// Why `path` cannot be opened as a file, for a message ("" when it is a regular file): "no such
-/// file", "is a directory, not a file" or "is not a regular file" (a device, FIFO or socket).
+/// file" (missing_path_note tells why where it can), "is a directory, not a file" or "is not a
+/// regular file" (a device, FIFO or socket).
 inline std::string file_problem(const std::filesystem::path& path) {
   std::error_code ec;
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(st)) return "no such file";
+  if (!std::filesystem::exists(st)) {
+    const std::string note = missing_path_note(path);
+    return note.empty() ? "no such file" : "no such file (" + note + ")";
+  }
   if (std::filesystem::is_directory(st)) return "is a directory, not a file";
   if (!std::filesystem::is_regular_file(st)) return "is not a regular file";
   return "";

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include <specdec/error.hpp>
+#include <specdec/io/file_format.hpp>
 
 namespace specdec {
 
@@ -25,7 +26,11 @@ class MappedFile {
   /// truncated").
   MappedFile(const std::filesystem::path& path, const std::string& who, std::size_t header_bytes) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw error(who + " cannot be opened (" + std::strerror(errno) + ")");
+    if (fd < 0) {
+      const int why = errno;
+      const std::string note = why == ENOENT || why == ENOTDIR ? missing_path_note(path) : std::string();
+      throw error(who + " cannot be opened (" + std::strerror(why) + (note.empty() ? "" : "; " + note) + ")");
+    }
     struct stat st {};
     if (::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
       ::close(fd);

@@ -5,6 +5,7 @@
 // meaningless. Host-only (the table); the generator itself is host and device.
 #pragma once
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,11 +39,16 @@ inline std::span<const SyntheticShape> synthetic_shapes() {
   return shapes;
 }
 
-/// The shape called `name`; a specdec::error listing the known names when there is none.
+/// The shape called `name`, regardless of case (no two differ in case only: "llama-2-7b" is
+/// Llama-2-7B); a specdec::error listing the known names when there is none.
 inline const SyntheticShape& synthetic_shape(std::string_view name) {
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  const auto same = [&](std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [&](char x, char y) { return lower(x) == lower(y); });
+  };
   std::string list;
   for (const SyntheticShape& s : synthetic_shapes()) {
-    if (name == s.name) return s;
+    if (same(name, s.name)) return s;
     list += (list.empty() ? "" : ", ") + std::string(s.name);
   }
   throw error("unknown shape '" + std::string(name) + "'; the shapes are: " + list);
