@@ -6,11 +6,13 @@
 // consistent with itself.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -32,26 +34,41 @@ struct Row {
   std::vector<float> logits, features;
 };
 
-// Single-token forwards of paths after a fixed prompt, remembered by path.
+// Single-token forwards of paths after a fixed prompt, remembered by path: plain decoding's one
+// forward per token. The cache keeps the last path's tokens, so a path that shares a prefix with it
+// rewinds to that prefix instead of recomputing the whole sequence.
 class Reference {
  public:
   Reference(std::shared_ptr<const Llama2cModel> model, std::vector<token_t> prompt, llama::HostIsa isa)
-      : target_(std::move(model), Llama2cTarget::Options{1, isa}), prompt_(std::move(prompt)) {}
+      : target_(std::move(model), Llama2cTarget::Options{1, isa}), prompt_(std::move(prompt)) {
+    target_.prefill(prompt_);
+  }
   const Row& of(const std::vector<token_t>& path) {
     auto it = rows_.find(path);
     if (it != rows_.end()) return it->second;
-    std::vector<token_t> before = prompt_;
-    before.insert(before.end(), path.begin(), path.end() - 1);
-    target_.prefill(before);
-    const LaidOutTree single({-1}, {path.back()});
-    const auto& out = target_.forward(single.view(target_.cached()));
+    const std::span<const token_t> before = std::span(path).first(path.size() - 1);
+    const auto kept = std::mismatch(cached_path_.begin(), cached_path_.end(), before.begin(), before.end());
+    cached_path_.erase(kept.first, cached_path_.end());
+    target_.rewind(static_cast<int>(prompt_.size() + cached_path_.size()));
+    for (auto t = kept.second; t != before.end(); ++t) {
+      one_forward(*t);
+      target_.commit(std::vector<node_t>{0});
+      cached_path_.push_back(*t);
+    }
+    const auto& out = one_forward(path.back());
     Row r{{out.logits(0).begin(), out.logits(0).end()}, {out.features(0).begin(), out.features(0).end()}};
     return rows_.emplace(path, std::move(r)).first->second;
   }
 
  private:
+  const Llama2cTarget::Output& one_forward(token_t token) {
+    const LaidOutTree single({-1}, {token});
+    return target_.forward(single.view(target_.cached()));
+  }
+
   Llama2cTarget target_;
   std::vector<token_t> prompt_;
+  std::vector<token_t> cached_path_;  // the tokens after the prompt in target_'s cache
   std::map<std::vector<token_t>, Row> rows_;
 };
 
