@@ -1,4 +1,4 @@
-// BlockLanesOn, the CUDA kernels' executor, run on 256 host threads: std::barrier for
+// BlockLanesOn, the CUDA kernels' executor, run on 256 host threads: a barrier (Barrier, below) for
 // __syncthreads, a per-warp exchange for __shfl_down_sync, std::atomic_ref for shared atomicAdd.
 // The code under test is the kernels' own (core/lanes.hpp), so CI checks the device executor's
 // primitives and whole walks against SerialLanes bit for bit, with no GPU.
