@@ -259,69 +259,7 @@ class TreeForward {
   /// Runs every sequence's tokens (the caches grow to hold them; their `cached` is unchanged).
   /// With `with_output`, output(first, n) then holds the logits, argmaxes and features of the
   /// call's rows [first, first + n), the runs' tokens in order.
-  void run(std::span<const SequenceRun> runs, bool with_output) {
-    const LlamaConfig& c = model_->config();
-    const int dim = c.dim, hs = c.head_size();
-    int total = 0, seq_needed = 0, max_depth = 1;
-    for (const SequenceRun& r : runs) total += r.n;
-    const std::size_t un = static_cast<std::size_t>(total);
-    grow(x_, un * dim);
-    grow(rope_, un * hs);
-    grow(up_, un);
-    grow(depth_, un);
-    batches_.clear();
-    caches_.clear();
-    for (int row = 0; const SequenceRun& r : runs) {
-      SequenceCache& cache = *r.cache;
-      const int cached = cache.cached;
-      cache.reserve(cached + r.n);
-      int* up = up_.data() + row;
-      int* depths = depth_.data() + row;
-      int run_depth = 1;
-      for (int i = 0; i < r.n; ++i, ++row) {
-        const float* e = model_->embedding().data() + static_cast<std::size_t>(r.tokens[i]) * dim;
-        std::copy_n(e, dim, x_.data() + static_cast<std::size_t>(row) * dim);
-        int depth = i;  // a chain's
-        if (r.parent) {
-          const node_t p = i == 0 ? -1 : r.parent[i];
-          depth = p < 0 ? 0 : depths[p] + 1;
-          depths[i] = depth;
-          up[i] = p < 0 ? -1 : cached + p;
-          run_depth = std::max(run_depth, depth + 1);
-        }
-        rope_table_.angles(cached + depth, rope_.data() + static_cast<std::size_t>(row) * hs);
-      }
-      const std::size_t first = static_cast<std::size_t>(row - r.n);
-      batches_.push_back(LayerBatch{r.n, cached, cached, x_.data() + first * dim, rope_.data() + first * hs,
-                                    r.parent == nullptr, up, run_depth});
-      seq_needed = std::max(seq_needed, cached + r.n);  // a tree's scores span every slot of the call
-      max_depth = std::max(max_depth, run_depth);
-    }
-    scratch_.reserve(c, model_->layer(0).wqkv, model_->layer(0).w13, total, seq_needed, max_depth, pool_.get());
-    for (int l = 0; l < c.n_layers; ++l) {
-      caches_.clear();
-      for (const SequenceRun& r : runs) caches_.push_back(r.cache->layer(l));
-      decoder_layer(model_->layer(l), c, batches_, caches_, scratch_, pool_.get(), *kernels_);
-    }
-    if (!with_output) return;
-
-    const Matrix& cls = model_->classifier();
-    grow(features_, un * dim);
-    grow(logits_, un * cls.stride);
-    grow(argmax_, un);
-    for (int i = 0; i < total; ++i) final_norm(i, features_.data() + static_cast<std::size_t>(i) * dim);
-    detail::matmul(pool_.get(), cls, features_.data(), dim, total, logits_.data(), cls.stride, *kernels_);
-    for (int i = 0; const SequenceRun& r : runs) {
-      for (int node = 0; node < r.n; ++node, ++i) {
-        const float* row = logits_.data() + static_cast<std::size_t>(i) * cls.stride;
-        // -1 for NaN and +-inf alike: an infinite logit makes the softmax and the verifiers' ratios NaN.
-        const int best = kernels_->argmax(row, c.vocab_size);
-        if (best < 0)
-          throw error("Llama2cTarget: a logit of tree node " + std::to_string(node) + " is not finite (NaN or +-inf)");
-        argmax_[static_cast<std::size_t>(i)] = best;
-      }
-    }
-  }
+  SPECDEC_HOST_MODEL_INLINE void run(std::span<const SequenceRun> runs, bool with_output);
 
   /// Starts `cache`'s sequence afresh with exactly `tokens` (checked by the caller: check_prefill),
   /// run as a chain without logits; `features` gets each token's features, row i for token i.
@@ -387,6 +325,73 @@ class TreeForward {
   std::vector<float> features_, logits_;
   std::vector<token_t> argmax_;
 };
+
+// Compiled here, or once elsewhere (SPECDEC_HOST_MODEL_DEFINED, models/kernels/isa.hpp).
+#if SPECDEC_HOST_MODEL_DEFINED
+SPECDEC_HOST_MODEL_INLINE void TreeForward::run(std::span<const SequenceRun> runs, bool with_output) {
+  const LlamaConfig& c = model_->config();
+  const int dim = c.dim, hs = c.head_size();
+  int total = 0, seq_needed = 0, max_depth = 1;
+  for (const SequenceRun& r : runs) total += r.n;
+  const std::size_t un = static_cast<std::size_t>(total);
+  grow(x_, un * dim);
+  grow(rope_, un * hs);
+  grow(up_, un);
+  grow(depth_, un);
+  batches_.clear();
+  caches_.clear();
+  for (int row = 0; const SequenceRun& r : runs) {
+    SequenceCache& cache = *r.cache;
+    const int cached = cache.cached;
+    cache.reserve(cached + r.n);
+    int* up = up_.data() + row;
+    int* depths = depth_.data() + row;
+    int run_depth = 1;
+    for (int i = 0; i < r.n; ++i, ++row) {
+      const float* e = model_->embedding().data() + static_cast<std::size_t>(r.tokens[i]) * dim;
+      std::copy_n(e, dim, x_.data() + static_cast<std::size_t>(row) * dim);
+      int depth = i;  // a chain's
+      if (r.parent) {
+        const node_t p = i == 0 ? -1 : r.parent[i];
+        depth = p < 0 ? 0 : depths[p] + 1;
+        depths[i] = depth;
+        up[i] = p < 0 ? -1 : cached + p;
+        run_depth = std::max(run_depth, depth + 1);
+      }
+      rope_table_.angles(cached + depth, rope_.data() + static_cast<std::size_t>(row) * hs);
+    }
+    const std::size_t first = static_cast<std::size_t>(row - r.n);
+    batches_.push_back(LayerBatch{r.n, cached, cached, x_.data() + first * dim, rope_.data() + first * hs,
+                                  r.parent == nullptr, up, run_depth});
+    seq_needed = std::max(seq_needed, cached + r.n);  // a tree's scores span every slot of the call
+    max_depth = std::max(max_depth, run_depth);
+  }
+  scratch_.reserve(c, model_->layer(0).wqkv, model_->layer(0).w13, total, seq_needed, max_depth, pool_.get());
+  for (int l = 0; l < c.n_layers; ++l) {
+    caches_.clear();
+    for (const SequenceRun& r : runs) caches_.push_back(r.cache->layer(l));
+    decoder_layer(model_->layer(l), c, batches_, caches_, scratch_, pool_.get(), *kernels_);
+  }
+  if (!with_output) return;
+
+  const Matrix& cls = model_->classifier();
+  grow(features_, un * dim);
+  grow(logits_, un * cls.stride);
+  grow(argmax_, un);
+  for (int i = 0; i < total; ++i) final_norm(i, features_.data() + static_cast<std::size_t>(i) * dim);
+  detail::matmul(pool_.get(), cls, features_.data(), dim, total, logits_.data(), cls.stride, *kernels_);
+  for (int i = 0; const SequenceRun& r : runs) {
+    for (int node = 0; node < r.n; ++node, ++i) {
+      const float* row = logits_.data() + static_cast<std::size_t>(i) * cls.stride;
+      // -1 for NaN and +-inf alike: an infinite logit makes the softmax and the verifiers' ratios NaN.
+      const int best = kernels_->argmax(row, c.vocab_size);
+      if (best < 0)
+        throw error("Llama2cTarget: a logit of tree node " + std::to_string(node) + " is not finite (NaN or +-inf)");
+      argmax_[static_cast<std::size_t>(i)] = best;
+    }
+  }
+}
+#endif
 
 }  // namespace llama
 }  // namespace specdec

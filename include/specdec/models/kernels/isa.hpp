@@ -41,14 +41,26 @@ struct Kernels {
 // wherever a host model is used (a header library). They are most of the code a host model costs
 // a translation unit, so a program of many such units may define SPECDEC_HOST_KERNELS_EXTERN in
 // all of them (they then only declare the entry points) and compile one more unit that defines
-// SPECDEC_HOST_KERNELS_IMPLEMENTATION and includes this header (CMake, in this project's build:
-// link specdec::host_kernels, src/host_kernels.cpp). The same code with the same flags: the same bits.
+// SPECDEC_HOST_KERNELS_IMPLEMENTATION and includes targets/llama2c_forward.hpp (CMake, in this
+// project's build: link specdec::host_kernels, src/host_kernels.cpp). The same code with the same
+// flags: the same bits.
+//
+// The model code that runs the kernels (models/llama_layer.hpp's decoder_layer and matmul,
+// targets/llama2c_forward.hpp's TreeForward::run) goes the same way: SPECDEC_HOST_MODEL_INLINE
+// prefixes its declarations and definitions, and SPECDEC_HOST_MODEL_DEFINED says whether this
+// unit compiles the definitions.
 #if defined(SPECDEC_HOST_KERNELS_EXTERN) && !defined(SPECDEC_HOST_KERNELS_IMPLEMENTATION)
 #define SPECDEC_HOST_KERNEL(ATTR, SIGNATURE, ...) SIGNATURE;
+#define SPECDEC_HOST_MODEL_INLINE
+#define SPECDEC_HOST_MODEL_DEFINED 0
 #elif defined(SPECDEC_HOST_KERNELS_IMPLEMENTATION)
 #define SPECDEC_HOST_KERNEL(ATTR, SIGNATURE, ...) ATTR SIGNATURE { __VA_ARGS__ }
+#define SPECDEC_HOST_MODEL_INLINE
+#define SPECDEC_HOST_MODEL_DEFINED 1
 #else
 #define SPECDEC_HOST_KERNEL(ATTR, SIGNATURE, ...) ATTR inline SIGNATURE { __VA_ARGS__ }
+#define SPECDEC_HOST_MODEL_INLINE inline
+#define SPECDEC_HOST_MODEL_DEFINED 1
 #endif
 #define SPECDEC_HOST_KERNELS(NAME, ATTR, V, TILES)                                                                      \
   SPECDEC_HOST_KERNEL(ATTR,                                                                                           \
