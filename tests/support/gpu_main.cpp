@@ -1,9 +1,9 @@
 // Entry point of the GPU tests: skip (exit 77, CTest's SKIP_RETURN_CODE) when there is no device.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+
+#include "support/catch_session.hpp"
 
 int main(int argc, char* argv[]) {
   int devices = 0, driver = 0;
@@ -22,6 +22,6 @@ int main(int argc, char* argv[]) {
     std::fprintf(stderr, "CUDA is not usable (driver version %d): %s\n", driver, cudaGetErrorString(status));
     return 1;
   }
-  const int failed = Catch::Session().run(argc, argv);
+  const int failed = specdec::testing::run_catch_session(argc, argv);
   return failed == 77 ? 1 : failed;  // 77 failures must not read as "skipped"
 }

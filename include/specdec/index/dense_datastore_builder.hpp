@@ -9,9 +9,27 @@
 // file); then project every feature with DenseProjection::project, the function the drafter
 // queries with, so a stored feature maps to its key bit for bit. The file is written in one
 // streaming pass (keys are never all in memory).
+//
+// Compiled in every file that includes this header, or once: a program of several such files may
+// define SPECDEC_DENSE_BUILDER_EXTERN in all of them (they then only declare build_dense_datastore
+// and need no Eigen) and compile one more that defines SPECDEC_DENSE_BUILDER_IMPLEMENTATION and
+// includes this header (this project's CMake build: link specdec::dense_builder).
 #pragma once
 
+#if defined(SPECDEC_DENSE_BUILDER_EXTERN) && !defined(SPECDEC_DENSE_BUILDER_IMPLEMENTATION)
+#define SPECDEC_DENSE_BUILDER_DEFINED 0
+#define SPECDEC_DENSE_BUILDER_INLINE
+#elif defined(SPECDEC_DENSE_BUILDER_IMPLEMENTATION)
+#define SPECDEC_DENSE_BUILDER_DEFINED 1
+#define SPECDEC_DENSE_BUILDER_INLINE
+#else
+#define SPECDEC_DENSE_BUILDER_DEFINED 1
+#define SPECDEC_DENSE_BUILDER_INLINE inline
+#endif
+
+#if SPECDEC_DENSE_BUILDER_DEFINED
 #include <Eigen/Dense>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -90,9 +108,16 @@ class ChecksummedWriter {
 /// Writes the dense datastore of `docs` to `out`; `features` holds feature_dim floats per token of
 /// `docs` (separators excluded, in order). Throws specdec::error for sizes that do not match, a
 /// token outside the vocabulary, a non-finite feature, or a file that cannot be written.
-inline DenseBuildSummary build_dense_datastore(const TokenDocuments& docs, std::span<const float> features,
-                                               int feature_dim, const std::filesystem::path& out,
-                                               const DenseBuildOptions& options = {}) {
+SPECDEC_DENSE_BUILDER_INLINE DenseBuildSummary build_dense_datastore(const TokenDocuments& docs,
+                                                                     std::span<const float> features, int feature_dim,
+                                                                     const std::filesystem::path& out,
+                                                                     const DenseBuildOptions& options = {});
+
+#if SPECDEC_DENSE_BUILDER_DEFINED
+SPECDEC_DENSE_BUILDER_INLINE DenseBuildSummary build_dense_datastore(const TokenDocuments& docs,
+                                                                     std::span<const float> features, int feature_dim,
+                                                                     const std::filesystem::path& out,
+                                                                     const DenseBuildOptions& options) {
   const auto say = [&](const std::string& what) {
     if (options.progress) options.progress(what);
   };
@@ -206,5 +231,6 @@ inline DenseBuildSummary build_dense_datastore(const TokenDocuments& docs, std::
   say("wrote " + out.string() + ": " + std::to_string(n) + " keys of dim " + std::to_string(l));
   return summary;
 }
+#endif
 
 }  // namespace specdec
