@@ -1,5 +1,6 @@
-// BlockLanesOn, the CUDA kernels' executor, run on 256 host threads: a barrier (Barrier, below) for
-// __syncthreads, a per-warp exchange for __shfl_down_sync, std::atomic_ref for shared atomicAdd.
+// BlockLanesOn, the CUDA kernels' executor, run on an emulated block of 256 threads (fibers, or
+// host threads under a sanitizer): a barrier (Barrier, below) for __syncthreads, a per-warp
+// exchange for __shfl_down_sync, std::atomic_ref for shared atomicAdd.
 // The code under test is the kernels' own (core/lanes.hpp), so CI checks the device executor's
 // primitives and whole walks against SerialLanes bit for bit, with no GPU.
 #include <catch2/catch.hpp>
@@ -10,12 +11,15 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <semaphore>
 #include <thread>
 #include <vector>
+
+#include <ucontext.h>
 
 #include <specdec/backend.hpp>
 #include <specdec/core/lanes.hpp>
@@ -37,10 +41,19 @@ constexpr bool under_thread_sanitizer = true;
 constexpr bool under_thread_sanitizer = false;
 #endif
 
+// The block's threads are host threads under a sanitizer (ThreadSanitizer checks their barriers;
+// AddressSanitizer does not follow fibers' stacks), fibers otherwise (Fibers, below).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SPECDEC_BLOCK_ON_THREADS 1
+#else
+#define SPECDEC_BLOCK_ON_THREADS 0
+#endif
+
 // What a thread stuck at a barrier throws: the block's threads took different paths, which on a
 // GPU is a hang or undefined behaviour (a __syncthreads not reached by every thread).
 struct Diverged {};
 
+#if SPECDEC_BLOCK_ON_THREADS
 // A barrier whose waiters give up (throw Diverged) when the other threads do not arrive in time.
 // Arrivals count under a mutex; the last one lets the others go through a semaphore, so waking
 // does not make every waiter take the mutex again (256 threads on two cores spend their time
@@ -68,6 +81,95 @@ class Barrier {
   std::counting_semaphore<> gates_[2]{std::counting_semaphore<>(0), std::counting_semaphore<>(0)};
   int threads_, arrived_ = 0, phase_ = 0;
 };
+#else
+// The block's threads as fibers of the calling thread (ucontext), each run until it waits at a
+// barrier, in turn: the interleavings a barrier allows, without 256 OS threads taking turns on two
+// cores (several times faster). A pass over the fibers in which none arrives at a barrier or ends
+// is a deadlock: the threads diverged, and each waiting fiber throws Diverged.
+class Fibers {
+ public:
+  // Runs body(t) for every t in [0, n), each on a fiber; false when they diverged.
+  bool run(int n, const std::function<void(int)>& body) {
+    if (!stacks_) stacks_ = std::make_unique<char[]>(static_cast<std::size_t>(sampling_lanes) * stack_bytes);
+    body_ = &body;
+    stuck_ = diverged_ = false;
+    contexts_.assign(static_cast<std::size_t>(n), ucontext_t{});
+    done_.assign(static_cast<std::size_t>(n), false);
+    for (int t = 0; t < n; ++t) {
+      ucontext_t& c = contexts_[static_cast<std::size_t>(t)];
+      getcontext(&c);
+      c.uc_stack.ss_sp = stacks_.get() + static_cast<std::size_t>(t) * stack_bytes;
+      c.uc_stack.ss_size = stack_bytes;
+      c.uc_link = &scheduler_;
+      makecontext(&c, &Fibers::entry, 0);
+    }
+    active() = this;
+    for (int live = n; live > 0;) {
+      const std::uint64_t before = progress_;
+      for (current_ = 0; current_ < n; ++current_)
+        if (!done_[static_cast<std::size_t>(current_)]) swapcontext(&scheduler_, &contexts_[static_cast<std::size_t>(current_)]);
+      live = static_cast<int>(std::count(done_.begin(), done_.end(), false));
+      if (progress_ == before) stuck_ = true;
+    }
+    active() = nullptr;
+    return !diverged_;
+  }
+
+  // A fiber whose barrier has not opened: the others run.
+  static void yield() {
+    Fibers& f = *active();
+    if (!f.stuck_) swapcontext(&f.contexts_[static_cast<std::size_t>(f.current_)], &f.scheduler_);
+    if (f.stuck_) throw Diverged{};
+  }
+  static void progressed() { ++active()->progress_; }
+
+ private:
+  static constexpr std::size_t stack_bytes = 256 * 1024;
+  static Fibers*& active() {
+    static Fibers* fibers = nullptr;
+    return fibers;
+  }
+  static void entry() {
+    Fibers& f = *active();
+    const int t = f.current_;
+    try {
+      (*f.body_)(t);
+    } catch (const Diverged&) {
+      f.diverged_ = true;
+    }
+    f.done_[static_cast<std::size_t>(t)] = true;
+    ++f.progress_;
+  }  // then to uc_link: the scheduler
+
+  std::unique_ptr<char[]> stacks_;
+  std::vector<ucontext_t> contexts_;
+  std::vector<bool> done_;
+  ucontext_t scheduler_{};
+  const std::function<void(int)>* body_ = nullptr;
+  int current_ = 0;
+  std::uint64_t progress_ = 0;
+  bool stuck_ = false, diverged_ = false;
+};
+
+// A barrier of fibers: the last to arrive opens it.
+class Barrier {
+ public:
+  explicit Barrier(int threads) : threads_(threads) {}
+  void arrive_and_wait() {
+    Fibers::progressed();
+    if (++arrived_ == threads_) {
+      arrived_ = 0;
+      ++generation_;
+      return;
+    }
+    for (const std::uint64_t generation = generation_; generation_ == generation;) Fibers::yield();
+  }
+
+ private:
+  int threads_, arrived_ = 0;
+  std::uint64_t generation_ = 0;
+};
+#endif
 
 // A CUDA block of sampling_lanes threads, emulated: every thread holds one EmulatedBlock.
 class EmulatedBlock {
@@ -119,6 +221,7 @@ template <class Body>
 bool run_block(Body body) {
   EmulatedBlock::Shared shared;
   EmulatedLanes::Storage storage;
+#if SPECDEC_BLOCK_ON_THREADS
   std::atomic<bool> diverged{false};
   std::vector<std::thread> threads;
   threads.reserve(sampling_lanes);
@@ -133,6 +236,13 @@ bool run_block(Body body) {
     });
   for (std::thread& t : threads) t.join();
   return !diverged;
+#else
+  static Fibers fibers;  // its stacks serve every block
+  return fibers.run(sampling_lanes, [&](int t) {
+    EmulatedLanes ex(storage, EmulatedBlock(shared, t));
+    body(ex, t);
+  });
+#endif
 }
 
 // Every thread's result of a primitive, which must be the same in all of them. An array, not a
@@ -146,7 +256,22 @@ struct PerThread {
 
 }  // namespace
 
-TEST_CASE("the device executor's primitives equal SerialLanes' on host threads", "[core][lanes]") {
+#if !SPECDEC_BLOCK_ON_THREADS
+// (On threads a diverged block waits out Barrier's 20 s before it gives up.)
+TEST_CASE("the emulated block reports threads that miss a barrier or leave early", "[core][lanes]") {
+  CHECK(run_block([](EmulatedLanes& ex, int) { ex.sync(); }));
+  CHECK_FALSE(run_block([](EmulatedLanes& ex, int t) {
+    if (t != 7) ex.sync();
+  }));
+  CHECK_FALSE(run_block([](EmulatedLanes& ex, int t) {
+    ex.sync();
+    if (t % 2 == 0) ex.sync();
+  }));
+  CHECK(run_block([](EmulatedLanes& ex, int) { ex.sync(); }));  // the fibers' stacks serve again
+}
+#endif
+
+TEST_CASE("the device executor's primitives equal SerialLanes' on an emulated block", "[core][lanes]") {
   std::mt19937_64 rng(81);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (int n : {1, 31, 256, 1000, 4099}) {
@@ -198,7 +323,7 @@ TEST_CASE("the device executor's primitives equal SerialLanes' on host threads",
   }
 }
 
-TEST_CASE("the device executor's walks equal the host's, bit for bit, on host threads", "[core][lanes][stochastic]") {
+TEST_CASE("the device executor's walks equal the host's, bit for bit, on an emulated block", "[core][lanes][stochastic]") {
   std::mt19937_64 rng(82);
   const SamplingParams cases[] = {{0.0f}, {1.0f}, {0.8f, 0, 1.0f, 0.05f}, {0.7f, 5, 0.8f, 0.0f}};
   for (int vocab : {20, 700}) {

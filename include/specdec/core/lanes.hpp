@@ -137,7 +137,7 @@ class SerialLanes {
 
 /// The device executor, over the thread block it runs on (`Block`: thread(), barrier(),
 /// shfl_down(x, s) within a warp of 32, atomic_add on shared memory): BlockLanes (CudaBlock) in
-/// the kernels; tests run the same code on host threads (tests/core/block_lanes_test.cpp). Thread
+/// the kernels; tests run the same code on an emulated block (tests/core/block_lanes_test.cpp). Thread
 /// `block.thread()` of a block of exactly sampling_lanes threads is lane block.thread(). Every
 /// primitive is reached by all threads of the block (the walks are uniform), writes its shared
 /// scratch only after a barrier that follows the previous reads of it, and broadcasts its result
