@@ -216,6 +216,15 @@ class EmulatedBlock {
 
 using EmulatedLanes = BlockLanesOn<EmulatedBlock>;
 
+#if !SPECDEC_BLOCK_ON_THREADS
+// One set of fibers, whose stacks serve every block of every test case (run_block is a template
+// per body: a static there would allocate stacks for each).
+Fibers& block_fibers() {
+  static Fibers fibers;
+  return fibers;
+}
+#endif
+
 // Runs body(ex, thread) on every thread of one emulated block; false when its threads diverged.
 template <class Body>
 bool run_block(Body body) {
@@ -237,8 +246,7 @@ bool run_block(Body body) {
   for (std::thread& t : threads) t.join();
   return !diverged;
 #else
-  static Fibers fibers;  // its stacks serve every block
-  return fibers.run(sampling_lanes, [&](int t) {
+  return block_fibers().run(sampling_lanes, [&](int t) {
     EmulatedLanes ex(storage, EmulatedBlock(shared, t));
     body(ex, t);
   });
