@@ -140,12 +140,11 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
     k::bf16* x16_ours = nullptr;  // the tensor-core product's own rounding of x
     must(cudaMalloc(&x16_ours, 2ull * max_n * p.in), "cudaMalloc");
     must(cudaMalloc(&y, sizeof(float) * max_n * p.out), "cudaMalloc");
-    k::fill_synthetic_kernel<k::bf16><<<4096, 256, 0, stream>>>(w, weights, 1, synthetic::tensor::wq, 0);
-    k::fill_synthetic_kernel<float><<<256, 256, 0, stream>>>(x, static_cast<unsigned long long>(max_n) * p.in, 2,
-                                                             synthetic::tensor::rms_att, 0);
-    k::fill_synthetic_kernel<k::bf16><<<256, 256, 0, stream>>>(reinterpret_cast<k::bf16*>(x16),
-                                                               static_cast<unsigned long long>(max_n) * p.in, 2,
-                                                               synthetic::tensor::rms_att, 0);
+    const auto fill = [&](auto kernel) { specdec::backend::launch_grid(specdec::backend::cuda{stream}, kernel.shape(), kernel); };
+    const auto activations = static_cast<unsigned long long>(max_n) * p.in;
+    fill(k::FillSynthetic<k::bf16>{w, weights, 1, synthetic::tensor::wq, 0});
+    fill(k::FillSynthetic<float>{x, activations, 2, synthetic::tensor::rms_att, 0});
+    fill(k::FillSynthetic<k::bf16>{reinterpret_cast<k::bf16*>(x16), activations, 2, synthetic::tensor::rms_att, 0});
     must(cudaGetLastError(), "filling the operands");
     for (int n : {1, 16, 64, 128}) {
       k::ProductArgs a;

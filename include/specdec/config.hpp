@@ -14,6 +14,13 @@
 #define SPECDEC_NO_EXEC_CHECK
 #endif
 
+// `#pragma unroll` for device code (host compilers would warn about an unknown pragma).
+#if defined(__CUDA_ARCH__)
+#define SPECDEC_UNROLL _Pragma("unroll")
+#else
+#define SPECDEC_UNROLL
+#endif
+
 namespace specdec {
 
 /// A token id of the target's vocabulary (32-bit: vocabularies beyond 65k are common).

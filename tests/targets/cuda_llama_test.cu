@@ -132,10 +132,12 @@ TEST_CASE("a forward's row belongs to the tree whose rows hold it") {
 
 TEST_CASE("the attention launch's shared memory fits a block's 48 KB at the largest cache") {
   namespace k = specdec::kernels::llama;
-  const int static_bytes = k::max_tree_nodes * 4 + 4 + 2 * k::attention_threads * 4;
-  CHECK(k::attention_shared_bytes(k::max_attended) + static_bytes <= 48 * 1024);
-  // Kernel parameters: the trees travel by value, within the 4 KB every launch may pass.
-  CHECK(sizeof(k::AttentionArgs) <= 4096);
+  CHECK(k::attention_shared_bytes(k::max_attended) <= 48 * 1024);
+  // Kernel parameters: the kernels that carry the trees travel by value, within the 4 KB every
+  // launch may pass.
+  CHECK(sizeof(k::Attention) <= 4096);
+  CHECK(sizeof(k::RopeStore) <= 4096);
+  CHECK(sizeof(k::Embed<k::bf16>) <= 4096);
 }
 
 TEST_CASE("shapes and options the kernels do not take are one sentence, before any device is used") {

@@ -10,12 +10,6 @@
 #include <specdec/config.hpp>
 #include <specdec/core/suffix_match.hpp>
 
-#if defined(__CUDA_ARCH__)
-#define SPECDEC_UNROLL _Pragma("unroll")
-#else
-#define SPECDEC_UNROLL
-#endif
-
 namespace specdec::core {
 
 // ---- argmax of a logits row -----------------------------------------------------------------------

@@ -1,0 +1,43 @@
+// EmulatedLlamaTarget and EmulatedLlamaBatchTarget: the device Llama (targets/device_llama.hpp) on
+// backend::host, its kernels run by the host's emulated grid (testing/emulated_grid.hpp). The same
+// kernel code as CudaLlamaTarget's CUDA-core path, with the same bits, at emulation speed (a
+// forward of stories260K takes tens of milliseconds): for CI, which has no GPU, to check the
+// device forward's batch invariance, its conformance as a backend target and lossless decoding
+// on it; and for a GPU run to compare the device's logits with, bit for bit. Tensor-core products
+// are CUDA only. Plain C++: no CUDA toolkit needed.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include <unistd.h>
+
+#include <specdec/backend.hpp>
+#include <specdec/testing/emulated_grid.hpp>
+
+namespace specdec::backend {
+
+/// The emulated device is the host: always usable.
+inline status select_device(host) { return status::ok; }
+
+/// The host's available physical memory, in bytes (what an emulated model may take).
+inline status free_memory(host, std::uint64_t& bytes) {
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  bytes = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                                : std::numeric_limits<std::uint64_t>::max();
+  return status::ok;
+}
+
+}  // namespace specdec::backend
+
+#include <specdec/targets/device_llama.hpp>
+
+namespace specdec {
+
+using EmulatedLlamaTarget = DeviceLlamaTarget<backend::host>;
+using EmulatedLlamaBatchTarget = DeviceLlamaBatchTarget<backend::host>;
+
+static_assert(BackendTarget<EmulatedLlamaTarget>);
+static_assert(BackendBatchTarget<EmulatedLlamaBatchTarget>);
+
+}  // namespace specdec

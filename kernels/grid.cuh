@@ -1,0 +1,90 @@
+// The CUDA executor of grid kernels (kernels/grid.hpp): CudaThread maps the thread interface to
+// CUDA's built-ins, and backend::launch_grid(cuda, shape, f) launches f on the tag's stream.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include <specdec/backend.hpp>
+#include <specdec/kernels/grid.hpp>
+
+namespace specdec::kernels {
+
+/// The thread of a CUDA grid kernel (see grid.hpp for what each member promises).
+struct CudaThread {
+  unsigned char* shared_memory;
+  __device__ int block_x() const { return static_cast<int>(blockIdx.x); }
+  __device__ int block_y() const { return static_cast<int>(blockIdx.y); }
+  __device__ int blocks_x() const { return static_cast<int>(gridDim.x); }
+  __device__ int thread() const { return static_cast<int>(threadIdx.x); }
+  __device__ int threads() const { return static_cast<int>(blockDim.x); }
+  __device__ unsigned char* shared() const { return shared_memory; }
+  __device__ void sync() const { __syncthreads(); }
+
+  template <int N>
+  __device__ void warp_sums(float (&v)[N]) const {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+      for (int m = 16; m >= 1; m /= 2) v[i] += __shfl_xor_sync(0xffffffffu, v[i], m);
+  }
+  __device__ float block_sum(float* part) const { return reduce(part, [](float a, float b) { return a + b; }); }
+  __device__ float block_max(float* part) const { return reduce(part, [](float a, float b) { return fmaxf(a, b); }); }
+
+ private:
+  template <class Op>
+  __device__ float reduce(float* part, Op op) const {
+    const int i = thread();
+    __syncthreads();
+    for (int s = threads() / 2; s >= 1; s /= 2) {
+      if (i < s) part[i] = op(part[i], part[i + s]);
+      __syncthreads();
+    }
+    const float total = part[0];
+    __syncthreads();  // everyone has read part[0] before it is written again
+    return total;
+  }
+};
+
+template <class F>
+__global__ void grid_kernel(F f) {
+  extern __shared__ __align__(16) unsigned char shared_memory[];
+  f(CudaThread{shared_memory});
+}
+
+}  // namespace specdec::kernels
+
+namespace specdec::backend {
+
+/// Enqueues f on `tag`'s stream with `shape`; a launch error is left for launch_status.
+template <class F>
+void launch_grid(const cuda& tag, const kernels::LaunchShape& shape, const F& f) {
+  kernels::grid_kernel<F><<<dim3(shape.blocks_x, shape.blocks_y), static_cast<unsigned>(shape.threads),
+                            shape.shared_bytes, tag.stream>>>(f);
+}
+
+/// The error of the last launches, if any (cudaGetLastError, which also clears it).
+inline status launch_status(const cuda&) { return detail::from(cudaGetLastError()); }
+
+/// Makes the calling thread's current device usable (a device model's first call).
+inline status select_device(const cuda&) {
+  int device = 0;
+  cudaGetDevice(&device);  // an error here shows in cudaSetDevice's result
+  return detail::from(cudaSetDevice(device));
+}
+
+/// Zeroes `bytes` of device memory at `p` (enqueued on the tag's stream).
+inline status clear(const cuda& tag, void* p, std::size_t bytes) {
+  return detail::from(cudaMemsetAsync(p, 0, bytes, tag.stream));
+}
+
+/// The current device's free memory, in bytes.
+inline status free_memory(const cuda&, std::uint64_t& bytes) {
+  std::size_t free = 0, total = 0;
+  const status s = detail::from(cudaMemGetInfo(&free, &total));
+  bytes = free;
+  return s;
+}
+
+}  // namespace specdec::backend

@@ -1,0 +1,59 @@
+// A kernel written once for two executors: a CUDA grid (kernels/grid.cuh) and the host's
+// emulated grid (testing/emulated_grid.hpp), which runs the same code on fibers so that CI checks
+// a device forward's logic bit for bit without a GPU.
+//
+// A grid kernel is a callable `f` with `template <class Thread> SPECDEC_HD void operator()(const
+// Thread& th) const`, launched by `backend::launch_grid(tag, LaunchShape, f)` (found by argument-
+// dependent lookup on the backend tag). Inside, `th` is the only way to the execution model:
+//
+//   th.block_x(), th.block_y()   the block's index (blockIdx.x, .y)
+//   th.blocks_x()                blocks along x (gridDim.x)
+//   th.thread(), th.threads()    the thread's index in its block, and the block's size (1D blocks)
+//   th.shared()                  the block's shared memory: LaunchShape::shared_bytes, 16-byte aligned
+//   th.sync()                    barrier of the block's threads that have not returned (__syncthreads)
+//   th.warp_sums(v)              float v[N]: every v[i] becomes the warp's butterfly sum, the same in
+//                                every lane: v += shfl_xor(v, m) for m = 16, 8, 4, 2, 1. Every lane
+//                                of the warp calls it (a warp returns whole or not at all)
+//   th.block_sum(part), th.block_max(part)
+//                                part[th.thread()] holds the thread's value; after a barrier, the
+//                                pairwise tree `for (s = threads / 2; s >= 1; s /= 2) part[i] =
+//                                op(part[i], part[i + s]) for i < s` (op: +, or fmaxf); every
+//                                thread gets part[0]'s final value; part is left modified and may
+//                                be written again at once. threads() is a power of two.
+//
+// The orders are the executors' contract: both give the same bits for the same inputs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+
+#include <specdec/config.hpp>
+
+namespace specdec::kernels {
+
+/// A launch: blocks_x × blocks_y blocks of `threads` threads (1D), with `shared_bytes` of shared
+/// memory per block.
+struct LaunchShape {
+  unsigned blocks_x = 1, blocks_y = 1;
+  int threads = 32;
+  std::size_t shared_bytes = 0;
+};
+
+/// Threads per warp, on both executors.
+inline constexpr int warp_threads = 32;
+
+/// Copies 16 bytes from `from` to `to`, both 16-byte aligned: one vector load on the device; on
+/// the host a check of the alignment the device would fault on, then the copy.
+SPECDEC_HD inline void copy16(void* to, const void* from) {
+#if defined(__CUDA_ARCH__)
+  *static_cast<uint4*>(to) = *static_cast<const uint4*>(from);
+#else
+  if ((reinterpret_cast<std::uintptr_t>(to) | reinterpret_cast<std::uintptr_t>(from)) % 16 != 0)
+    throw std::logic_error("copy16: an address is not 16-byte aligned (a misaligned vector load on a GPU)");
+  std::memcpy(to, from, 16);
+#endif
+}
+
+}  // namespace specdec::kernels

@@ -1,0 +1,424 @@
+// The kernels of the device Llama forward (targets/device_llama.hpp): embedding, RMSNorm, the
+// weight products, RoPE with the K/V write, tree attention, SwiGLU, and the synthetic weights'
+// fill. Each is a grid kernel (kernels/grid.hpp): one body that runs on a CUDA grid
+// (kernels/grid.cuh; CudaLlamaTarget) and on the host's emulated grid (testing/emulated_grid.hpp;
+// EmulatedLlamaTarget) with the same bits, so that CI checks the device forward without a GPU.
+// Every floating-point operation is one IEEE operation rounded to nearest on both: fmaf where a
+// fused multiply-add is meant, core::*_rn otherwise (nvcc may not fuse them), exp by
+// core::exp_portable, sqrtf (IEEE on both).
+//
+// A forward's rows are the nodes of one or more trees (ForwardTrees: one per request, each on its
+// own sequence of the cache), tree after tree.
+//
+// Batch invariance, the rule every kernel here keeps: each output element is reduced in an order
+// that depends only on the model's shape and on what that element reads, never on the number of
+// rows, the node's index in its tree, the other trees of the forward or the launch's grid.
+// Concretely:
+//  - products: y[t][o] = sum_k W[o][k] x[t][k]: lane l of the warp owning row o adds, with fmaf,
+//    the terms k = l·V + 32·V·j + e (V = 16 bytes of weights: 4 fp32 or 8 bf16) in increasing j,
+//    then e; the 32 lane sums are combined by the butterfly xor 16, 8, 4, 2, 1. Tokens are taken
+//    8 at a time with one accumulator each: a token's sum is the same whichever 8 it joins.
+//    The tensor-core form (bf16 weights, CUDA only: kernels/llama_forward.cuh) has its own rule.
+//  - RMSNorm: thread i of 256 sums x[j]² for j = i, i + 256, ... in increasing j, then the pairwise
+//    tree over the 256 partials.
+//  - attention of (node, head): the node's attended positions are the cached slots 0 .. base - 1,
+//    then its ancestors root first and itself (from the tree's mask), L in all: the sequence a
+//    single-token forward of its path attends to, in the same order. Thread i of 128 takes
+//    positions p = i, i + 128, ...: scores (a sequential fmaf dot over the head, e = 0, 1, ...),
+//    a max (exact in any order), exp and a sum in increasing p, then the pairwise tree over the
+//    128 partials;
+//    values: thread (e, part) with parts = 128 / head_size sums p = part, part + parts, ... in
+//    increasing p, then the parts are added in increasing order. So the order is fixed by L,
+//    head_size and the constant 128: a chunk of a FIXED number of positions per thread, never a
+//    number of chunks chosen by size.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include <specdec/config.hpp>
+#include <specdec/core/portable_math.hpp>
+#include <specdec/core/tree.hpp>
+#include <specdec/kernels/grid.hpp>
+#include <specdec/models/synthetic_weights.hpp>
+
+namespace specdec::kernels::llama {
+
+inline constexpr int norm_threads = 256;
+inline constexpr int attention_threads = 128;
+inline constexpr int product_warps = 8;   // warps per block
+inline constexpr int product_rows = 2;    // output rows per warp
+inline constexpr int product_tokens = 8;  // tokens per pass over a row
+inline constexpr int max_tree_nodes = 256;
+inline constexpr int max_attended = 8192;  // positions an attention block holds scores for
+
+inline constexpr int max_forward_trees = 64;  // trees (requests) in one forward
+inline constexpr int tc_tile = 16;  // the tensor-core products' WMMA tile (m16n16k16; llama_forward.cuh)
+
+/// One tree of a forward: its arrays (device memory), where its rows start, and its sequence.
+struct ForwardTree {
+  const token_t* token = nullptr;
+  const int* depth = nullptr;
+  const std::uint32_t* mask = nullptr;  ///< ancestor mask, words_per_row words per node
+  int words_per_row = 0;
+  int base = 0;                         ///< positions cached for its sequence (its root's slot)
+  int first_row = 0;                    ///< row of its node 0 in the forward's activations
+  long long cache_offset = 0;           ///< floats from a layer's rows of sequence 0 to its sequence's
+};
+
+/// The trees of one forward, passed by value to the kernels (about 3 KB): rows are the trees'
+/// nodes, tree after tree.
+struct ForwardTrees {
+  int count = 0;
+  ForwardTree tree[max_forward_trees];
+
+  /// The tree that `row` belongs to: the last whose first_row <= row.
+  SPECDEC_HD int tree_of(int row) const {
+    int b = 0;
+    while (b + 1 < count && tree[b + 1].first_row <= row) ++b;
+    return b;
+  }
+};
+
+/// Weight storage: fp32, or bf16 as its 16 bits.
+using bf16 = std::uint16_t;
+
+template <class W>
+SPECDEC_HD inline float to_float(W w) {
+  if constexpr (sizeof(W) == 2) return synthetic::bf16_value(w);
+  else return w;
+}
+
+/// Elements of W per 16-byte load.
+template <class W>
+inline constexpr int product_vector = 16 / static_cast<int>(sizeof(W));
+
+/// y[t][o] (+)= sum_k W[o][k] x[t][k] for t < n, o < out.
+struct ProductArgs {
+  const void* w = nullptr;  ///< [out][in] of W, 16-byte aligned
+  int in = 0, out = 0, n = 0;
+  const float* x = nullptr;
+  long long ldx = 0;        ///< floats between tokens of x, a multiple of 4
+  float* y = nullptr;
+  long long ldy = 0;
+  bool accumulate = false;  ///< y += W x (the residual add), else y = W x
+};
+
+/// Attention of a forward's rows over one layer of the cache.
+struct AttentionArgs {
+  const float* qkv = nullptr;  ///< [n][ld_qkv]: q (rotated) at column 0
+  long long ld_qkv = 0;
+  /// This layer's rows of sequence 0: slot s, kv head g at (s * kv_heads + g) * head_size, plus
+  /// the tree's cache_offset.
+  const float* k_cache = nullptr;
+  const float* v_cache = nullptr;
+  ForwardTrees trees;
+  int heads = 0, kv_heads = 0, head_size = 0;
+  float scale = 0;  ///< 1 / sqrt(head_size)
+  float* out = nullptr;  ///< [n][heads * head_size]
+};
+
+/// The cache slot of attended position p of a node: the prefix, then its ancestors' slots.
+SPECDEC_HD inline int attended_slot(int p, int base, const int* ancestors) {
+  return p < base ? p : base + ancestors[p - base];
+}
+
+/// Writes node i's ancestors (itself included), root first, to `ancestors`; returns how many.
+SPECDEC_HD inline int tree_ancestors(const std::uint32_t* mask, int words, int i, int* ancestors) {
+  int count = 0;
+  for (int j = 0; j <= i; ++j)
+    if (core::is_ancestor(mask, words, j, i)) ancestors[count++] = j;
+  return count;
+}
+
+/// Shared memory of an attention block: the reduction partials, the query, the node's ancestors
+/// and how many positions it attends to, then one score per attended position.
+struct AttentionShared {
+  static constexpr int part = 0;
+  static constexpr int query = part + attention_threads * 4;
+  static constexpr int ancestors = query + attention_threads * 4;
+  static constexpr int attended = ancestors + max_tree_nodes * 4;
+  static constexpr int scores = attended + 16;
+};
+
+/// Shared memory of an attention launch whose nodes attend to at most `positions`.
+SPECDEC_HD inline int attention_shared_bytes(int positions) {
+  return AttentionShared::scores + positions * static_cast<int>(sizeof(float));
+}
+
+/// Head sizes the value pass splits evenly over the block, in whole 16-byte key loads.
+SPECDEC_HD inline bool attention_head_size_ok(int head_size) {
+  return head_size >= 4 && head_size <= attention_threads && attention_threads % head_size == 0;
+}
+
+/// Blocks of a grid-stride loop over `elements` with 256 threads (at most 4096).
+inline unsigned stride_blocks(long long elements) {
+  return static_cast<unsigned>(std::max<long long>(1, std::min<long long>((elements + 255) / 256, 4096)));
+}
+
+// ---- kernels ----------------------------------------------------------------------------------
+
+/// One block per row: x[t] = embedding[token of row t] in fp32; a token outside the vocabulary
+/// gets a row of NaN, which the verifier turns into an error (no read out of bounds).
+template <class W>
+struct Embed {
+  const W* embedding;
+  ForwardTrees trees;
+  int rows, vocab, dim;
+  float* x;
+  long long ldx;
+
+  LaunchShape shape() const { return {static_cast<unsigned>(rows), 1, 256, 0}; }
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    const int t = th.block_x();
+    const ForwardTree& tree = trees.tree[trees.tree_of(t)];
+    const token_t token = tree.token[t - tree.first_row];
+    const bool ok = token >= 0 && token < vocab;
+    const W* row = embedding + static_cast<long long>(ok ? token : 0) * dim;
+    for (int j = th.thread(); j < dim; j += th.threads())
+      x[t * ldx + j] = ok ? to_float(row[j]) : core::float_from_bits(0x7fc00000u);
+  }
+};
+
+/// One block of norm_threads per row: out[t] = weight * (x[t] / rms(x[t])), eps 1e-5.
+struct RmsNorm {
+  const float* x;
+  long long ldx;
+  const float* weight;
+  int dim, rows;
+  float* out;
+  long long ldo;
+
+  LaunchShape shape() const { return {static_cast<unsigned>(rows), 1, norm_threads, norm_threads * sizeof(float)}; }
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    float* part = reinterpret_cast<float*>(th.shared());
+    const int t = th.block_x(), i = th.thread();
+    const float* xt = x + t * ldx;
+    float ss = 0.0f;
+    for (int j = i; j < dim; j += norm_threads) ss = fmaf(xt[j], xt[j], ss);
+    part[i] = ss;
+    const float total = th.block_sum(part);
+    const float scale = core::div_rn(1.0f, sqrtf(core::add_rn(core::div_rn(total, static_cast<float>(dim)), 1e-5f)));
+    for (int j = i; j < dim; j += norm_threads) out[t * ldo + j] = core::mul_rn(weight[j], core::mul_rn(scale, xt[j]));
+  }
+};
+
+/// Blocks of product_warps warps; each warp owns product_rows rows and passes over them once per
+/// product_tokens tokens (later passes read the rows from cache). fmaf in the file's order.
+template <class W>
+struct Product {
+  ProductArgs a;
+
+  LaunchShape shape() const {
+    constexpr int rows_per_block = product_warps * product_rows;
+    return {static_cast<unsigned>((a.out + rows_per_block - 1) / rows_per_block), 1, warp_threads * product_warps, 0};
+  }
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    constexpr int V = product_vector<W>;
+    const int warp = th.thread() / warp_threads, lane = th.thread() % warp_threads;
+    const int row0 = (th.block_x() * product_warps + warp) * product_rows;
+    if (row0 >= a.out) return;  // the whole warp: only warp-level steps follow
+    const W* w = static_cast<const W*>(a.w);
+    for (int t0 = 0; t0 < a.n; t0 += product_tokens) {
+      float acc[product_rows * product_tokens];  // [r * product_tokens + t]
+      for (float& v : acc) v = 0.0f;
+      // Unrolled for loads in flight; the sums keep their order (k increasing per accumulator).
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4
+#endif
+      for (int k = lane * V; k < a.in; k += warp_threads * V) {
+        float wv[product_rows][V];
+        SPECDEC_UNROLL
+        for (int r = 0; r < product_rows; ++r) {
+          alignas(16) W raw[V] = {};
+          if (row0 + r < a.out) copy16(raw, w + static_cast<long long>(row0 + r) * a.in + k);
+          SPECDEC_UNROLL
+          for (int e = 0; e < V; ++e) wv[r][e] = to_float(raw[e]);
+        }
+        SPECDEC_UNROLL
+        for (int t = 0; t < product_tokens; ++t) {
+          if (t0 + t >= a.n) break;
+          alignas(16) float xv[V];
+          const float* xt = a.x + (t0 + t) * a.ldx + k;
+          SPECDEC_UNROLL
+          for (int e = 0; e < V; e += 4) copy16(xv + e, xt + e);
+          SPECDEC_UNROLL
+          for (int r = 0; r < product_rows; ++r)
+            SPECDEC_UNROLL
+            for (int e = 0; e < V; ++e) acc[r * product_tokens + t] = fmaf(wv[r][e], xv[e], acc[r * product_tokens + t]);
+        }
+      }
+      th.warp_sums(acc);
+      if (lane != 0) continue;
+      for (int r = 0; r < product_rows; ++r)
+        for (int t = 0; t < product_tokens; ++t)
+          if (row0 + r < a.out && t0 + t < a.n) {
+            float* y = a.y + (t0 + t) * a.ldy + row0 + r;
+            const float v = acc[r * product_tokens + t];
+            *y = a.accumulate ? core::add_rn(*y, v) : v;
+          }
+    }
+  }
+};
+
+/// One block per row: rotates row t's q and k by RoPE at its node's position (base + depth[i],
+/// node i of its tree) and writes its k and v rows at its sequence's cache slot base + i of this
+/// layer. cos_sin: [position][head_size / 2] pairs (cos, sin).
+struct RopeStore {
+  float* qkv;
+  long long ld_qkv;
+  ForwardTrees trees;
+  const float* cos_sin;
+  int rows, dim, kv_dim, head_size;
+  float* k_cache;
+  float* v_cache;
+
+  LaunchShape shape() const { return {static_cast<unsigned>(rows), 1, 256, 0}; }
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    using core::mul_rn;
+    const int t = th.block_x();
+    const ForwardTree& tree = trees.tree[trees.tree_of(t)];
+    const int i = t - tree.first_row;
+    float* row = qkv + t * ld_qkv;
+    const int position = tree.base + tree.depth[i];
+    const float* angles = cos_sin + static_cast<long long>(position) * head_size;  // head_size / 2 pairs
+    const long long slot_offset = tree.cache_offset + static_cast<long long>(tree.base + i) * kv_dim;
+    // Pairs of q, then of k; one thread per pair.
+    for (int pair = th.thread(); pair < (dim + kv_dim) / 2; pair += th.threads()) {
+      const int col = 2 * pair;  // q columns [0, dim), k columns [dim, dim + kv_dim)
+      const int in_head = (col < dim ? col : col - dim) % head_size;
+      const float c = angles[in_head], s = angles[in_head + 1];
+      const float v0 = row[col], v1 = row[col + 1];
+      const float r0 = core::sub_rn(mul_rn(v0, c), mul_rn(v1, s)), r1 = core::add_rn(mul_rn(v0, s), mul_rn(v1, c));
+      row[col] = r0;
+      row[col + 1] = r1;
+      if (col >= dim) {
+        k_cache[slot_offset + col - dim] = r0;
+        k_cache[slot_offset + col - dim + 1] = r1;
+      }
+    }
+    for (int j = th.thread(); j < kv_dim; j += th.threads()) v_cache[slot_offset + j] = row[dim + kv_dim + j];
+  }
+};
+
+/// Blocks (heads, rows) of attention_threads, attention_shared_bytes(the most positions a row
+/// attends to) of shared memory. The order of every sum is the file's rule.
+struct Attention {
+  AttentionArgs a;
+  int rows, attended;  ///< rows of the forward; the most positions one of them attends to
+
+  LaunchShape shape() const {
+    return {static_cast<unsigned>(a.heads), static_cast<unsigned>(rows), attention_threads,
+            static_cast<std::size_t>(attention_shared_bytes(attended))};
+  }
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    using S = AttentionShared;
+    unsigned char* shared = th.shared();
+    float* part = reinterpret_cast<float*>(shared + S::part);
+    float* query = reinterpret_cast<float*>(shared + S::query);
+    int* ancestors = reinterpret_cast<int*>(shared + S::ancestors);
+    int* attended_here = reinterpret_cast<int*>(shared + S::attended);
+    float* scores = reinterpret_cast<float*>(shared + S::scores);
+    const int h = th.block_x(), t = th.block_y(), tid = th.thread();
+    const ForwardTree& tree = a.trees.tree[a.trees.tree_of(t)];
+    const int i = t - tree.first_row, base = tree.base;
+    const int hs = a.head_size, group = a.heads / a.kv_heads, g = h / group;
+    if (tid == 0) *attended_here = base + tree_ancestors(tree.mask, tree.words_per_row, i, ancestors);
+    if (tid < hs) query[tid] = a.qkv[t * a.ld_qkv + h * hs + tid];
+    th.sync();
+    const int L = *attended_here;
+    const long long row_stride = static_cast<long long>(a.kv_heads) * hs;
+    const float* k_cache = a.k_cache + tree.cache_offset;
+    const float* v_cache = a.v_cache + tree.cache_offset;
+
+    float best = core::float_from_bits(0xff800000u);  // -inf
+    for (int p = tid; p < L; p += attention_threads) {
+      const float* k = k_cache + attended_slot(p, base, ancestors) * row_stride + g * hs;
+      float s = 0.0f;
+      // 16-byte loads of the key (head_size % 4 == 0; rows start on 16 bytes), summed in e order.
+      for (int e = 0; e < hs; e += 4) {
+        alignas(16) float k4[4];
+        copy16(k4, k + e);
+        for (int j = 0; j < 4; ++j) s = fmaf(query[e + j], k4[j], s);
+      }
+      s = core::mul_rn(s, a.scale);
+      scores[p] = s;
+      best = fmaxf(best, s);
+    }
+    part[tid] = best;
+    const float max_score = th.block_max(part);
+
+    float sum = 0.0f;
+    for (int p = tid; p < L; p += attention_threads) {
+      const float e = core::exp_portable(core::sub_rn(scores[p], max_score));
+      scores[p] = e;
+      sum = core::add_rn(sum, e);
+    }
+    part[tid] = sum;
+    const float total = th.block_sum(part);  // its barrier also publishes every score
+
+    const int parts = attention_threads / hs, e = tid % hs, my_part = tid / hs;
+    float acc = 0.0f;
+    for (int p = my_part; p < L; p += parts) {
+      const float* v = v_cache + attended_slot(p, base, ancestors) * row_stride + g * hs;
+      acc = fmaf(scores[p], v[e], acc);
+    }
+    part[tid] = acc;  // part[my_part * hs + e]
+    th.sync();
+    if (tid < hs) {
+      float o = 0.0f;
+      for (int q = 0; q < parts; ++q) o = core::add_rn(o, part[q * hs + tid]);
+      a.out[t * static_cast<long long>(a.heads) * hs + h * hs + tid] = core::div_rn(o, total);
+    }
+  }
+};
+
+/// Grid-stride over rows * hidden: out[t][j] = silu(h13[t][j]) * h13[t][hidden + j].
+struct SwiGlu {
+  const float* h13;
+  int hidden, rows;
+  float* out;
+
+  LaunchShape shape() const { return {stride_blocks(static_cast<long long>(rows) * hidden), 1, 256, 0}; }
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    const long long total = static_cast<long long>(rows) * hidden;
+    for (long long idx = th.block_x() * static_cast<long long>(th.threads()) + th.thread(); idx < total;
+         idx += static_cast<long long>(th.blocks_x()) * th.threads()) {
+      const long long t = idx / hidden, j = idx % hidden;
+      const float a = h13[t * 2 * hidden + j], b = h13[t * 2 * hidden + hidden + j];
+      out[idx] = core::mul_rn(core::div_rn(a, core::add_rn(1.0f, core::exp_portable(-a))), b);
+    }
+  }
+};
+
+/// Grid-stride over `count`: dst[i] = the synthetic weight (seed, kind, layer, first + i), stored
+/// as W (bf16 rounded to nearest even).
+template <class W>
+struct FillSynthetic {
+  W* dst;
+  unsigned long long count;
+  std::uint64_t seed;
+  synthetic::tensor kind;
+  int layer;
+
+  LaunchShape shape() const {
+    return {static_cast<unsigned>(std::min<unsigned long long>(std::max(1ull, (count + 255) / 256), 65535)), 1, 256, 0};
+  }
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    for (unsigned long long i = th.block_x() * static_cast<unsigned long long>(th.threads()) + th.thread(); i < count;
+         i += static_cast<unsigned long long>(th.blocks_x()) * th.threads()) {
+      const float w = synthetic::weight(seed, kind, layer, i);
+      if constexpr (sizeof(W) == 2) dst[i] = synthetic::bf16_bits(w);
+      else dst[i] = w;
+    }
+  }
+};
+
+}  // namespace specdec::kernels::llama

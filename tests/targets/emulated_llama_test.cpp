@@ -1,0 +1,134 @@
+// The device Llama's kernels on the host's emulated grid (EmulatedLlamaTarget): the checks the GPU
+// test runs (device_llama_checks.hpp), at sizes CI can afford, on the same kernel code. What a GPU
+// adds beyond them is the hardware: its shared-memory limits, timing, and the tensor-core path.
+//  - the emulated forward computes the host Llama2cTarget's model (close logits, the same greedy
+//    tokens), on stories260K;
+//  - every node of a tree equals a single-token forward of its path, bit for bit (fp32 stories260K
+//    and a small bf16 synthetic shape with grouped KV heads);
+//  - the backend-target conformance kits, single and batch (fewer, smaller trees than the GPU's);
+//  - speculative greedy decoding equals plain greedy decoding, alone and in SpeculativeBatch;
+//  - a batched forward's rows equal each tree forwarded alone;
+//  - bad input is one sentence, and the target works after it.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iterator>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <specdec/targets/llama2c.hpp>
+#include <specdec/testing/backend_target_conformance.hpp>
+#include <specdec/testing/emulated_llama.hpp>
+#include <specdec/tokenizers/llama2c_tokenizer.hpp>
+
+#include "support/data.hpp"
+#include "targets/device_llama_checks.hpp"
+
+using namespace specdec;
+using namespace specdec::device_llama_checks;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Under AddressSanitizer the grid's fibers switch through ucontext (about a microsecond a switch,
+// against ten nanoseconds): the debug preset checks the same things on fewer, shorter decodes.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+
+// A smaller bf16 shape than the GPU test's, with grouped KV heads (4 heads, 2 KV heads, head size 16).
+SyntheticShape tiny_shape() { return {"tiny", {64, 128, 2, 4, 2, 300, 256, false}, 10000.0f, "test"}; }
+
+// Fewer and smaller trees than the kit's defaults: every node is also run on its path alone.
+testing::BackendConformanceOptions small_kit() {
+  testing::BackendConformanceOptions options;
+  options.prompts = 1;
+  options.random_trees = sanitized ? 0 : 1;
+  options.tree_nodes = sanitized ? 6 : 10;
+  options.large_tree_nodes = sanitized ? 8 : 24;
+  options.slots = 2;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("the emulated device forward computes the host target's model: close logits, the same greedy tokens") {
+  const auto path = testing::data_file("models/stories260K.bin");
+  if (!path) return;
+  EmulatedLlamaTarget device = EmulatedLlamaTarget::load(*path);
+  Llama2cTarget host(*path);
+  computes_host_model(device, host, 20, 20);
+}
+
+TEST_CASE("emulated, stories260K in fp32: every node of a tree equals a single-token forward of its path") {
+  const auto path = testing::data_file("models/stories260K.bin");
+  if (!path) return;
+  EmulatedLlamaTarget target = EmulatedLlamaTarget::load(*path);
+  constexpr int sizes[] = {1, 2, 5, 9, 17, 33};
+  bit_exact_sweep(target, random_tokens(37, target.vocab_size(), 1), 11,
+                  std::span<const int>(sizes).first(sanitized ? 4 : std::size(sizes)));
+  constexpr int few[] = {3, 8};
+  bit_exact_sweep(target, random_tokens(140, target.vocab_size(), 2), 12, few);  // > 128 positions a thread
+  bit_exact_sweep(target, {}, 13, few);                                          // the root at position 0
+}
+
+TEST_CASE("emulated, a bf16 shape with grouped KV heads: every node equals its path's single-token forward") {
+  EmulatedLlamaTarget target = EmulatedLlamaTarget::synthetic(tiny_shape(), 5);
+  REQUIRE(target.weight_format() == WeightFormat::bf16);
+  constexpr int sizes[] = {1, 4, 12};
+  bit_exact_sweep(target, random_tokens(50, target.vocab_size(), 3), 21, sizes);
+  // Prefill in chains of max_tree_nodes: a cache prefilled in pieces of 7 gives the same bits.
+  EmulatedLlamaTarget chunked = EmulatedLlamaTarget::synthetic(tiny_shape(), 5, {}, {.max_positions = 0, .max_tree_nodes = 7});
+  const std::vector<token_t> prompt = random_tokens(20, target.vocab_size(), 4);
+  target.prefill(prompt);
+  chunked.prefill(prompt);
+  CHECK(single_token(target, 17, 20) == single_token(chunked, 17, 20));
+}
+
+TEST_CASE("emulated, stories260K passes the backend-target conformance kit") {
+  const auto path = testing::data_file("models/stories260K.bin");
+  if (!path) return;
+  EmulatedLlamaTarget target = EmulatedLlamaTarget::load(*path);
+  const testing::ConformanceReport report = testing::check_backend_target(target, small_kit());
+  INFO(report.str());
+  CHECK(report.ok());
+}
+
+TEST_CASE("emulated, the stories260K batch target passes the backend batch-target conformance kit") {
+  const auto path = testing::data_file("models/stories260K.bin");
+  if (!path) return;
+  EmulatedLlamaBatchTarget target = EmulatedLlamaBatchTarget::load(*path, 3);
+  const testing::ConformanceReport report = testing::check_backend_batch_target(target, small_kit());
+  INFO(report.str());
+  CHECK(report.ok());
+}
+
+TEST_CASE("emulated, speculative greedy decoding equals plain greedy decoding, alone and in a batch") {
+  const auto path = testing::data_file("models/stories260K.bin");
+  const auto tok_path = testing::data_file("models/tok512.bin");
+  if (!path || !tok_path) return;
+  EmulatedLlamaTarget single = EmulatedLlamaTarget::load(*path);
+  const Llama2cTokenizer tokenizer = Llama2cTokenizer::load(*tok_path, single.vocab_size());
+  speculative_equals_plain(single, tokenizer.encode("Once upon a time"), sanitized ? 16 : 40);
+  EmulatedLlamaBatchTarget batch = EmulatedLlamaBatchTarget::load(*path, 3);
+  std::vector<std::vector<token_t>> prompts;
+  for (const char* text : {"The cat", "Lily and Tom went to the park", "One day", "Sam had a ball"})
+    prompts.push_back(tokenizer.encode(text));
+  batch_decodes_as_plain(batch, single, prompts, sanitized ? 12 : 30);
+}
+
+TEST_CASE("emulated, a batched forward's rows equal each tree forwarded alone, bit for bit") {
+  batched_rows_equal_alone(
+      6, 9, 60, [](int slots) { return EmulatedLlamaBatchTarget::synthetic(tiny_shape(), 8, slots, {}, {.max_positions = 80}); },
+      [] { return EmulatedLlamaTarget::synthetic(tiny_shape(), 8, {}, {.max_positions = 80}); });
+}
+
+TEST_CASE("emulated: bad input is one sentence, and the target still works after it") {
+  EmulatedLlamaTarget target = EmulatedLlamaTarget::synthetic(tiny_shape(), 9, {}, {.max_positions = 64});
+  bad_input_is_one_sentence(target);
+  CHECK_THROWS_WITH(EmulatedLlamaTarget::synthetic(tiny_shape(), 1, {}, {.tensor_cores = true}),
+                    "EmulatedLlamaTarget: synthetic tiny: tensor_cores needs the CUDA backend (WMMA has no host form)");
+}

@@ -1,0 +1,23 @@
+// The device Llama's logits computed by its emulation on the host (EmulatedLlamaTarget), for the
+// GPU test to compare the device's with, bit for bit. Compiled in its own C++ file
+// (emulated_reference.cpp): the emulated grid's fibers are host code that nvcc need not see.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include <specdec/config.hpp>
+#include <specdec/models/synthetic_llama.hpp>
+#include <specdec/testing/laid_out_tree.hpp>
+
+namespace specdec::device_llama_checks {
+
+/// The logits of every node of `tree` (rows of the vocabulary) on top of `prefix`, by the emulated
+/// device Llama of `checkpoint` (fp32), or of `shape` with the synthetic weights of `seed` when
+/// `checkpoint` is empty.
+std::vector<float> emulated_logits(const std::filesystem::path& checkpoint, const SyntheticShape& shape,
+                                   std::uint64_t seed, const std::vector<token_t>& prefix,
+                                   const testing::LaidOutTree& tree);
+
+}  // namespace specdec::device_llama_checks
