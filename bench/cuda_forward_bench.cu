@@ -8,7 +8,10 @@
 // 48, 64, 96, 128, and c(n)/c(1), with tensor-core products at every context and with CUDA-core
 // products at the middle one. The tree is a binary heap (node i's parent (i - 1) / 2: shallow and
 // wide, like merged drafts). c(1) at context 512 is the plain decoding step.
-// Part 2, per shape: each weight product (qkv, o, w1|w3, w2, classifier) of n = 1, 16, 64, 128
+// Part 2, per shape: the attention kernels' share: forwards of n = 1, 2, 4, 8, 16, 32, 64, 128
+// nodes with NodeAttention and with TiledAttention forced (the same bits; which is quicker from
+// how many rows sets kernels::llama::tiled_attention_rows), at the middle and the longest context.
+// Part 3, per shape: each weight product (qkv, o, w1|w3, w2, classifier) of n = 1, 16, 64, 128
 // tokens: ours on CUDA cores (fp32 activations) and on tensor cores (bf16 activations, rounding
 // included), both batch-invariant, against cublasGemmEx (bf16 x bf16, fp32 accumulation and
 // output, cuBLAS's own choice of algorithm), and the weight bytes per second ours reach. Exits 0
@@ -110,6 +113,36 @@ void forward_costs(const SyntheticShape& shape, const std::vector<int>& contexts
     }
   }
   must(cudaStreamSynchronize(stream), "the forwards");
+}
+
+void attention_costs(const SyntheticShape& shape, const std::vector<int>& contexts, int reps, cudaStream_t stream) {
+  using Kind = DeviceLlamaOptions::Attention;
+  const int longest = *std::max_element(contexts.begin(), contexts.end());
+  std::printf("\n%s: forward ms with each attention kernel (tensor-core products)\n", shape.name);
+  std::printf("%8s %5s %10s %10s %7s\n", "context", "n", "per-node", "tiled", "ratio");
+  std::vector<std::vector<double>> ms(2);
+  const int sizes[] = {1, 2, 4, 8, 16, 32, 64, 128};
+  for (int which = 0; which < 2; ++which) {
+    CudaLlamaTarget target = CudaLlamaTarget::synthetic(
+        shape, 1, backend::cuda{stream},
+        {.max_positions = longest + 128, .max_tree_nodes = 128, .max_rows = 0, .tensor_cores = true,
+         .attention = which == 0 ? Kind::per_node : Kind::tiled});
+    for (int context : contexts) {
+      std::vector<token_t> prompt(static_cast<std::size_t>(context));
+      for (int i = 0; i < context; ++i) prompt[static_cast<std::size_t>(i)] = (31 * i + 5) % target.vocab_size();
+      target.prefill(prompt);
+      for (int n : sizes) {
+        const testing::DeviceTree tree(heap_tree(n, target.vocab_size()), context);
+        ms[static_cast<std::size_t>(which)].push_back(time_ms(stream, reps, [&] { target.forward(tree.view()); }));
+      }
+    }
+  }
+  std::size_t i = 0;
+  for (int context : contexts)
+    for (int n : sizes) {
+      std::printf("%8d %5d %10.3f %10.3f %7.3f\n", context, n, ms[0][i], ms[1][i], ms[1][i] / ms[0][i]);
+      ++i;
+    }
 }
 
 void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t stream, cublasHandle_t blas) {
@@ -220,6 +253,7 @@ int main(int argc, char** argv) {
       const SyntheticShape& shape = synthetic_shape(name);
       forward_costs(shape, contexts, reps, stream, /*tensor_cores=*/true);
       forward_costs(shape, {contexts[contexts.size() / 2]}, reps, stream, /*tensor_cores=*/false);
+      attention_costs(shape, {contexts[contexts.size() / 2], contexts.back()}, reps, stream);
       products_against_cublas(shape, reps, stream, blas);
     }
   } catch (const std::exception& e) {  // specdec::error, and a failed CUDA call of DeviceTree

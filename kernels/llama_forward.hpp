@@ -23,14 +23,14 @@
 //    tree over the 256 partials.
 //  - attention of (node, head): the node's attended positions are the cached slots 0 .. base - 1,
 //    then its ancestors root first and itself (from the tree's mask), L in all: the sequence a
-//    single-token forward of its path attends to, in the same order. Thread i of 128 takes
-//    positions p = i, i + 128, ...: scores (a sequential fmaf dot over the head, e = 0, 1, ...),
-//    a max (exact in any order), exp and a sum in increasing p, then the pairwise tree over the
-//    128 partials;
-//    values: thread (e, part) with parts = 128 / head_size sums p = part, part + parts, ... in
-//    increasing p, then the parts are added in increasing order. So the order is fixed by L,
-//    head_size and the constant 128: a chunk of a FIXED number of positions per thread, never a
-//    number of chunks chosen by size.
+//    single-token forward of its path attends to, in the same order. Scores: a sequential fmaf
+//    dot over the head (e = 0, 1, ...), times the scale; the max (exact in any order); weights
+//    exp(s - max) summed in 128 lanes, lane p % 128 taking p in increasing order, then the
+//    pairwise tree over the 128 lane sums; values: output (e, part) with parts = 128 / head_size
+//    sums weight * value by fmaf over p = part, part + parts, ... in increasing p, then the parts
+//    are added in increasing order, and divided by the total. So the order is fixed by L,
+//    head_size and the constant 128, never by a number of chunks chosen by size. NodeAttention
+//    and TiledAttention both compute exactly this: the same bits, whichever runs.
 #pragma once
 
 #include <algorithm>
@@ -50,7 +50,7 @@ inline constexpr int product_warps = 8;   // warps per block
 inline constexpr int product_rows = 2;    // output rows per warp
 inline constexpr int product_tokens = 8;  // tokens per pass over a row
 inline constexpr int max_tree_nodes = 256;
-inline constexpr int max_attended = 8192;  // positions an attention block holds scores for
+inline constexpr int max_attended = 8192;  // positions a NodeAttention block holds scores for
 
 inline constexpr int max_forward_trees = 64;  // trees (requests) in one forward
 inline constexpr int tc_tile = 16;  // the tensor-core products' WMMA tile (m16n16k16; llama_forward.cuh)
@@ -131,9 +131,9 @@ SPECDEC_HD inline int tree_ancestors(const std::uint32_t* mask, int words, int i
   return count;
 }
 
-/// Shared memory of an attention block: the reduction partials, the query, the node's ancestors
+/// Shared memory of a NodeAttention block: the reduction partials, the query, the node's ancestors
 /// and how many positions it attends to, then one score per attended position.
-struct AttentionShared {
+struct NodeAttentionShared {
   static constexpr int part = 0;
   static constexpr int query = part + attention_threads * 4;
   static constexpr int ancestors = query + attention_threads * 4;
@@ -141,15 +141,55 @@ struct AttentionShared {
   static constexpr int scores = attended + 16;
 };
 
-/// Shared memory of an attention launch whose nodes attend to at most `positions`.
-SPECDEC_HD inline int attention_shared_bytes(int positions) {
-  return AttentionShared::scores + positions * static_cast<int>(sizeof(float));
+/// Shared memory of a NodeAttention launch whose nodes attend to at most `positions`.
+SPECDEC_HD inline int node_attention_shared_bytes(int positions) {
+  return NodeAttentionShared::scores + positions * static_cast<int>(sizeof(float));
 }
+
+/// From how many rows a forward's attention is TiledAttention rather than NodeAttention (the same
+/// bits either way; a guess until cuda_forward_bench times both).
+inline constexpr int tiled_attention_rows = 16;
+
+/// TiledAttention's tiles: a block takes attention_queries (node, head) queries of one tree and
+/// one KV head (the query heads of that KV head, node after node), and the attended positions in
+/// chunks of attention_chunk.
+inline constexpr int attention_queries = 16;
+inline constexpr int attention_chunk = 16;
+
+/// Where a TiledAttention block keeps what it shares (floats unless said), for head size hs: the
+/// chunk's prefix K and V rows, the queries, the chunk's scores (then weights), each query's 128
+/// lane sums of the weights (then the value parts), its max and total, how many positions it
+/// attends to (int), and each node's ancestors (16-bit, max_tree_nodes per node; a tile holds at
+/// most attention_queries nodes). Rows are hs + 4 floats apart: 16-byte aligned, and not all in
+/// one shared-memory bank.
+struct TiledAttentionShared {
+  int stride, k, v, q, w, lanes, max, total, length, ancestors, bytes;
+  SPECDEC_HD explicit TiledAttentionShared(int hs) : stride(hs + 4) {
+    k = 0;
+    v = k + attention_chunk * stride * 4;
+    q = v + attention_chunk * stride * 4;
+    w = q + attention_queries * stride * 4;
+    lanes = w + attention_queries * attention_chunk * 4;
+    max = lanes + attention_queries * attention_threads * 4;
+    total = max + attention_queries * 4;
+    length = total + attention_queries * 4;
+    ancestors = length + attention_queries * 4;
+    bytes = ancestors + attention_queries * max_tree_nodes * 2;
+  }
+};
+
+/// Shared memory of a TiledAttention launch, for head size hs.
+SPECDEC_HD inline int tiled_attention_shared_bytes(int head_size) { return TiledAttentionShared(head_size).bytes; }
 
 /// Head sizes the value pass splits evenly over the block, in whole 16-byte key loads.
 SPECDEC_HD inline bool attention_head_size_ok(int head_size) {
   return head_size >= 4 && head_size <= attention_threads && attention_threads % head_size == 0;
 }
+
+// std::min and std::max are host functions (and take references, which device code cannot bind
+// to a namespace-scope constant).
+SPECDEC_HD inline int min_of(int a, int b) { return a < b ? a : b; }
+SPECDEC_HD inline int max_of(int a, int b) { return a > b ? a : b; }
 
 /// Blocks of a grid-stride loop over `elements` with 256 threads (at most 4096).
 inline unsigned stride_blocks(long long elements) {
@@ -305,19 +345,21 @@ struct RopeStore {
   }
 };
 
-/// Blocks (heads, rows) of attention_threads, attention_shared_bytes(the most positions a row
-/// attends to) of shared memory. The order of every sum is the file's rule.
-struct Attention {
+/// Attention, one block per (row, head): blocks (heads, rows) of attention_threads,
+/// node_attention_shared_bytes(the most positions a row attends to) of shared memory. Its threads
+/// take the node's positions side by side: quick for few rows. The order of every sum is the
+/// file's rule.
+struct NodeAttention {
   AttentionArgs a;
   int rows, attended;  ///< rows of the forward; the most positions one of them attends to
 
   LaunchShape shape() const {
     return {static_cast<unsigned>(a.heads), static_cast<unsigned>(rows), attention_threads,
-            static_cast<std::size_t>(attention_shared_bytes(attended))};
+            static_cast<std::size_t>(node_attention_shared_bytes(attended))};
   }
   template <class Thread>
   SPECDEC_HD void operator()(const Thread& th) const {
-    using S = AttentionShared;
+    using S = NodeAttentionShared;
     unsigned char* shared = th.shared();
     float* part = reinterpret_cast<float*>(shared + S::part);
     float* query = reinterpret_cast<float*>(shared + S::query);
@@ -374,6 +416,171 @@ struct Attention {
       float o = 0.0f;
       for (int q = 0; q < parts; ++q) o = core::add_rn(o, part[q * hs + tid]);
       a.out[t * static_cast<long long>(a.heads) * hs + h * hs + tid] = core::div_rn(o, total);
+    }
+  }
+};
+
+/// Attention, one block per (KV head, tile of attention_queries queries of one tree): blocks
+/// (KV heads, the tiles of every tree in turn) of attention_threads,
+/// tiled_attention_shared_bytes(head size) of shared memory. A block reads each cached prefix row
+/// of its KV head once per pass (two: the max, then the weights and values) for all its queries,
+/// 16 positions at a time; a node's ancestors' rows (the tree's own slots) it reads per node. The
+/// same sums in the same order as NodeAttention (the file's rule), so the same bits: which of the
+/// two runs is a matter of speed only.
+struct TiledAttention {
+  AttentionArgs a;
+  int rows;  ///< of the forward
+
+  /// Tiles of a tree of `nodes` nodes.
+  SPECDEC_HD int tiles(int nodes) const {
+    return (nodes * (a.heads / a.kv_heads) + attention_queries - 1) / attention_queries;
+  }
+  SPECDEC_HD int tree_size(int b) const {
+    return (b + 1 < a.trees.count ? a.trees.tree[b + 1].first_row : rows) - a.trees.tree[b].first_row;
+  }
+  LaunchShape shape() const {
+    int all = 0;
+    for (int b = 0; b < a.trees.count; ++b) all += tiles(tree_size(b));
+    return {static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(all), attention_threads,
+            static_cast<std::size_t>(tiled_attention_shared_bytes(a.head_size))};
+  }
+
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    using core::add_rn;
+    const int g = th.block_x(), tid = th.thread(), hs = a.head_size, group = a.heads / a.kv_heads;
+    // This block's tree and tile; query q of the tile is query first_query + q of the tree, its
+    // node (first_query + q) / group, its head g * group + (first_query + q) % group.
+    int b = 0, tile = th.block_y();
+    while (tile >= tiles(tree_size(b))) tile -= tiles(tree_size(b++));
+    const ForwardTree& tree = a.trees.tree[b];
+    const int base = tree.base, first_query = tile * attention_queries;
+    const int queries = min_of(attention_queries, tree_size(b) * group - first_query);
+    const int first_node = first_query / group;
+
+    const TiledAttentionShared S(hs);
+    unsigned char* shared = th.shared();
+    float* ks = reinterpret_cast<float*>(shared + S.k);
+    float* vs = reinterpret_cast<float*>(shared + S.v);
+    float* qs = reinterpret_cast<float*>(shared + S.q);
+    float* ws = reinterpret_cast<float*>(shared + S.w);
+    float* lanes = reinterpret_cast<float*>(shared + S.lanes);  // [query][lane]
+    float* maxs = reinterpret_cast<float*>(shared + S.max);
+    float* totals = reinterpret_cast<float*>(shared + S.total);
+    int* length = reinterpret_cast<int*>(shared + S.length);
+    auto* ancestors = reinterpret_cast<std::uint16_t*>(shared + S.ancestors);  // [tile node][depth]
+
+    const auto node_of = [&](int q) { return (first_query + q) / group - first_node; };  // within the tile
+    const long long row_stride = static_cast<long long>(a.kv_heads) * hs;
+    const float* k_cache = a.k_cache + tree.cache_offset + g * hs;
+    const float* v_cache = a.v_cache + tree.cache_offset + g * hs;
+    const int nodes = node_of(queries - 1) + 1;
+    for (int j = tid; j < nodes; j += attention_threads) {
+      int count = 0;
+      for (int i = 0; i <= first_node + j; ++i)
+        if (core::is_ancestor(tree.mask, tree.words_per_row, i, first_node + j))
+          ancestors[j * max_tree_nodes + count++] = static_cast<std::uint16_t>(i);
+      for (int q = 0; q < queries; ++q)
+        if (node_of(q) == j) length[q] = base + count;
+    }
+    for (int idx = tid; idx < queries * hs; idx += attention_threads) {
+      const int q = idx / hs, e = idx % hs;
+      const int head = g * group + (first_query + q) % group;
+      qs[q * S.stride + e] = a.qkv[(tree.first_row + first_node + node_of(q)) * a.ld_qkv + head * hs + e];
+    }
+    for (int idx = tid; idx < queries * attention_threads; idx += attention_threads) lanes[idx] = 0.0f;
+    for (int q = tid; q < queries; q += attention_threads) maxs[q] = core::float_from_bits(0xff800000u);  // -inf
+    th.sync();
+    int longest = 0;
+    for (int q = 0; q < queries; ++q) longest = max_of(longest, length[q]);
+
+    // A query's K or V row at attended position p: the staged prefix row, or its node's ancestor's.
+    const auto row = [&](const float* staged, const float* cache, int q, int p) {
+      return p < base ? staged + (p % attention_chunk) * S.stride
+                      : cache + (base + ancestors[node_of(q) * max_tree_nodes + (p - base)]) * row_stride;
+    };
+    // Stages the chunk's prefix rows of K (and V) from p0.
+    const auto stage = [&](int p0, bool values) {
+      const int staged = max_of(0, min_of(attention_chunk, base - p0));
+      for (int idx = tid * 4; idx < staged * hs; idx += attention_threads * 4) {
+        const int p = idx / hs, e = idx % hs;
+        copy16(ks + p * S.stride + e, k_cache + (p0 + p) * row_stride + e);
+        if (values) copy16(vs + p * S.stride + e, v_cache + (p0 + p) * row_stride + e);
+      }
+    };
+    // The chunk's scores into ws: a sequential fmaf dot over the head, times the scale; -inf past
+    // a query's positions.
+    const auto scores = [&](int p0) {
+      for (int idx = tid; idx < queries * attention_chunk; idx += attention_threads) {
+        const int q = idx / attention_chunk, p = p0 + idx % attention_chunk;
+        float s = core::float_from_bits(0xff800000u);
+        if (p < length[q]) {
+          const float* k = row(ks, k_cache, q, p);
+          const float* query = qs + q * S.stride;
+          s = 0.0f;
+          for (int e = 0; e < hs; e += 4) {
+            alignas(16) float k4[4];
+            copy16(k4, k + e);
+            for (int j = 0; j < 4; ++j) s = fmaf(query[e + j], k4[j], s);
+          }
+          s = core::mul_rn(s, a.scale);
+        }
+        ws[idx] = s;
+      }
+    };
+
+    // Pass 1: each query's max score.
+    for (int p0 = 0; p0 < longest; p0 += attention_chunk) {
+      stage(p0, false);
+      th.sync();
+      scores(p0);
+      th.sync();
+      for (int q = tid; q < queries; q += attention_threads)
+        for (int p = 0; p < attention_chunk; ++p) maxs[q] = fmaxf(maxs[q], ws[q * attention_chunk + p]);
+      th.sync();
+    }
+    // Pass 2: weights exp(s - max) into the lane sums (lane p % 128, increasing p), and the value
+    // parts: output (q, e, part) sums p = part, part + parts, ... (parts = 128 / hs). Thread tid
+    // holds part tid / hs of element tid % hs for every query.
+    const int parts = attention_threads / hs, e_of = tid % hs, part_of = tid / hs;
+    float acc[attention_queries];
+    for (float& x : acc) x = 0.0f;
+    for (int p0 = 0; p0 < longest; p0 += attention_chunk) {
+      stage(p0, true);
+      th.sync();
+      scores(p0);
+      th.sync();
+      for (int idx = tid; idx < queries * attention_chunk; idx += attention_threads) {
+        const int q = idx / attention_chunk, p = p0 + idx % attention_chunk;
+        if (p >= length[q]) continue;
+        const float w = core::exp_portable(core::sub_rn(ws[idx], maxs[q]));
+        ws[idx] = w;
+        float& lane = lanes[q * attention_threads + p % attention_threads];  // one (q, p) per lane in a chunk
+        lane = add_rn(lane, w);
+      }
+      th.sync();
+      for (int q = 0; q < queries; ++q)
+        for (int p = p0 + (part_of - p0 % parts + parts) % parts; p < min_of(p0 + attention_chunk, length[q]); p += parts)
+          acc[q] = fmaf(ws[q * attention_chunk + (p - p0)], row(vs, v_cache, q, p)[e_of], acc[q]);
+      th.sync();  // the next chunk rewrites the staged rows and the weights
+    }
+    // Each query's total: the pairwise tree over its 128 lane sums (block_sum's order).
+    for (int q = tid; q < queries; q += attention_threads) {
+      float* part = lanes + q * attention_threads;
+      for (int s = attention_threads / 2; s >= 1; s /= 2)
+        for (int i = 0; i < s; ++i) part[i] = add_rn(part[i], part[i + s]);
+      totals[q] = part[0];
+    }
+    th.sync();
+    for (int q = 0; q < queries; ++q) lanes[q * attention_threads + tid] = acc[q];  // [query][part * hs + e]
+    th.sync();
+    for (int idx = tid; idx < queries * hs; idx += attention_threads) {
+      const int q = idx / hs, e = idx % hs;
+      float o = 0.0f;
+      for (int part = 0; part < parts; ++part) o = add_rn(o, lanes[q * attention_threads + part * hs + e]);
+      const int head = g * group + (first_query + q) % group;
+      a.out[(tree.first_row + first_node + node_of(q)) * static_cast<long long>(a.heads) * hs + head * hs + e] =
+          core::div_rn(o, totals[q]);
     }
   }
 };

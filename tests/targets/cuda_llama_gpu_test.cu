@@ -1,6 +1,6 @@
 // CudaLlamaTarget on a GPU (label gpu; exits 77 without a device):
 //  - its forward equals, bit for bit, the same kernels run on the host's emulated grid
-//    (EmulatedLlamaTarget);
+//    (EmulatedLlamaTarget), and its two attention kernels give the same bits;
 //  - it computes the host Llama2cTarget's model (same checkpoint, same tree): logits within fp32
 //    rounding, the same greedy continuation (a check of the kernels' meaning, which bit-exactness
 //    against itself cannot give);
@@ -105,6 +105,17 @@ TEST_CASE("the GPU forward equals its emulation on the host, bit for bit") {
     CudaLlamaTarget checkpoint = CudaLlamaTarget::load(*path);
     compare(checkpoint, *path, small_shape(), 0);
   }
+}
+
+TEST_CASE("the per-node and the tiled attention kernels give the same bits on the GPU") {
+  constexpr int sizes[] = {1, 3, 17, 64, 200};
+  const auto make = [](DeviceLlamaOptions::Attention kind) {  // head size 32, 4 heads a KV head, bf16
+    return CudaLlamaTarget::synthetic(small_shape(), 3, {},
+                                      {.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0,
+                                       .tensor_cores = false, .attention = kind});
+  };
+  attention_kernels_agree(make, 300, sizes);
+  attention_kernels_agree(make, 0, sizes);
 }
 
 TEST_CASE("stories260K in fp32: every node of a tree equals a single-token forward of its path, bit for bit") {

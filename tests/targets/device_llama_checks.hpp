@@ -24,6 +24,7 @@
 #include <specdec/models/synthetic_llama.hpp>
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
+#include <specdec/targets/device_llama.hpp>
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/testing/backend_tree.hpp>
 #include <specdec/testing/laid_out_tree.hpp>
@@ -130,6 +131,29 @@ void bit_exact_sweep(Target& target, const std::vector<token_t>& prefix, std::ui
 // plain greedy decoding gives the host's `tokens` tokens.
 template <class Target>
 void computes_host_model(Target& device, Llama2cTarget& host, int nodes, int tokens);
+
+// The two attention kernels (NodeAttention and TiledAttention) give the same bits: make(kind)
+// builds the same target with DeviceLlamaOptions::attention = kind; a random tree of each size
+// behind `prefix` cached tokens, every row compared.
+template <class Make>
+void attention_kernels_agree(Make make, int prefix, std::span<const int> sizes) {
+  auto per_node = make(DeviceLlamaOptions::Attention::per_node);
+  auto tiled = make(DeviceLlamaOptions::Attention::tiled);
+  const int vocab = per_node.vocab_size();
+  const std::vector<token_t> tokens = random_tokens(prefix, vocab, 41);
+  std::mt19937 rng(42);
+  int trees = 0;
+  for (const int n : sizes) {
+    const testing::LaidOutTree tree(random_parents(static_cast<Shape>(trees++ % 4), n, rng), random_tokens(n, vocab, rng()));
+    per_node.prefill(tokens);
+    tiled.prefill(tokens);
+    const TreeOn<decltype(per_node)> on_device(tree, prefix, per_node.backend());
+    const std::vector<float> a = logits_on_host(per_node, per_node.forward(on_device.view()), n);
+    const std::vector<float> b = logits_on_host(tiled, tiled.forward(on_device.view()), n);
+    INFO("a tree of " << n << " nodes behind " << prefix << " tokens");
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  }
+}
 
 // Plain greedy decoding on a device target: one single-token forward per token, argmax on the host.
 template <class Target>

@@ -88,6 +88,24 @@ TEST_CASE("emulated, a bf16 shape with grouped KV heads: every node equals its p
   CHECK(single_token(target, 17, 20) == single_token(chunked, 17, 20));
 }
 
+TEST_CASE("emulated: the per-node and the tiled attention kernels give the same bits") {
+  constexpr int sizes[] = {1, 3, 17, 40};
+  if (const auto path = testing::data_file("models/stories260K.bin")) {  // head size 8, 2 heads a KV head
+    const auto make = [&](DeviceLlamaOptions::Attention kind) {
+      return EmulatedLlamaTarget::load(*path, {}, {.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0,
+                                                   .tensor_cores = false, .attention = kind});
+    };
+    attention_kernels_agree(make, 150, sizes);  // more positions than the 128 lanes
+    attention_kernels_agree(make, 0, sizes);
+  }
+  const auto make = [](DeviceLlamaOptions::Attention kind) {  // head size 16, 2 heads a KV head, bf16
+    return EmulatedLlamaTarget::synthetic(tiny_shape(), 3, {}, {.max_positions = 0, .max_tree_nodes = 256,
+                                                                 .max_rows = 0, .tensor_cores = false,
+                                                                 .attention = kind});
+  };
+  attention_kernels_agree(make, 21, sizes);
+}
+
 TEST_CASE("emulated, stories260K passes the backend-target conformance kit") {
   const auto path = testing::data_file("models/stories260K.bin");
   if (!path) return;

@@ -14,7 +14,8 @@
 //
 // One forward per step for a tree of 1 .. max_tree_nodes nodes: every weight matrix, classifier
 // included, is multiplied by all nodes in one launch; tree attention reads the cached prefix and
-// each node's ancestors (from the tree's mask); node i writes its K/V at cache slot
+// each node's ancestors (from the tree's mask); from 16 rows on, each cached prefix row is read
+// once per pass for 16 queries of a KV head (TiledAttention); node i writes its K/V at cache slot
 // base_position + i; the logits of every node stay on the device (rows of vocab_size floats).
 // Batch-invariant bit for bit: every output's reduction order is fixed independently of the tree
 // (kernels/llama_forward.hpp states the rule), so a node's logits equal a single-token forward of
@@ -26,7 +27,7 @@
 // of up to 64 requests in one forward (SpeculativeBatch, step/backend_step.hpp).
 //
 // Not done yet: CUDA graphs for the ~9 launches per layer, weights staged through shared memory,
-// attention that reads each cached row once for all of a tree's nodes.
+// a node's positions split over attention blocks.
 #pragma once
 
 #include <algorithm>
@@ -67,6 +68,11 @@ struct DeviceLlamaOptions {
   /// states their fixed order): the CUDA backend and bf16 weights with dim and hidden_dim multiples
   /// of 16 only. Off: CUDA-core fmaf with fp32 activations.
   bool tensor_cores = false;
+  /// Which attention kernel runs (kernels/llama_forward.hpp): NodeAttention for forwards of few
+  /// rows and TiledAttention from kernels::llama::tiled_attention_rows rows (automatic), or one of
+  /// them always. The same bits whichever runs.
+  enum class Attention { automatic, per_node, tiled };
+  Attention attention = Attention::automatic;
 };
 
 /// Where every tensor lives in DeviceLlamaModel's two device buffers: matrices (fp32 or bf16
@@ -272,6 +278,7 @@ class DeviceLlamaModel {
       : tag_(tag), layout_(config), format_(format), who_(who), slots_(slots) {
     const LlamaConfig& c = config;
     tensor_cores_ = options.tensor_cores;
+    attention_ = options.attention;
     max_positions_ = options.max_positions > 0 ? options.max_positions : std::min(c.seq_len, kernels::llama::max_attended);
     max_tree_ = options.max_tree_nodes;
     max_rows_ = options.max_rows > 0 ? options.max_rows
@@ -531,6 +538,11 @@ class DeviceLlamaModel {
     else run_as<float>(trees, n, attended, want_logits);
   }
 
+  bool tiled_attention(int rows) const {
+    using A = DeviceLlamaOptions::Attention;
+    return attention_ == A::tiled || (attention_ == A::automatic && rows >= kernels::llama::tiled_attention_rows);
+  }
+
   template <class W>
   void run_as(const kernels::llama::ForwardTrees& trees, int n, int attended, bool want_logits) {
     namespace k = kernels::llama;
@@ -560,7 +572,8 @@ class DeviceLlamaModel {
       a.head_size = hs;
       a.scale = 1.0f / std::sqrt(static_cast<float>(hs));
       a.out = att();
-      launch(k::Attention{a, n, attended});
+      if (tiled_attention(n)) launch(k::TiledAttention{a, n});
+      else launch(k::NodeAttention{a, n, attended});
       product<W>(at + layout_.wo, d, d, att(), d, x(), d, n, true);
       launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_ffn, l).first, d, n, xb(), d});
       product<W>(at + layout_.w13, d, 2 * hid, xb(), d, h13(), 2 * hid, n, false);
@@ -583,6 +596,7 @@ class DeviceLlamaModel {
   int max_tree_ = 0;
   int max_rows_ = 0;
   bool tensor_cores_ = false;
+  DeviceLlamaOptions::Attention attention_ = DeviceLlamaOptions::Attention::automatic;
   std::uint64_t device_bytes_ = 0;
   backend::buffer<Backend> weights_, norms_, k_cache_, v_cache_, activations_, chain_, rope_;
   backend::buffer<Backend> x16_;  // bf16 activations of the tensor-core products
