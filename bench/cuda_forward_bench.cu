@@ -173,7 +173,9 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
     k::bf16* x16_ours = nullptr;  // the tensor-core product's own rounding of x
     must(cudaMalloc(&x16_ours, 2ull * max_n * p.in), "cudaMalloc");
     must(cudaMalloc(&y, sizeof(float) * max_n * p.out), "cudaMalloc");
-    const auto fill = [&](auto kernel) { specdec::backend::launch_grid(specdec::backend::cuda{stream}, kernel.shape(), kernel); };
+    const auto fill = [&](auto kernel) {
+      specdec::backend::launch_grid(specdec::backend::cuda{stream}, kernel.shape(), kernel);
+    };
     const auto activations = static_cast<unsigned long long>(max_n) * p.in;
     fill(k::FillSynthetic<k::bf16>{w, weights, 1, synthetic::tensor::wq, 0});
     fill(k::FillSynthetic<float>{x, activations, 2, synthetic::tensor::rms_att, 0});

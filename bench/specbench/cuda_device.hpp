@@ -120,6 +120,22 @@ std::string energy_line(bool available, const std::string& why, const EnergyTota
 nlohmann::ordered_json energy_json(bool available, const std::string& why, const EnergyTotal& speculative,
                                    const EnergyTotal& plain);
 
+// ---- where a step's time goes ----
+
+/// A run's speculative steps, their drafting on the host and their parts on the device, summed
+/// over its turns (DecodeStats::draft_seconds and backend_phases).
+struct StepParts {
+  std::int64_t steps = 0;
+  double drafting = 0;
+  specdec::BackendPhases backend;
+};
+StepParts step_parts(const ModelRun& run);
+/// "step parts, microseconds per step (N steps): drafting A (host), copy in B, forward C,
+/// verify+compact D, copy out E (device, CUDA events)".
+std::string step_parts_line(const StepParts& parts);
+/// {"steps", "seconds": {"drafting", "copy_in", "forward", "verify_compact", "copy_out"}}.
+nlohmann::ordered_json step_parts_json(const StepParts& parts);
+
 // ---- model and replay ----
 
 /// `specbench model --device cuda`: every prompt decoded plainly (a one-node forward per token,

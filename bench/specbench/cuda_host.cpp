@@ -165,4 +165,34 @@ nlohmann::ordered_json energy_json(bool available, const std::string& why, const
   return j;
 }
 
+StepParts step_parts(const ModelRun& run) {
+  StepParts parts;
+  for (const ModelTurn& turn : run.turns) {
+    const specdec::DecodeStats& s = turn.result.stats;
+    parts.steps += s.steps;
+    parts.drafting += s.draft_seconds;
+    parts.backend.add(s.backend_phases);
+  }
+  return parts;
+}
+
+std::string step_parts_line(const StepParts& p) {
+  if (p.steps == 0) return "step parts: no step";
+  const double per = 1e6 / static_cast<double>(p.steps);
+  return fmt::format("step parts, microseconds per step ({} steps): drafting {:.1f} (host), copy in {:.1f}, forward "
+                     "{:.1f}, verify+compact {:.1f}, copy out {:.1f} (device, CUDA events)",
+                     p.steps, p.drafting * per, p.backend.copy_in * per, p.backend.forward * per,
+                     p.backend.verify_compact * per, p.backend.copy_out * per);
+}
+
+nlohmann::ordered_json step_parts_json(const StepParts& p) {
+  return {{"steps", p.steps},
+          {"seconds",
+           {{"drafting", p.drafting},
+            {"copy_in", p.backend.copy_in},
+            {"forward", p.backend.forward},
+            {"verify_compact", p.backend.verify_compact},
+            {"copy_out", p.backend.copy_out}}}};
+}
+
 }  // namespace specbench

@@ -531,10 +531,13 @@ int run_model_cuda(const ModelArgs& a, const std::optional<CostTable>& table) {
   report.clamped = clamped;
   report.model += "; on " + gpu.device + ": " + gpu.target;
   print_model_report(std::cout, report);
+  const StepParts parts = step_parts(gpu.run);
+  std::cout << step_parts_line(parts) << "\n";
   std::cout << energy_line(meter.available(), meter.why(), gpu.speculative_energy, gpu.plain_energy) << "\n";
   if (!a.json.empty()) {
     nlohmann::ordered_json j = to_json(report);
     j["device"] = {{"name", gpu.device}, {"target", gpu.target}};
+    j["step_parts"] = step_parts_json(parts);
     j["energy"] = energy_json(meter.available(), meter.why(), gpu.speculative_energy, gpu.plain_energy);
     write_file(a.json, j.dump(2) + "\n");
   }

@@ -13,6 +13,7 @@
 // on either), and return a status instead of throwing.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -185,6 +186,27 @@ inline status synchronize(host) { return status::ok; }
 /// A status in words (the CUDA overload adds the CUDA error behind a device_error).
 inline std::string describe(host, status s) { return to_string(s); }
 
+// ---- marks --------------------------------------------------------------------------------------
+// Points in a backend's order of work, read once it has been waited for: how long the parts of a
+// step took there, without a wait in between (CUDA events; on the host, which runs each part as
+// it is enqueued, the clock).
+
+/// `count` points in the order of work of Backend: the clock when each is recorded, which is right
+/// for a backend that runs each part as it is enqueued (host). A backend that runs behind the
+/// host specialises it (cuda, below).
+template <class Backend, int count>
+class marks {
+ public:
+  void record(const Backend&, int i) { at_[i] = std::chrono::steady_clock::now(); }
+  /// Seconds from point `from` to point `to`, both recorded, the backend waited for since.
+  double seconds(const Backend&, int from, int to) const {
+    return std::chrono::duration<double>(at_[to] - at_[from]).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point at_[count]{};
+};
+
 // ---- cuda ---------------------------------------------------------------------------------------
 
 #if defined(__CUDACC__)
@@ -280,6 +302,45 @@ inline status copy(const cuda& c, void* destination, const void* source, std::si
   return detail::from(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, c.stream));
 }
 inline status synchronize(const cuda& c) { return detail::from(cudaStreamSynchronize(c.stream)); }
+
+/// CUDA events, created at the first record. A failed event call (timing only) makes seconds() 0,
+/// and its error is cleared so that no later cudaGetLastError takes it for a launch's.
+template <int count>
+class marks<cuda, count> {
+ public:
+  marks() = default;
+  marks(marks&& other) noexcept { swap(other); }
+  marks& operator=(marks&& other) noexcept {
+    swap(other);
+    return *this;
+  }
+  ~marks() {
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);
+  }
+  void record(const cuda& c, int i) {
+    if (!events_[i] && cudaEventCreate(&events_[i]) != cudaSuccess) {
+      events_[i] = nullptr;
+      cudaGetLastError();
+    }
+    if (events_[i] && cudaEventRecord(events_[i], c.stream) != cudaSuccess) cudaGetLastError();
+  }
+  double seconds(const cuda&, int from, int to) const {
+    float ms = 0;
+    if (!events_[from] || !events_[to]) return 0;
+    if (cudaEventElapsedTime(&ms, events_[from], events_[to]) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return static_cast<double>(ms) / 1e3;
+  }
+
+ private:
+  void swap(marks& other) noexcept {
+    for (int i = 0; i < count; ++i) std::swap(events_[i], other.events_[i]);
+  }
+  cudaEvent_t events_[count] = {};
+};
 #endif
 
 /// `bytes` bytes of one kind of a backend's memory, released with the buffer (move-only).

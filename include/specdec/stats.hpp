@@ -7,6 +7,22 @@
 
 namespace specdec {
 
+/// Where a backend step's time went (step/backend_step.hpp), summed over steps: measured on the
+/// backend between its parts (CUDA events; the clock on the host backend), with no wait in
+/// between. Zero for a target that is not a BackendTarget.
+struct BackendPhases {
+  double copy_in = 0;         ///< the trees' copy to the backend
+  double forward = 0;         ///< the target's forward
+  double verify_compact = 0;  ///< the verifier's verify_on and the KV compaction
+  double copy_out = 0;        ///< the verdicts' copy back
+  void add(const BackendPhases& o) {
+    copy_in += o.copy_in;
+    forward += o.forward;
+    verify_compact += o.verify_compact;
+    copy_out += o.copy_out;
+  }
+};
+
 /// Counters collected by SpeculativeDecoder over all steps since prefill().
 struct DecodeStats {
   std::int64_t steps = 0;          ///< target calls (one forward per step)
@@ -27,6 +43,9 @@ struct DecodeStats {
   /// steps that send the root alone (every tree of a batch's step: fewer clock reads per plain step).
   double target_seconds = 0;
   double verify_seconds = 0;  ///< verifier, in the steps that send draft nodes (see target_seconds)
+  /// A BackendTarget's steps on the backend, part by part (each request of a batch counts its
+  /// shared step's, as with target_seconds).
+  BackendPhases backend_phases;
   /// nodes_per_step[k] = number of steps that sent k draft nodes (the chosen budgets' distribution
   /// under an automatic budget).
   std::vector<std::int64_t> nodes_per_step;
@@ -61,6 +80,7 @@ struct DecodeStats {
     draft_seconds += o.draft_seconds;
     target_seconds += o.target_seconds;
     verify_seconds += o.verify_seconds;
+    backend_phases.add(o.backend_phases);
     add_histogram(nodes_per_step, o.nodes_per_step);
     sized_steps += o.sized_steps;
     paused_steps += o.paused_steps;

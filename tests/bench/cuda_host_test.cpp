@@ -95,3 +95,23 @@ TEST_CASE("joules per token: the counter's differences over the passes' tokens, 
   CHECK_THAT(energy_line(true, "", broken, plain), StartsWith("energy: not measured"));
   CHECK(energy_json(true, "", broken, plain)["measured"] == false);
 }
+
+TEST_CASE("a step's parts: drafting and the device's copy in, forward, verify+compact and copy out, per step") {
+  ModelRun run;
+  run.turns.resize(2);
+  for (ModelTurn& turn : run.turns) {
+    specdec::DecodeStats& s = turn.result.stats;
+    s.steps = 50;
+    s.draft_seconds = 0.001;  // 20 us a step over both turns
+    s.backend_phases = {0.0005, 0.25, 0.002, 0.0004};
+  }
+  const StepParts parts = step_parts(run);
+  CHECK(parts.steps == 100);
+  CHECK(parts.backend.forward == Approx(0.5));
+  CHECK_THAT(step_parts_line(parts), Contains("(100 steps): drafting 20.0 (host), copy in 10.0, forward 5000.0, "
+                                              "verify+compact 40.0, copy out 8.0 (device, CUDA events)"));
+  const nlohmann::ordered_json j = step_parts_json(parts);
+  CHECK(j["steps"] == 100);
+  CHECK(j["seconds"]["verify_compact"].get<double>() == Approx(0.004));
+  CHECK(step_parts_line(step_parts(ModelRun{})) == "step parts: no step");
+}

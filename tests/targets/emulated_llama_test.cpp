@@ -138,6 +138,25 @@ TEST_CASE("emulated, speculative greedy decoding equals plain greedy decoding, a
   batch_decodes_as_plain(batch, single, prompts, sanitized ? 12 : 30);
 }
 
+TEST_CASE("emulated: the backend step's parts are timed, and the forward is in them") {
+  EmulatedLlamaTarget target = EmulatedLlamaTarget::synthetic(tiny_shape(), 4);
+  const std::vector<token_t> prompt = random_tokens(8, target.vocab_size(), 31);
+  SpeculativeDecoder<EmulatedLlamaTarget, OracleDrafter, ExactVerifier> decoder(
+      target, DecoderOptions{.budget = 8}, OracleDrafter(prompt, 4, 0.5, 2, 1), ExactVerifier{});
+  decoder.prefill(prompt);
+  decoder.generate(12);
+  const DecodeStats& stats = decoder.stats();
+  const BackendPhases& p = stats.backend_phases;
+  INFO("copy in " << p.copy_in << " s, forward " << p.forward << " s, verify and compact " << p.verify_compact
+                  << " s, copy out " << p.copy_out << " s; the target's " << stats.target_seconds << " s");
+  CHECK(p.copy_in >= 0);
+  CHECK(p.verify_compact > 0);
+  CHECK(p.copy_out >= 0);
+  // The emulated forward is most of the step, and the parts lie within the step's time.
+  CHECK(p.forward > 0.5 * stats.target_seconds);
+  CHECK(p.copy_in + p.forward + p.verify_compact + p.copy_out <= stats.target_seconds);
+}
+
 TEST_CASE("emulated, a batched forward's rows equal each tree forwarded alone, bit for bit") {
   batched_rows_equal_alone(
       6, 9, 60, [](int slots) { return EmulatedLlamaBatchTarget::synthetic(tiny_shape(), 8, slots, {}, {.max_positions = 80}); },

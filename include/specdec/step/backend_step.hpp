@@ -7,6 +7,9 @@
 //   B paths, next  <--copy------- outputs  <────────────────────────────────────────────────┘
 //                   synchronize (the one wait of the step)
 //
+// Marks between the parts (backend::marks: CUDA events, the clock on the host) say, after the
+// wait, how long each part took there (phases(), DecodeStats::backend_phases).
+//
 // The wait is needed: the accepted lengths decide what the host appends to the contexts, what the
 // drafters observe, where the next trees start and whether a sequence stops; a bad status must
 // become a specdec::error. The tree arrays and the outputs share one packed buffer (outputs first),
@@ -30,6 +33,7 @@
 #include <specdec/concepts.hpp>
 #include <specdec/error.hpp>
 #include <specdec/core/tree_view.hpp>
+#include <specdec/stats.hpp>
 #include <specdec/verdict.hpp>
 
 namespace specdec::detail {
@@ -107,6 +111,9 @@ class BackendStep {
   /// every step before (on CUDA: a wait). Throws specdec::error on a failed operation or a bad
   /// status; the slots' caches may then be partly compacted, and their sequences must start
   /// again with prefill.
+  /// The last step's parts on the backend.
+  const BackendPhases& phases() const { return phases_; }
+
   template <class Target, class VerifierOf, class VerdictOf>
   void run(Target& target, const TreeBatchView& batch, VerifierOf&& verifier_of, VerdictOf&& verdict_of) {
     try {
@@ -152,11 +159,14 @@ class BackendStep {
     staging_.grow(at.total);
     packed_.grow(at.total);
     pack(batch, at, verifier_of);
+    marks_.record(tag_, 0);
     check(backend::copy(tag_, packed_.data(), staging_.data(), at.total), "copying the trees to the backend");
+    marks_.record(tag_, 1);
 
     LogitsRows rows;
     if constexpr (BackendBatchTarget<Target>) rows = target.forward(TreeBatchView{batch.slots, views_});
     else rows = target.forward(views_[0]);
+    marks_.record(tag_, 2);
     int first = 0;
     for (const int end : run_ends_) {
       check(verifier_of(first).verify_on(tag_, verify_job(at, rows, first, end - first)), "the verifier's verify_on");
@@ -176,9 +186,13 @@ class BackendStep {
     compaction.status = on_backend<core::compaction_status>(at.compaction_status);
     compaction.sequence = on_backend<int>(at.sequence);
     check(backend::compact_kv(tag_, compaction), "KV compaction");
+    marks_.record(tag_, 3);
 
     check(backend::copy(tag_, staging_.data(), packed_.data(), at.outputs), "copying the results back");
+    marks_.record(tag_, 4);
     check(backend::synchronize(tag_), "the step on the backend");
+    phases_ = {marks_.seconds(tag_, 0, 1), marks_.seconds(tag_, 1, 2), marks_.seconds(tag_, 2, 3),
+               marks_.seconds(tag_, 3, 4)};
     for (int b = 0; b < trees; ++b) read_result(at, b, batch.slots[static_cast<std::size_t>(b)], verdict_of(b));
   }
 
@@ -430,6 +444,9 @@ class BackendStep {
   backend::buffer<Backend> staging_{Backend{}, backend::memory::staging};
   backend::buffer<Backend> packed_{Backend{}, backend::memory::backend};
   backend::buffer<Backend> scratch_{Backend{}, backend::memory::backend};
+  // Before the copy in, the forward, the verification and compaction, the copy out, and after it.
+  backend::marks<Backend, 5> marks_;
+  BackendPhases phases_;
 };
 
 }  // namespace specdec::detail

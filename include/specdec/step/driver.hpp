@@ -157,8 +157,10 @@ class StepDriver {
     Times times;
     times.forward = times.verified = times.verifying = clock_();
     std::exception_ptr failed;  // the first commit that threw
-    if constexpr (BackendTarget<target_type> || BackendBatchTarget<target_type>) on_backend(target, backend, hooks);
-    else failed = on_host(target, feature_dim, times);
+    if constexpr (BackendTarget<target_type> || BackendBatchTarget<target_type>)
+      on_backend(target, backend, hooks, times);
+    else
+      failed = on_host(target, feature_dim, times);
     times.committed = clock_();
     ++forwards_;
     commit_contexts(hooks);
@@ -173,18 +175,20 @@ class StepDriver {
     clock::time_point verifying;  // the forward ended: the verifiers began (where timed)
     clock::time_point verified;   // the verifiers ended
     clock::time_point committed;  // the target's commits ended
+    BackendPhases backend;        // a backend step's parts, timed there
   };
 
   // forward, verify, commit on a backend: forward, verification and compaction run behind each
   // other there (their time is the target's, see DecodeStats); a throw ends every sequence.
   template <class Target, class Backend, class Hooks>
-  void on_backend(Target& target, Backend& backend, Hooks& hooks) {
+  void on_backend(Target& target, Backend& backend, Hooks& hooks, Times& times) {
     const std::size_t trees = count();
     try {
       backend.run(
           target, batch(), [&](int b) -> Verifier& { return *lanes_[static_cast<std::size_t>(b)].verifier; },
           [&](int b) -> Verdict& { return lanes_[static_cast<std::size_t>(b)].seq->verdict(); });
       for (std::size_t b = 0; b < trees; ++b) verified(b);
+      times.backend = backend.phases();
     } catch (...) {
       for (std::size_t b = 0; b < trees; ++b) hooks.end(static_cast<int>(b));
       throw;
@@ -256,7 +260,8 @@ class StepDriver {
       const auto begin = t;
       t = clock_();
       const clock::duration drafting = lane.budget->asked ? lane.drafting + sizing : clock::duration{};
-      seq.record(trees_[b], seconds(drafting).count() + seconds(t - begin).count(), target_seconds, lane.verify_seconds);
+      seq.record(trees_[b], seconds(drafting).count() + seconds(t - begin).count(), target_seconds, lane.verify_seconds,
+                 times.backend);
       hooks.recorded(static_cast<int>(b));
     }
     // The step's time for the automatic budget: from its first drafting, or from its forward when

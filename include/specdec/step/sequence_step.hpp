@@ -286,12 +286,15 @@ class SequenceStep<type_list<Drafters...>> {
   }
 
   /// record: the step's counters, and its time split into drafting (draft, merge, commit,
-  /// observe), the target (forward and commit) and the verifier, in seconds.
-  void record(const TreeView& view, double draft_seconds, double target_seconds, double verify_seconds) {
+  /// observe), the target (forward and commit) and the verifier, in seconds, and a backend step's
+  /// parts on the backend (zero on the host).
+  void record(const TreeView& view, double draft_seconds, double target_seconds, double verify_seconds,
+              const BackendPhases& backend_phases) {
     count_step(stats_, view, merger_.tree(), verdict_.path, committed_.size());
     stats_.draft_seconds += draft_seconds;
     stats_.target_seconds += target_seconds;
     stats_.verify_seconds += verify_seconds;
+    stats_.backend_phases.add(backend_phases);
   }
 
   /// record of a plain run (commit_plain): its steps' counters, `paused` of them in a pause, and

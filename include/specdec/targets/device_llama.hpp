@@ -552,7 +552,8 @@ class DeviceLlamaModel {
     const core::KvCacheLayout cache = kv_layout();
     using synthetic::tensor;
 
-    launch(k::Embed<W>{reinterpret_cast<const W*>(weights_.data()) + layout_.embedding, trees, n, c.vocab_size, d, x(), d});
+    launch(k::Embed<W>{reinterpret_cast<const W*>(weights_.data()) + layout_.embedding, trees, n, c.vocab_size, d, x(),
+                       d});
     for (int l = 0; l < c.n_layers; ++l) {
       const std::uint64_t at = layout_.layers + static_cast<std::uint64_t>(l) * layout_.layer_elements;
       float* k_layer = reinterpret_cast<float*>(k_cache_.data() + l * cache.layer_stride);
