@@ -48,7 +48,7 @@ testing::BackendConformanceOptions small_kit() {
   options.prompts = 1;
   options.random_trees = sanitized ? 0 : 1;
   options.tree_nodes = sanitized ? 6 : 10;
-  options.large_tree_nodes = sanitized ? 8 : 24;
+  options.large_tree_nodes = sanitized ? 8 : 16;
   options.slots = 2;
   return options;
 }
@@ -89,14 +89,13 @@ TEST_CASE("emulated, a bf16 shape with grouped KV heads: every node equals its p
 }
 
 TEST_CASE("emulated: the per-node and the tiled attention kernels give the same bits") {
-  constexpr int sizes[] = {1, 3, 17, 40};
+  constexpr int sizes[] = {3, 17};
   if (const auto path = testing::data_file("models/stories260K.bin")) {  // head size 8, 2 heads a KV head
     const auto make = [&](DeviceLlamaOptions::Attention kind) {
       return EmulatedLlamaTarget::load(*path, {}, {.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0,
                                                    .tensor_cores = false, .attention = kind});
     };
     attention_kernels_agree(make, 150, sizes);  // more positions than the 128 lanes
-    attention_kernels_agree(make, 0, sizes);
   }
   const auto make = [](DeviceLlamaOptions::Attention kind) {  // head size 16, 2 heads a KV head, bf16
     return EmulatedLlamaTarget::synthetic(tiny_shape(), 3, {}, {.max_positions = 0, .max_tree_nodes = 256,
@@ -130,12 +129,12 @@ TEST_CASE("emulated, speculative greedy decoding equals plain greedy decoding, a
   if (!path || !tok_path) return;
   EmulatedLlamaTarget single = EmulatedLlamaTarget::load(*path);
   const Llama2cTokenizer tokenizer = Llama2cTokenizer::load(*tok_path, single.vocab_size());
-  speculative_equals_plain(single, tokenizer.encode("Once upon a time"), sanitized ? 16 : 40);
+  speculative_equals_plain(single, tokenizer.encode("Once upon a time"), sanitized ? 16 : 30);
   EmulatedLlamaBatchTarget batch = EmulatedLlamaBatchTarget::load(*path, 3);
   std::vector<std::vector<token_t>> prompts;
   for (const char* text : {"The cat", "Lily and Tom went to the park", "One day", "Sam had a ball"})
     prompts.push_back(tokenizer.encode(text));
-  batch_decodes_as_plain(batch, single, prompts, sanitized ? 12 : 30);
+  batch_decodes_as_plain(batch, single, prompts, sanitized ? 12 : 20);
 }
 
 TEST_CASE("emulated: the backend step's parts are timed, and the forward is in them") {

@@ -111,9 +111,6 @@ class BackendStep {
   /// every step before (on CUDA: a wait). Throws specdec::error on a failed operation or a bad
   /// status; the slots' caches may then be partly compacted, and their sequences must start
   /// again with prefill.
-  /// The last step's parts on the backend.
-  const BackendPhases& phases() const { return phases_; }
-
   template <class Target, class VerifierOf, class VerdictOf>
   void run(Target& target, const TreeBatchView& batch, VerifierOf&& verifier_of, VerdictOf&& verdict_of) {
     try {
@@ -125,6 +122,9 @@ class BackendStep {
       throw;
     }
   }
+
+  /// The last step's parts on the backend.
+  const BackendPhases& phases() const { return phases_; }
 
  private:
   // Where the step's arrays go in the packed buffer: per-tree arrays of `trees` entries, then the
