@@ -181,6 +181,19 @@ struct TiledAttentionShared {
 /// Shared memory of a TiledAttention launch, for head size hs.
 SPECDEC_HD inline int tiled_attention_shared_bytes(int head_size) { return TiledAttentionShared(head_size).bytes; }
 
+/// An attention score: the sequential fmaf dot of the query and the key over the head (16-byte
+/// loads of the key: head_size % 4 == 0, rows start on 16 bytes), times the scale. Both attention
+/// kernels call it, so their scores have the same bits.
+SPECDEC_HD inline float attention_score(const float* query, const float* key, int head_size, float scale) {
+  float s = 0.0f;
+  for (int e = 0; e < head_size; e += 4) {
+    alignas(16) float k4[4];
+    copy16(k4, key + e);
+    for (int j = 0; j < 4; ++j) s = fmaf(query[e + j], k4[j], s);
+  }
+  return core::mul_rn(s, scale);
+}
+
 /// Head sizes the value pass splits evenly over the block, in whole 16-byte key loads.
 SPECDEC_HD inline bool attention_head_size_ok(int head_size) {
   return head_size >= 4 && head_size <= attention_threads && attention_threads % head_size == 0;
@@ -380,15 +393,8 @@ struct NodeAttention {
 
     float best = core::float_from_bits(0xff800000u);  // -inf
     for (int p = tid; p < L; p += attention_threads) {
-      const float* k = k_cache + attended_slot(p, base, ancestors) * row_stride + g * hs;
-      float s = 0.0f;
-      // 16-byte loads of the key (head_size % 4 == 0; rows start on 16 bytes), summed in e order.
-      for (int e = 0; e < hs; e += 4) {
-        alignas(16) float k4[4];
-        copy16(k4, k + e);
-        for (int j = 0; j < 4; ++j) s = fmaf(query[e + j], k4[j], s);
-      }
-      s = core::mul_rn(s, a.scale);
+      const float s =
+          attention_score(query, k_cache + attended_slot(p, base, ancestors) * row_stride + g * hs, hs, a.scale);
       scores[p] = s;
       best = fmaxf(best, s);
     }
@@ -508,24 +514,12 @@ struct TiledAttention {
         if (values) copy16(vs + p * S.stride + e, v_cache + (p0 + p) * row_stride + e);
       }
     };
-    // The chunk's scores into ws: a sequential fmaf dot over the head, times the scale; -inf past
-    // a query's positions.
+    // The chunk's scores into ws; -inf past a query's positions.
     const auto scores = [&](int p0) {
       for (int idx = tid; idx < queries * attention_chunk; idx += attention_threads) {
         const int q = idx / attention_chunk, p = p0 + idx % attention_chunk;
-        float s = core::float_from_bits(0xff800000u);
-        if (p < length[q]) {
-          const float* k = row(ks, k_cache, q, p);
-          const float* query = qs + q * S.stride;
-          s = 0.0f;
-          for (int e = 0; e < hs; e += 4) {
-            alignas(16) float k4[4];
-            copy16(k4, k + e);
-            for (int j = 0; j < 4; ++j) s = fmaf(query[e + j], k4[j], s);
-          }
-          s = core::mul_rn(s, a.scale);
-        }
-        ws[idx] = s;
+        ws[idx] = p < length[q] ? attention_score(qs + q * S.stride, row(ks, k_cache, q, p), hs, a.scale)
+                                : core::float_from_bits(0xff800000u);  // -inf
       }
     };
 
