@@ -123,11 +123,13 @@ SPECDEC_HD inline int attended_slot(int p, int base, const int* ancestors) {
   return p < base ? p : base + ancestors[p - base];
 }
 
-/// Writes node i's ancestors (itself included), root first, to `ancestors`; returns how many.
-SPECDEC_HD inline int tree_ancestors(const std::uint32_t* mask, int words, int i, int* ancestors) {
+/// Writes node i's ancestors (itself included), root first, to `ancestors` (int, or 16-bit where
+/// shared memory is short); returns how many.
+template <class Index>
+SPECDEC_HD inline int tree_ancestors(const std::uint32_t* mask, int words, int i, Index* ancestors) {
   int count = 0;
   for (int j = 0; j <= i; ++j)
-    if (core::is_ancestor(mask, words, j, i)) ancestors[count++] = j;
+    if (core::is_ancestor(mask, words, j, i)) ancestors[count++] = static_cast<Index>(j);
   return count;
 }
 
@@ -482,10 +484,8 @@ struct TiledAttention {
     const float* v_cache = a.v_cache + tree.cache_offset + g * hs;
     const int nodes = node_of(queries - 1) + 1;
     for (int j = tid; j < nodes; j += attention_threads) {
-      int count = 0;
-      for (int i = 0; i <= first_node + j; ++i)
-        if (core::is_ancestor(tree.mask, tree.words_per_row, i, first_node + j))
-          ancestors[j * max_tree_nodes + count++] = static_cast<std::uint16_t>(i);
+      const int count =
+          tree_ancestors(tree.mask, tree.words_per_row, first_node + j, ancestors + j * max_tree_nodes);
       for (int q = 0; q < queries; ++q)
         if (node_of(q) == j) length[q] = base + count;
     }
