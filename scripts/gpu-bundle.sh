@@ -141,6 +141,9 @@ if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != skip ]; then
     --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_stories260K.json"
   specbench_step model_babyllama 60 model --device cuda --drafter casd --model "$models/babyllama-936K.bin" \
     --tokenizer "$models/tok105.bin" --task retell --json "$logs/specbench_model_babyllama.json"
+  specbench_step model_rejection 40 model --device cuda --drafter tree_history --verifier rejection \
+    --temperature 0.8 --seed 1 --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --task stories \
+    --json "$logs/specbench_model_rejection.json"
   cost=()
   [ -f "$table" ] && cost=(--cost "$table")  # else each replay calibrates at start-up
   for drafter in tree_history casd pld tree; do

@@ -1,37 +1,34 @@
-// `--device cuda` in a specbench built without CUDA: every entry point refuses with one sentence
-// (require_cuda_device), so that the options parse and say why they cannot run.
-#include "cuda_device.hpp"
+// `--device cuda` in a specbench built without CUDA: every entry point refuses with one sentence,
+// so that the options parse and say why they cannot run.
+#include "device.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
 
-bool cuda_built() { return false; }
+namespace {
 
-std::string require_cuda_device() {
-  throw input_error("--device cuda: this specbench was built without CUDA (configure with the cuda preset, "
-                    "SPECDEC_CUDA=ON, on a machine with nvcc)");
-}
+class CudaAbsent final : public DeviceRuns {
+ public:
+  const char* option() const override { return "--device cuda"; }
+  const char* timer() const override { return "CUDA events"; }
+  [[noreturn]] std::string require() const override {
+    throw input_error("--device cuda: this specbench was built without CUDA (configure with the cuda preset, "
+                      "SPECDEC_CUDA=ON, on a machine with nvcc)");
+  }
+  CostTable calibrate(const DeviceModelChoice&, const CalibrateOptions&, std::ostream&) const override { require(); }
+  DeviceModelRunner find_combination(const std::vector<std::string>&, VerifierKind) const override { require(); }
+  std::vector<std::string> combination_names() const override { return {}; }
+  EnergyMeter energy_meter() const override { require(); }
+  std::unique_ptr<DeviceStepCoster> make_coster(const DeviceModelChoice&, Corpus&, int, std::string&) const override {
+    require();
+  }
+};
 
-CostTable calibrate_cuda(const CudaModelChoice&, const CalibrateOptions&, std::ostream&) {
-  require_cuda_device();
-  return {};
-}
+}  // namespace
 
-CudaModelRunner find_cuda_combination(const std::vector<std::string>&) {
-  require_cuda_device();
-  return nullptr;
-}
-
-std::vector<std::string> cuda_combination_names() { return {}; }
-
-EnergyMeter cuda_energy_meter() {
-  require_cuda_device();
-  return EnergyMeter::unavailable("no CUDA");
-}
-
-std::unique_ptr<CudaStepCoster> make_cuda_coster(const CudaModelChoice&, Corpus&, int, std::string&) {
-  require_cuda_device();
-  return nullptr;
+const DeviceRuns& cuda_runs() {
+  static const CudaAbsent runs;
+  return runs;
 }
 
 }  // namespace specbench

@@ -32,8 +32,8 @@
 #include "cost_report.hpp"
 #include "cost_table.hpp"
 #include "costers.hpp"
-#include "cuda_cli.hpp"
-#include "cuda_device.hpp"
+#include "device.hpp"
+#include "device_cli.hpp"
 #include "input_error.hpp"
 #include "registry.hpp"
 #include "report.hpp"
@@ -109,7 +109,7 @@ struct ReplayArgs {
   specdec::WeightFormat weights = specdec::WeightFormat::fp32;  ///< of the timed model
   std::string batch;         ///< --batch B[,B...]: batched decoding, plain and speculative
   RoundRule rounds{3, 1.0};  ///< of the timed model's plain and speculative passes
-  DeviceArgs device;         ///< --device cuda: --timed-model runs on the GPU
+  DeviceArgs device;         ///< --device cuda|emulated: --timed-model runs on the device
 };
 
 /// --threads, checked the same way wherever it is: the forward's pool holds at most
@@ -368,7 +368,7 @@ struct ModelArgs {
   std::string plot;
   std::string batch;  ///< --batch B[,B...]: batched decoding, plain and speculative
   RoundRule rounds{3, 1.0};  ///< of the plain and speculative passes
-  DeviceArgs device;  ///< --device cuda: CudaLlamaTarget
+  DeviceArgs device;  ///< --device cuda|emulated: DeviceLlamaTarget
 };
 
 /// `--min-rounds N` and `--min-seconds S`: how long plain and speculative passes alternate.
@@ -464,18 +464,19 @@ std::optional<CostTable> automatic_budget_table(const BudgetArgs& budget, const 
 }
 
 /// `model --budget auto`'s table (automatic_budget_table): --cost, else a calibration at start-up
-/// of the model with trees of up to `largest` nodes, on the GPU where `gpu` names the model there,
-/// else on the host.
+/// of the model with trees of up to `largest` nodes, on the device where `device` names the model
+/// there, else on the host.
 std::optional<CostTable> model_budget_table(const ModelArgs& a, const std::optional<CostTable>& table, int largest,
-                                            const CudaModelChoice* gpu, std::string& source) {
+                                            const DeviceModelChoice* device, std::string& source) {
   return automatic_budget_table(a.budget, a.cost, table, "the model", [&](std::string& how) {
-    if (!gpu) return quick_calibration(model_path(a), a.threads, a.weights, largest, how);
+    if (!device) return quick_calibration(model_path(a), a.threads, a.weights, largest, how);
     CalibrateOptions quick;
     quick.nodes = doubling_sizes(largest);
     quick.repetitions = 2;
     std::ostringstream log;  // the per-context progress is not shown: the report says what was done
-    how = "calibrated on the GPU at start-up (median of 2)";
-    return calibrate_cuda(*gpu, quick, log);
+    const DeviceRuns& runs = device_runs(a.device);
+    how = "calibrated on " + runs.require() + " at start-up (median of 2)";
+    return runs.calibrate(*device, quick, log);
   }, source);
 }
 
@@ -510,35 +511,45 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   return report_batch(report, a.json, a.plot);
 }
 
-/// `model --device cuda` (cuda_device.hpp): the checkpoint on CudaLlamaTarget, exact verifier,
-/// one sequence; every prompt checked against plain greedy decoding on the same GPU target.
-int run_model_cuda(const ModelArgs& a, const std::optional<CostTable>& table) {
-  const CudaModelRunner runner = find_cuda_combination(find_combination(a.drafters).drafters);
-  const CudaModelChoice choice = cuda_model_choice(model_path(a).string(), "--model");
-  require_cuda_device();
-  ModelOptions options;
-  options.budget = a.budget.most();
-  options.resources = a.resources;
+/// `--show N`: the first N prompts and what the speculative decode continued them with.
+void show_outputs(int n, const ModelBench& bench, const ModelRun& run, const specdec::Llama2cTokenizer& tokenizer) {
+  for (std::size_t p = 0; p < std::min<std::size_t>(static_cast<std::size_t>(n), bench.prompts.size()); ++p) {
+    const std::vector<token_t>& prompt = bench.prompts[p].tokens;
+    std::cout << "\n--- " << bench.prompts[p].task << " " << p + 1 << ":\n"
+              << tokenizer.decode(std::span(prompt).subspan(1), prompt[0]) << "[...]"
+              << tokenizer.decode(run.turns[p].output, prompt.back()) << "\n";
+  }
+}
+
+/// `model --device D` (device.hpp): the checkpoint on DeviceLlamaTarget, one sequence; with the
+/// exact verifier every prompt checked against plain greedy decoding on the same device target.
+int run_model_on_device(const ModelArgs& a, ModelOptions options, const std::optional<CostTable>& table) {
+  const DeviceRuns& runs = device_runs(a.device);
+  const DeviceModelRunner runner = runs.find_combination(find_combination(a.drafters).drafters, options.verifier);
+  const DeviceModelChoice choice = device_model_choice(model_path(a).string(), "--model");
+  runs.require();
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
   std::string auto_budget;
   if (auto t = model_budget_table(a, table, tree_nodes(a.budget.cap), &choice, auto_budget)) options.cost = std::move(*t);
-  EnergyMeter meter = cuda_energy_meter();
-  const CudaModelRun gpu = runner(bench, options, choice, meter);
-  ModelReport report = summarise_model(bench, gpu.run, options);
+  EnergyMeter meter = runs.energy_meter();
+  const DeviceModelRun on = runner(bench, options, choice, meter);
+  ModelReport report = summarise_model(bench, on.run, options);
   report.report.auto_budget = auto_budget;
   report.clamped = clamped;
-  report.model += "; on " + gpu.device + ": " + gpu.target;
+  report.report.fixed_by_default = a.budget.fixed_by_default();
+  report.model += "; on " + on.device + ": " + on.target;
   print_model_report(std::cout, report);
-  const StepParts parts = step_parts(gpu.run);
-  std::cout << step_parts_line(parts) << "\n";
-  std::cout << energy_line(meter.available(), meter.why(), gpu.speculative_energy, gpu.plain_energy) << "\n";
+  show_outputs(a.show, bench, on.run, *tokenizer);
+  const StepParts parts = step_parts(on.run);
+  std::cout << step_parts_line(parts, runs.timer()) << "\n";
+  std::cout << energy_line(meter.available(), meter.why(), on.speculative_energy, on.plain_energy) << "\n";
   if (!a.json.empty()) {
     nlohmann::ordered_json j = to_json(report);
-    j["device"] = {{"name", gpu.device}, {"target", gpu.target}};
+    j["device"] = {{"name", on.device}, {"target", on.target}};
     j["step_parts"] = step_parts_json(parts);
-    j["energy"] = energy_json(meter.available(), meter.why(), gpu.speculative_energy, gpu.plain_energy);
+    j["energy"] = energy_json(meter.available(), meter.why(), on.speculative_energy, on.plain_energy);
     write_file(a.json, j.dump(2) + "\n");
   }
   if (!a.plot.empty()) write_file(a.plot, histogram_svg(report.report));
@@ -548,7 +559,6 @@ int run_model_cuda(const ModelArgs& a, const std::optional<CostTable>& table) {
 int run_model(ModelArgs& a) {
   check_drafter_inputs(a.resources);
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
-  if (a.device.cuda()) return run_model_cuda(a, table);
   if (!a.batch.empty()) return run_model_batch(a, table);
   const Combination& combination = find_combination(a.drafters);
   ModelOptions options;
@@ -564,6 +574,7 @@ int run_model(ModelArgs& a) {
   if (a.verifier == "exact") options.verifier = VerifierKind::exact;
   else if (a.verifier == "rejection") options.verifier = VerifierKind::rejection;
   else options.verifier = VerifierKind::conditional;
+  if (a.device.on_device()) return run_model_on_device(a, std::move(options), table);
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
@@ -575,12 +586,7 @@ int run_model(ModelArgs& a) {
   report.report.fixed_by_default = a.budget.fixed_by_default();
   report.clamped = clamped;
   print_model_report(std::cout, report);
-  for (std::size_t p = 0; p < std::min<std::size_t>(a.show, bench.prompts.size()); ++p) {
-    const std::vector<token_t>& prompt = bench.prompts[p].tokens;
-    std::cout << "\n--- " << bench.prompts[p].task << " " << p + 1 << ":\n"
-              << tokenizer->decode(std::span(prompt).subspan(1), prompt[0]) << "[...]"
-              << tokenizer->decode(run.turns[p].output, prompt.back()) << "\n";
-  }
+  show_outputs(a.show, bench, run, *tokenizer);
   if (!a.json.empty()) write_file(a.json, to_json(report).dump(2) + "\n");
   if (!a.plot.empty()) write_file(a.plot, histogram_svg(report.report));
   return report.greedy && report.equal_to_plain != report.prompts ? 1 : 0;
@@ -715,13 +721,14 @@ std::shared_ptr<const specdec::Llama2cModel> load_timed_model(const ReplayArgs& 
 }
 
 /// `replay --budget auto`'s table (automatic_budget_table): --cost, else a calibration at
-/// start-up of the timed model with trees of up to `largest` nodes, on the GPU where `gpu` is its
-/// coster, else on the host.
+/// start-up of the timed model with trees of up to `largest` nodes, on the device where `device`
+/// is its coster, else on the host.
 std::optional<CostTable> replay_budget_table(const DataArgs& a, const std::optional<CostTable>& table,
-                                             const ReplayArgs& r, int largest, CudaStepCoster* gpu,
+                                             const ReplayArgs& r, int largest, DeviceStepCoster* device,
                                              std::string& source) {
   return automatic_budget_table(a.budget, a.cost, table, "the timed model", [&](std::string& how) {
-    return gpu ? gpu->quick_calibration(largest, how) : quick_calibration(r.timed_model, r.threads, r.weights, largest, how);
+    return device ? device->quick_calibration(largest, how)
+                  : quick_calibration(r.timed_model, r.threads, r.weights, largest, how);
   }, source);
 }
 
@@ -764,20 +771,20 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
-  std::optional<CudaModelChoice> gpu_model;
-  if (r.device.cuda()) {
-    require_cuda_device();
-    gpu_model = cuda_model_choice(r.timed_model, "--timed-model");
+  std::optional<DeviceModelChoice> device_model;
+  if (r.device.on_device()) {
+    device_runs(r.device).require();
+    device_model = device_model_choice(r.timed_model, "--timed-model");
   } else {
     check_inputs({{r.timed_model, "--timed-model"}});
   }
   Corpus corpus = load_corpus(a);
   std::unique_ptr<StepCoster> coster;
-  CudaStepCoster* gpu = nullptr;  // the GPU's coster, when it is the one
+  DeviceStepCoster* device = nullptr;  // the device's coster, when it is the one
   std::string source;
-  if (gpu_model) {
-    auto made = make_cuda_coster(*gpu_model, corpus, a.budget.most(), source);
-    gpu = made.get();
+  if (device_model) {
+    auto made = device_runs(r.device).make_coster(*device_model, corpus, a.budget.most(), source);
+    device = made.get();
     coster = std::move(made);
   } else if (!r.timed_model.empty()) {
     coster = std::make_unique<ModelCoster>(make_llama_target(load_timed_model(r, a, corpus, source), r.threads));
@@ -787,7 +794,7 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   }
   report_token_counts(corpus);
   std::string auto_source;
-  const auto budget_table = replay_budget_table(a, table, r, tree_nodes(a.budget.cap), gpu, auto_source);
+  const auto budget_table = replay_budget_table(a, table, r, tree_nodes(a.budget.cap), device, auto_source);
   const ReplayOptions options{.budget = a.budget.most(),
                               .resources = a.drafters,
                               .coster = coster.get(),
@@ -802,10 +809,15 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   report.fixed_by_default = a.budget.fixed_by_default();
   report.rounds = rounds;
   print_report(std::cout, report);
-  if (gpu) std::cout << energy_line(gpu->energy_meter().available(), gpu->energy_meter().why(), gpu->speculative_energy(), gpu->plain_energy()) << "\n";
+  if (device)
+    std::cout << energy_line(device->energy_meter().available(), device->energy_meter().why(),
+                             device->speculative_energy(), device->plain_energy())
+              << "\n";
   if (!a.json.empty()) {
     nlohmann::ordered_json j = to_json(report);
-    if (gpu) j["energy"] = energy_json(gpu->energy_meter().available(), gpu->energy_meter().why(), gpu->speculative_energy(), gpu->plain_energy());
+    if (device)
+      j["energy"] = energy_json(device->energy_meter().available(), device->energy_meter().why(),
+                                device->speculative_energy(), device->plain_energy());
     write_file(a.json, j.dump(2) + "\n");
   }
   if (!a.plot.empty()) write_file(a.plot, histogram_svg(report));
@@ -853,11 +865,11 @@ struct CalibrateArgs {
   int max_nodes = 128;
   std::string out;
   std::string plot;
-  DeviceArgs device;  ///< --device cuda: CudaLlamaTarget, --model or --synthetic
+  DeviceArgs device;  ///< --device cuda|emulated: DeviceLlamaTarget, --model or --synthetic
 };
 
 int run_calibrate(CalibrateArgs& a) {
-  const std::optional<CudaModelChoice> gpu = calibrate_device_model(a.device, a.options);
+  const std::optional<DeviceModelChoice> device = calibrate_device_model(a.device, a.options);
   a.options.nodes = doubling_sizes(a.max_nodes);
   std::sort(a.options.contexts.begin(), a.options.contexts.end());
   a.options.contexts.erase(std::unique(a.options.contexts.begin(), a.options.contexts.end()), a.options.contexts.end());
@@ -865,7 +877,8 @@ int run_calibrate(CalibrateArgs& a) {
     if (const auto note = synthetic_model_note(a.options.model); note && note->value("layers_of", 0) > note->value("layers", 0))
       a.options.layers_of = note->value("layers_of", 0);
   const fs::path scratch = a.out.empty() ? fs::temp_directory_path() / "specbench-calibrate" : fs::path(a.out);
-  const CostTable table = gpu ? calibrate_cuda(*gpu, a.options, std::cerr) : calibrate(a.options, scratch, std::cerr);
+  const CostTable table =
+      device ? device_runs(a.device).calibrate(*device, a.options, std::cerr) : calibrate(a.options, scratch, std::cerr);
   print_cost_table(std::cout, table);
   if (!a.out.empty()) {
     write_file(a.out, table.to_json().dump(2) + "\n");
@@ -929,9 +942,9 @@ void replay_rules(const CLI::App& cmd, DataArgs& a, const ReplayArgs& r) {
     require(cmd, of_the_timed_model, "--timed-model");
   exclude(cmd, "--batch", "--cost");
   const bool timed = !r.timed_model.empty();
-  if (r.device.cuda() && (!timed || !r.batch.empty()))
-    throw input_error("--device cuda: `replay` runs the GPU with --timed-model synthetic:SHAPE or a checkpoint, one "
-                      "sequence (no --batch yet)");
+  if (r.device.on_device() && (!timed || !r.batch.empty()))
+    throw input_error("--device " + r.device.device + ": `replay` runs the device with --timed-model synthetic:SHAPE "
+                      "or a checkpoint, one sequence (no --batch yet)");
   if (!r.batch.empty()) {
     if (a.warm_history)
       throw input_error("--warm-history does not combine with --batch (the batched replay decodes the sampled turns "
@@ -974,12 +987,15 @@ void model_rules(const CLI::App& cmd, ModelArgs& a) {
   a.budget.settle(true);  // the model itself is at hand to calibrate
   if (!a.cost.empty() && !a.budget.automatic)
     throw input_error("--cost: `specbench model` times its own decoding; a cost table only sizes --budget auto");
-  if (a.device.cuda()) {
-    if (a.verifier != "exact") throw input_error("--device cuda: `model` runs with --verifier exact only");
-    if (!a.batch.empty()) throw input_error("--device cuda: --batch does not run on the GPU yet");
+  if (a.device.on_device()) {
+    const std::string device = "--device " + a.device.device;
+    if (!a.batch.empty()) throw input_error(device + ": --batch does not run on a device yet");
+    if (cmd.count("--min-rounds") > 0 || cmd.count("--min-seconds") > 0)
+      throw input_error(device + ": `model` runs one round of each pass (a GPU check's time is short); --min-rounds "
+                        "and --min-seconds are the host's");
     if (a.threads != 1 || a.weights != specdec::WeightFormat::fp32)
-      throw input_error("--device cuda: --threads and --weights are the host's options (a checkpoint runs in fp32 on "
-                        "the GPU)");
+      throw input_error(device + ": --threads and --weights are the host's options (a checkpoint runs in fp32 on "
+                        "the device)");
   } else if (!a.batch.empty() && a.verifier != "exact") {
     throw input_error("--batch: runs with --verifier exact only");
   }
@@ -989,16 +1005,18 @@ void model_rules(const CLI::App& cmd, ModelArgs& a) {
 /// --weights, --layers-of; the host takes --model.
 void calibrate_rules(const CalibrateArgs& a) {
   const CalibrateOptions& o = a.options;
-  if (!a.device.cuda()) {
-    if (!a.device.synthetic.empty()) throw input_error("--synthetic SHAPE runs on the GPU: add --device cuda");
+  if (!a.device.on_device()) {
+    if (!a.device.synthetic.empty())
+      throw input_error("--synthetic SHAPE runs on a device: add --device cuda (or emulated)");
     if (o.model.empty()) throw input_error("calibrate needs --model FILE (or --device cuda --synthetic SHAPE)");
     return;
   }
+  const std::string device = "--device " + a.device.device;
   if (o.model.empty() == a.device.synthetic.empty())
-    throw input_error("--device cuda: calibrate takes either --model FILE or --synthetic SHAPE (one of the two)");
+    throw input_error(device + ": calibrate takes either --model FILE or --synthetic SHAPE (one of the two)");
   if (o.threads != 1 || o.weights != specdec::WeightFormat::fp32 || o.layers_of != 0)
-    throw input_error("--device cuda: --threads, --weights and --layers-of are the host's options (a checkpoint "
-                      "runs in fp32 on the GPU, a synthetic shape in bf16)");
+    throw input_error(device + ": --threads, --weights and --layers-of are the host's options (a checkpoint "
+                      "runs in fp32 on the device, a synthetic shape in bf16)");
 }
 
 void corpus_rules(const CLI::App& cmd, CorpusArgs& a) {

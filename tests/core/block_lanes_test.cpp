@@ -336,14 +336,15 @@ TEST_CASE("the device executor's walks equal the host's, bit for bit, on an emul
   const SamplingParams cases[] = {{0.0f}, {1.0f}, {0.8f, 0, 1.0f, 0.05f}, {0.7f, 5, 0.8f, 0.0f}};
   for (int vocab : {20, 700}) {
     for (const SamplingParams& params : cases) {
-      // Under ThreadSanitizer only vocab 20 with min-p or top-k/top-p (RowStats' two paths) run,
-      // on the same random batches as without it: those hold the race that the barrier at the
-      // start of analyse_row's filters prevents.
+      // Under ThreadSanitizer only vocab 20 with min-p or top-k/top-p (RowStats' two paths) and
+      // RowStats given run, on the same random batches as without it: those hold the race that the
+      // barrier at the start of analyse_row's filters prevents (without RowStats, the row's max
+      // scan passes a barrier before the filters).
       const bool skipped = under_thread_sanitizer && (vocab != 20 || (params.min_p == 0.0f && params.top_k == 0));
       for (bool with_stats : {false, true}) {
         testing::StochasticData serial = testing::random_stochastic_batch(rng, 6, 16, vocab, true, true, true);
         testing::StochasticData serial_c = testing::random_stochastic_batch(rng, 6, 16, vocab, false, true, true);
-        if (skipped) continue;
+        if (skipped || (under_thread_sanitizer && !with_stats)) continue;
         testing::StochasticData block = serial;
         REQUIRE(backend::rejection_verify(backend::host{}, serial.batch(), params) == backend::status::ok);
         const std::vector<RowStats> stats = with_stats ? testing::row_stats(block, params) : std::vector<RowStats>{};

@@ -642,9 +642,10 @@ class DeviceLlamaTarget {
     return model_.weights(kind, layer, first, count);
   }
   DeviceLlamaModel<Backend>& model() { return model_; }
+  /// "CudaLlamaTarget" or "EmulatedLlamaTarget".
+  static const char* name() { return DeviceLlamaModel<Backend>::on_cuda ? "CudaLlamaTarget" : "EmulatedLlamaTarget"; }
 
  private:
-  static const char* name() { return DeviceLlamaModel<Backend>::on_cuda ? "CudaLlamaTarget" : "EmulatedLlamaTarget"; }
   explicit DeviceLlamaTarget(DeviceLlamaModel<Backend> model) : model_(std::move(model)) {}
   DeviceLlamaModel<Backend> model_;
 };

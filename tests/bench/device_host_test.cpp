@@ -1,5 +1,5 @@
-// The host side of specbench's --device cuda (bench/specbench/cuda_host.cpp): the model choice,
-// the contexts a GPU table measures, the GPU table's metadata (and that it survives a round trip
+// What is the same for every device of specbench's --device (bench/specbench/device_host.cpp): the
+// model choice, the contexts a GPU table measures, the GPU table's metadata (and that it survives a round trip
 // through the table's file), NVML's absence, and the joules per token.
 #include <catch2/catch.hpp>
 
@@ -9,34 +9,35 @@
 #include "support/temp_dir.hpp"
 
 #include "cost_table.hpp"
-#include "cuda_device.hpp"
+#include "device.hpp"
 #include "input_error.hpp"
 
 using namespace specbench;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
-TEST_CASE("cuda_model_choice reads synthetic:SHAPE and checkpoint files, and names bad ones") {
-  const CudaModelChoice shape = cuda_model_choice("synthetic:Llama-2-7B", "--timed-model");
+TEST_CASE("device_model_choice reads synthetic:SHAPE and checkpoint files, and names bad ones") {
+  const DeviceModelChoice shape = device_model_choice("synthetic:Llama-2-7B", "--timed-model");
   CHECK(shape.shape == "Llama-2-7B");
   CHECK(shape.file.empty());
   CHECK(shape.name() == "synthetic:Llama-2-7B");
-  CHECK_THROWS_WITH(cuda_model_choice("synthetic:Llama-9B", "--timed-model"),
+  CHECK_THROWS_WITH(device_model_choice("synthetic:Llama-9B", "--timed-model"),
                     StartsWith("--timed-model: unknown shape 'Llama-9B'; the shapes are: ") && Contains("Llama-3-8B"));
-  CHECK_THROWS_AS(cuda_model_choice("/nonexistent/model.bin", "--model"), input_error);
+  CHECK_THROWS_AS(device_model_choice("/nonexistent/model.bin", "--model"), input_error);
   const specdec::testing::TempDir dir;
   const auto file = dir.write("m.bin", "x");
-  const CudaModelChoice checkpoint = cuda_model_choice(file.string(), "--model");
+  const DeviceModelChoice checkpoint = device_model_choice(file.string(), "--model");
   CHECK(checkpoint.shape.empty());
   CHECK(checkpoint.name() == file.string());
 }
 
 TEST_CASE("a GPU cost table names its card, date and commit, and keeps them through its file") {
-  const CudaModelChoice shape = cuda_model_choice("synthetic:Llama-2-7B", "--synthetic");
+  const DeviceModelChoice shape = device_model_choice("synthetic:Llama-2-7B", "--synthetic");
   CostTable t;
   t.nodes = {1, 2};
   t.contexts = {{128, 7900, {7900, 8600}}};
-  t.metadata = cuda_table_metadata(shape, "dim 4096, 32 layers", 13476000000ull, "bf16", "NVIDIA H100 80GB HBM3", 5);
+  t.metadata = device_table_metadata(shape, "dim 4096, 32 layers", 13476000000ull, "bf16", "cuda", "NVIDIA H100 80GB HBM3",
+                                     "CUDA events", 5);
   CHECK(t.metadata["device"] == "cuda");
   CHECK(t.metadata["machine"] == "NVIDIA H100 80GB HBM3");
   CHECK(t.metadata["repetitions"] == 5);
@@ -108,10 +109,10 @@ TEST_CASE("a step's parts: drafting and the device's copy in, forward, verify+co
   const StepParts parts = step_parts(run);
   CHECK(parts.steps == 100);
   CHECK(parts.backend.forward == Approx(0.5));
-  CHECK_THAT(step_parts_line(parts), Contains("(100 steps): drafting 20.0 (host), copy in 10.0, forward 5000.0, "
+  CHECK_THAT(step_parts_line(parts, "CUDA events"), Contains("(100 steps): drafting 20.0 (host), copy in 10.0, forward 5000.0, "
                                               "verify+compact 40.0, copy out 8.0 (device, CUDA events)"));
   const nlohmann::ordered_json j = step_parts_json(parts);
   CHECK(j["steps"] == 100);
   CHECK(j["seconds"]["verify_compact"].get<double>() == Approx(0.004));
-  CHECK(step_parts_line(step_parts(ModelRun{})) == "step parts: no step");
+  CHECK(step_parts_line(step_parts(ModelRun{}), "CUDA events") == "step parts: no step");
 }

@@ -1,5 +1,6 @@
-// The host side of `--device cuda` (cuda_device.hpp), built with and without CUDA: the model
-// choice, the GPU table's metadata, and the energy counter read through NVML with dlopen.
+// What is the same for every device (device.hpp), built with and without CUDA: the model choice,
+// the device table's metadata, the energy counter read through NVML with dlopen, and the step's
+// parts.
 #include <dlfcn.h>
 
 #include <utility>
@@ -11,7 +12,7 @@
 
 #include "calibrate.hpp"
 #include "common/cli_checks.hpp"
-#include "cuda_device.hpp"
+#include "device.hpp"
 #include "input_error.hpp"
 
 #ifndef SPECBENCH_COMMIT
@@ -20,9 +21,9 @@
 
 namespace specbench {
 
-CudaModelChoice cuda_model_choice(const std::string& text, const char* option) {
+DeviceModelChoice device_model_choice(const std::string& text, const char* option) {
   static constexpr std::string_view prefix = "synthetic:";
-  CudaModelChoice choice;
+  DeviceModelChoice choice;
   if (text.starts_with(prefix)) {
     try {
       choice.shape = specdec::synthetic_shape(text.substr(prefix.size())).name;
@@ -36,9 +37,9 @@ CudaModelChoice cuda_model_choice(const std::string& text, const char* option) {
   return choice;
 }
 
-nlohmann::ordered_json cuda_table_metadata(const CudaModelChoice& model, const nlohmann::ordered_json& config,
-                                           std::uint64_t weight_bytes, const char* weights, const std::string& device,
-                                           int repetitions) {
+nlohmann::ordered_json device_table_metadata(const DeviceModelChoice& model, const nlohmann::ordered_json& config,
+                                             std::uint64_t weight_bytes, const char* weights, const char* device,
+                                             const std::string& machine, const char* timer, int repetitions) {
   nlohmann::ordered_json m{{"file", model.name()}, {"config", config}, {"weights", weights},
                            {"weight_bytes", weight_bytes}};
   if (!model.shape.empty()) {
@@ -49,11 +50,11 @@ nlohmann::ordered_json cuda_table_metadata(const CudaModelChoice& model, const n
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
   meta["format"] = "specdec-cost-table-1";
   meta["model"] = m;
-  meta["device"] = "cuda";
-  meta["machine"] = device;
+  meta["device"] = device;
+  meta["machine"] = machine;
   meta["date"] = utc_now();
   meta["commit"] = SPECBENCH_COMMIT;
-  meta["timer"] = "CUDA events around each forward";
+  meta["timer"] = std::string(timer) + " around each forward";
   meta["tree"] = "chain";
   meta["repetitions"] = repetitions;
   return meta;
@@ -176,13 +177,13 @@ StepParts step_parts(const ModelRun& run) {
   return parts;
 }
 
-std::string step_parts_line(const StepParts& p) {
+std::string step_parts_line(const StepParts& p, const char* timer) {
   if (p.steps == 0) return "step parts: no step";
   const double per = 1e6 / static_cast<double>(p.steps);
   return fmt::format("step parts, microseconds per step ({} steps): drafting {:.1f} (host), copy in {:.1f}, forward "
-                     "{:.1f}, verify+compact {:.1f}, copy out {:.1f} (device, CUDA events)",
+                     "{:.1f}, verify+compact {:.1f}, copy out {:.1f} (device, {})",
                      p.steps, p.drafting * per, p.backend.copy_in * per, p.backend.forward * per,
-                     p.backend.verify_compact * per, p.backend.copy_out * per);
+                     p.backend.verify_compact * per, p.backend.copy_out * per, timer);
 }
 
 nlohmann::ordered_json step_parts_json(const StepParts& p) {

@@ -1,0 +1,35 @@
+// `--device host|cuda|emulated` on specbench's subcommands (device.hpp); included by main.cpp only.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "common/cli_values.hpp"
+#include "device.hpp"
+
+namespace specbench {
+
+/// The runs of the device `d` names (d.on_device() first).
+inline const DeviceRuns& device_runs(const DeviceArgs& d) { return d.device == "emulated" ? emulated_runs() : cuda_runs(); }
+
+/// Adds --device (and, with `synthetic`, calibrate's --synthetic SHAPE) to `cmd`.
+inline void add_device_option(CLI::App& cmd, DeviceArgs& d, bool synthetic) {
+  cmd.add_option("--device", d.device, "Where the model runs: host (default), cuda (CudaLlamaTarget on GPU 0; a "
+                                       "build with CUDA) or emulated (the same kernels and step on the host's "
+                                       "emulated grid: slow, for checking the GPU path without a GPU)")
+      ->transform(specdec::tools::one_of({"host", "cuda", "emulated"}));
+  if (synthetic)
+    cmd.add_option("--synthetic", d.synthetic, "With --device cuda or emulated: time a synthetic shape (bf16 weights "
+                                               "made on the device), e.g. Llama-2-7B, instead of --model");
+}
+
+/// calibrate's model on the device (nullopt: the host calibrates --model), once calibrate_rules
+/// (main.cpp) has checked that --model or --synthetic names one.
+inline std::optional<DeviceModelChoice> calibrate_device_model(const DeviceArgs& d, const CalibrateOptions& o) {
+  if (!d.on_device()) return std::nullopt;
+  DeviceModelChoice choice = d.synthetic.empty() ? device_model_choice(o.model.string(), "--model")
+                                                 : device_model_choice("synthetic:" + d.synthetic, "--synthetic");
+  device_runs(d).require();
+  return choice;
+}
+
+}  // namespace specbench

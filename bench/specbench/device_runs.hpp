@@ -1,0 +1,548 @@
+// DeviceRuns (device.hpp) written once over the backend: DeviceLlamaTarget<Backend> timed for a
+// cost table, decoding the real checkpoints speculatively and plainly, and costing the replay's
+// steps. `Device` says what differs between devices:
+//
+//   struct Device {
+//     using backend = specdec::backend::cuda;          // the target's backend
+//     static constexpr const char* option = "--device cuda", *timer = "CUDA events", *kind = "GPU";
+//     static std::string require();                     // the device's name, or input_error
+//     static EnergyMeter energy_meter();
+//   };
+//
+// Included by cuda_device.cu (CUDA) and emulated_device.cpp (the host's emulated grid) only: each
+// instantiates the device's few combinations (device_combinations below), so that both stay quick
+// to compile.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <specdec/backend.hpp>
+#include <specdec/core/tree.hpp>
+#include <specdec/decoder.hpp>
+#include <specdec/models/synthetic_llama.hpp>
+#include <specdec/policies/drafters/casd.hpp>
+#include <specdec/policies/drafters/context_tree.hpp>
+#include <specdec/policies/drafters/empty.hpp>
+#include <specdec/policies/drafters/pld.hpp>
+#include <specdec/policies/verifiers/conditional.hpp>
+#include <specdec/policies/verifiers/exact.hpp>
+#include <specdec/policies/verifiers/rejection_sampling.hpp>
+#include <specdec/targets/device_llama.hpp>
+#include <specdec/testing/laid_out_tree.hpp>
+
+#include "device.hpp"
+#include "input_error.hpp"
+
+namespace specbench::device_runs_detail {
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// A failure in the middle of a run: one sentence (exit 2), not an internal error.
+template <class Device>
+void check(specdec::backend::status s, const char* what) {
+  if (s != specdec::backend::status::ok)
+    throw input_error(std::string(Device::option) + ": " + what +
+                      " failed: " + describe(typename Device::backend{}, s));
+}
+
+/// Runs `f`, a library error turned into the device's sentence.
+template <class Device, class F>
+decltype(auto) guard(F&& f) {
+  try {
+    return f();
+  } catch (const specdec::error& e) {
+    throw input_error(std::string(Device::option) + ": " + e.what());
+  }
+}
+
+template <class Device>
+using Target = specdec::DeviceLlamaTarget<typename Device::backend>;
+
+template <class Device>
+Target<Device> load_target(const DeviceModelChoice& model) {
+  try {
+    if (!model.shape.empty()) return Target<Device>::synthetic(specdec::synthetic_shape(model.shape), 1);
+    return Target<Device>::load(model.file);
+  } catch (const specdec::error& e) {
+    throw input_error(e.what());
+  }
+}
+
+/// "CudaLlamaTarget (dim ..., fp32 weights)".
+template <class Device>
+std::string describe_target(const Target<Device>& target) {
+  return std::string(Target<Device>::name()) + " (" + specdec::Llama2cModel::describe(target.config()) + ", " +
+         specdec::weight_format_name(target.weight_format()) + " weights)";
+}
+
+/// A tree's arrays, and a step's compaction inputs, copied to the device through one staging
+/// buffer: the copy of a TreeView the forward reads (token, depth, mask), then the accepted path
+/// with its base and length.
+template <class Device>
+class DeviceStep {
+ public:
+  using Backend = typename Device::backend;
+  explicit DeviceStep(Backend tag)
+      : tag_(tag), staging_(tag, specdec::backend::memory::staging), device_(tag, specdec::backend::memory::backend) {}
+
+  /// Enqueues the copy of `tree` (host arrays); the view of its device copy.
+  specdec::TreeView upload(const specdec::TreeView& tree) {
+    const std::size_t n = static_cast<std::size_t>(tree.size);
+    const std::size_t words = n * static_cast<std::size_t>(tree.words_per_row);
+    const std::size_t depth_at = align(n * sizeof(token_t)), mask_at = depth_at + align(n * sizeof(int));
+    tree_bytes_ = mask_at + align(words * sizeof(std::uint32_t));
+    reserve(tree_bytes_ + path_room(tree.size));
+    unsigned char* h = staging_.data();
+    std::memcpy(h, tree.token, n * sizeof(token_t));
+    std::memcpy(h + depth_at, tree.depth, n * sizeof(int));
+    std::memcpy(h + mask_at, tree.mask, words * sizeof(std::uint32_t));
+    check<Device>(specdec::backend::copy(tag_, device_.data(), h, tree_bytes_), "copying the tree to the device");
+    specdec::TreeView view;
+    view.size = tree.size;
+    view.words_per_row = tree.words_per_row;
+    view.base_position = tree.base_position;
+    view.max_depth = tree.max_depth;
+    view.token = reinterpret_cast<const token_t*>(device_.data());
+    view.depth = reinterpret_cast<const int*>(device_.data() + depth_at);
+    view.mask = reinterpret_cast<const std::uint32_t*>(device_.data() + mask_at);
+    return view;
+  }
+
+  /// Enqueues the compaction of `path` (nodes of the last uploaded tree, of `nodes` nodes) at
+  /// `base` in `cache`.
+  void compact(std::span<const specdec::node_t> path, int nodes, int base, const specdec::core::KvCacheView& cache) {
+    const int length = static_cast<int>(path.size());
+    unsigned char* h = staging_.data() + tree_bytes_;
+    const std::size_t path_bytes = align(static_cast<std::size_t>(nodes) * sizeof(specdec::node_t));
+    std::memcpy(h, path.data(), path.size() * sizeof(specdec::node_t));
+    std::memcpy(h + path_bytes, &base, sizeof(int));
+    std::memcpy(h + path_bytes + sizeof(int), &length, sizeof(int));
+    unsigned char* d = device_.data() + tree_bytes_;
+    check<Device>(specdec::backend::copy(tag_, d, h, path_bytes + 2 * sizeof(int)), "copying the accepted path");
+    specdec::core::KvCompactionBatch b;
+    b.batch = 1;
+    b.max_nodes = nodes;
+    b.layout = cache.layout;
+    b.k_cache = cache.k;
+    b.v_cache = cache.v;
+    b.path = reinterpret_cast<const specdec::node_t*>(d);
+    b.base = reinterpret_cast<const int*>(d + path_bytes);
+    b.length = reinterpret_cast<const int*>(d + path_bytes + sizeof(int));
+    b.status = reinterpret_cast<specdec::core::compaction_status*>(d + path_bytes + 2 * sizeof(int));
+    check<Device>(specdec::backend::compact_kv(tag_, b), "the KV compaction");
+  }
+
+ private:
+  static std::size_t align(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
+  static std::size_t path_room(int nodes) {
+    return align(static_cast<std::size_t>(nodes) * sizeof(specdec::node_t)) + 2 * sizeof(int) +
+           sizeof(specdec::core::compaction_status);
+  }
+  // Growing waits for the device (the old buffers may still be read).
+  void reserve(std::size_t bytes) {
+    if (bytes <= staging_.size()) return;
+    check<Device>(specdec::backend::synchronize(tag_), "waiting for the device");
+    staging_.grow(bytes * 2);
+    device_.grow(bytes * 2);
+  }
+
+  Backend tag_;
+  specdec::backend::buffer<Backend> staging_, device_;
+  std::size_t tree_bytes_ = 0;
+};
+
+/// A chain of n nodes (the calibration's tree, as on the host).
+inline specdec::testing::LaidOutTree chain(int n, int vocab) {
+  std::vector<specdec::node_t> parent(static_cast<std::size_t>(n));
+  std::vector<token_t> token(parent.size());
+  for (int i = 0; i < n; ++i) {
+    parent[static_cast<std::size_t>(i)] = i - 1;
+    token[static_cast<std::size_t>(i)] = (7 * i + 3) % vocab;
+  }
+  return specdec::testing::LaidOutTree(std::move(parent), std::move(token));
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+/// The cost table of `target`: see DeviceRuns::calibrate.
+template <class Device>
+CostTable time_table(Target<Device>& target, const DeviceModelChoice& model, const std::vector<int>& nodes,
+                     const std::vector<int>& wanted, int repetitions, std::ostream& log) {
+  const int largest = nodes.back();
+  if (largest > target.max_tree_nodes())
+    throw input_error("--max-nodes " + std::to_string(largest) + ": the device target's forward takes trees of at most " +
+                      std::to_string(target.max_tree_nodes()) + " nodes");
+  const std::vector<int> contexts = fitting_contexts(wanted, target.max_positions(), largest);
+  const auto tag = target.backend();
+  CostTable t;
+  t.nodes = nodes;
+  t.metadata = device_table_metadata(
+      model, specdec::Llama2cModel::describe(target.config()),
+      specdec::Llama2cModel::forward_weight_bytes(target.config(), target.weight_format()),
+      specdec::weight_format_name(target.weight_format()), Device::kind, Device::require(),
+      Device::timer, repetitions);
+  DeviceStep<Device> step(tag);
+  specdec::backend::marks<typename Device::backend, 2> marks;
+  // One copy in and forward of `tree`, timed by the device's marks around them: microseconds.
+  const auto timed = [&](const specdec::testing::LaidOutTree& tree, int context) {
+    marks.record(tag, 0);
+    guard<Device>([&] { target.forward(step.upload(tree.view(context))); });
+    marks.record(tag, 1);
+    check<Device>(specdec::backend::synchronize(tag), "the timed forward");
+    return 1e6 * marks.seconds(tag, 0, 1);
+  };
+  for (const int context : contexts) {
+    log << "specbench calibrate " << Device::option << ": context " << context << " ...\n" << std::flush;
+    std::vector<token_t> prompt(static_cast<std::size_t>(context));
+    for (int i = 0; i < context; ++i) prompt[static_cast<std::size_t>(i)] = (31 * i + 5) % target.vocab_size();
+    guard<Device>([&] { target.prefill(prompt); });
+    CostTable::Context row;
+    row.context = context;
+    std::vector<double> plain;
+    const specdec::testing::LaidOutTree one = chain(1, target.vocab_size());
+    timed(one, context);  // warm-up
+    for (int r = 0; r < repetitions; ++r) plain.push_back(timed(one, context));
+    row.plain_us = median(plain);
+    for (const int n : nodes) {
+      const specdec::testing::LaidOutTree tree = chain(n, target.vocab_size());
+      timed(tree, context);  // warm-up
+      std::vector<double> us;
+      for (int r = 0; r < repetitions; ++r) us.push_back(timed(tree, context));
+      row.forward_us.push_back(median(us));
+    }
+    t.contexts.push_back(std::move(row));
+  }
+  return t;
+}
+
+/// Plain greedy decoding on the device target, the exact verifier's reference: one one-node
+/// forward per token, its logits copied out, argmax on the host (core::argmax_row, the
+/// verifier's own rule), so that the reference does not go through the step it checks.
+template <class Device>
+class PlainGreedy {
+ public:
+  explicit PlainGreedy(Target<Device>& target)
+      : target_(target), step_(target.backend()), row_(target.backend(), specdec::backend::memory::staging) {
+    row_.grow(sizeof(float) * static_cast<std::size_t>(target.vocab_size()));
+  }
+  /// `n` new tokens after `prompt` (stopping after a token of `stop`, included); adds the
+  /// prefill's seconds to `prefill_seconds`.
+  std::vector<token_t> generate(std::span<const token_t> prompt, int n, std::span<const token_t> stop,
+                                double& prefill_seconds) {
+    const auto t0 = Clock::now();
+    guard<Device>([&] { target_.prefill(prompt.first(prompt.size() - 1)); });
+    check<Device>(specdec::backend::synchronize(target_.backend()), "the prefill");
+    prefill_seconds += seconds_since(t0);
+    std::vector<token_t> out;
+    token_t last = prompt.back();
+    const int vocab = target_.vocab_size();
+    auto* row = reinterpret_cast<float*>(row_.data());
+    for (int k = 0; k < n; ++k) {
+      root_.token[0] = last;
+      const specdec::LogitsRows logits = guard<Device>(
+          [&] { return target_.forward(step_.upload(root_.view(static_cast<int>(prompt.size()) - 1 + k))); });
+      check<Device>(specdec::backend::copy(target_.backend(), row, logits.data, sizeof(float) * vocab),
+                    "copying the logits");
+      check<Device>(specdec::backend::synchronize(target_.backend()), "the plain step");
+      last = specdec::core::argmax_row(row, vocab);
+      out.push_back(last);
+      if (std::find(stop.begin(), stop.end(), last) != stop.end()) break;
+    }
+    return out;
+  }
+
+ private:
+  Target<Device>& target_;
+  DeviceStep<Device> step_;
+  specdec::backend::buffer<typename Device::backend> row_;
+  specdec::testing::LaidOutTree root_{{-1}, {0}};
+};
+
+/// DeviceRuns::find_combination's runners: see DeviceModelRun.
+template <class Device, class Verifier, class... Drafters>
+DeviceModelRun decode_on_device(const ModelBench& bench, const ModelOptions& options, const DeviceModelChoice& model,
+                                EnergyMeter& meter) {
+  using Decoder = specdec::SpeculativeDecoder<Target<Device>, Drafters..., Verifier>;
+  using PlainDecoder = specdec::SpeculativeDecoder<Target<Device>, Verifier>;
+  constexpr bool greedy = std::is_same_v<Verifier, specdec::ExactVerifier>;
+  const auto start = Clock::now();
+  const token_t eos = bench.stop_tokens.empty() ? specdec::core::kNoEos : bench.stop_tokens.back();
+  const auto verifier = [&](std::size_t prompt) {
+    return detail::make_verifier<Verifier>(options, static_cast<std::uint32_t>(prompt), eos);
+  };
+  DeviceModelRun out;
+  out.device = Device::require();
+  Target<Device> target = load_target<Device>(model);
+  out.target = describe_target<Device>(target);
+  const TargetInfo info{bench.model->config().vocab_size, bench.model};
+  const specdec::DecoderOptions decoder_options{.budget = options.budget, .cost = options.cost};
+  ModelRun& run = out.run;
+  run.drafters = Decoder::names();
+  run.turns.resize(bench.prompts.size());
+  guard<Device>([&] {
+    PlainGreedy<Device> greedy_plain(target);
+    // The plain pass of one prompt: its tokens; its prefill's seconds added to `prefill`.
+    const auto plain = [&](std::size_t p, double& prefill) {
+      const ModelPrompt& prompt = bench.prompts[p];
+      if constexpr (greedy) {
+        return greedy_plain.generate(prompt.tokens, prompt.max_new_tokens, bench.stop_tokens, prefill);
+      } else {
+        PlainDecoder decoder(target, specdec::DecoderOptions{.budget = 0}, verifier(p));
+        const auto t0 = Clock::now();
+        decoder.prefill(prompt.tokens);
+        check<Device>(specdec::backend::synchronize(target.backend()), "the prefill");
+        prefill += seconds_since(t0);
+        return decoder.generate(prompt.max_new_tokens, bench.stop_tokens);
+      }
+    };
+    if (!bench.prompts.empty()) {  // warm-up: the kernels' first launches, outside the timed passes
+      const std::vector<token_t>& first = bench.prompts.front().tokens;
+      double ignored = 0;
+      greedy_plain.generate(first, 4, {}, ignored);
+      Decoder warm(target, decoder_options, make_drafter<Drafters>(options.resources, info)..., verifier(0));
+      warm.prefill(first);
+      warm.generate(4);
+    }
+    std::vector<std::vector<token_t>> plain_outputs(bench.prompts.size());
+    // One round (a GPU check's time is short): plain, then speculative, each timed with and
+    // without its prefills.
+    std::int64_t plain_tokens = 0;
+    double plain_seconds = 0, plain_prefill = 0;
+    const std::optional<double> plain_before = meter.joules();
+    for (std::size_t p = 0; p < bench.prompts.size(); ++p) {
+      const auto t0 = Clock::now();
+      plain_outputs[p] = plain(p, plain_prefill);
+      plain_seconds += seconds_since(t0);
+      run.turns[p].plain_tokens = static_cast<std::int64_t>(plain_outputs[p].size());
+      plain_tokens += run.turns[p].plain_tokens;
+    }
+    out.plain_energy.add(plain_before, meter.joules(), plain_tokens);
+
+    // One decoder for every prompt, as on the host: drafters live across prompts.
+    Decoder decoder(target, decoder_options, make_drafter<Drafters>(options.resources, info)..., verifier(0));
+    std::int64_t speculative_tokens = 0;
+    double speculative_seconds = 0, speculative_prefill = 0;
+    const std::optional<double> speculative_before = meter.joules();
+    for (std::size_t p = 0; p < bench.prompts.size(); ++p) {
+      const ModelPrompt& prompt = bench.prompts[p];
+      ModelTurn& turn = run.turns[p];
+      decoder.verifier() = verifier(p);
+      const auto t0 = Clock::now();
+      decoder.prefill(prompt.tokens);
+      check<Device>(specdec::backend::synchronize(target.backend()), "the prefill");
+      speculative_prefill += seconds_since(t0);
+      turn.output = decoder.generate(prompt.max_new_tokens, bench.stop_tokens);
+      speculative_seconds += seconds_since(t0);
+      turn.result = {decoder.stats(), static_cast<std::int64_t>(turn.output.size())};
+      turn.equals_plain = turn.output == plain_outputs[p];
+      speculative_tokens += static_cast<std::int64_t>(turn.output.size());
+    }
+    out.speculative_energy.add(speculative_before, meter.joules(), speculative_tokens);
+    run.calibration = calibration_of(decoder);
+    run.rounds.add(round_time(plain_tokens, plain_seconds, speculative_tokens, speculative_seconds));
+    run.decode_rounds.add(round_time(plain_tokens, plain_seconds - plain_prefill, speculative_tokens,
+                                     speculative_seconds - speculative_prefill));
+  });
+  run.seconds = seconds_since(start);
+  return out;
+}
+
+/// One combination a device decodes, with each verifier (in VerifierKind's order).
+struct DeviceCombination {
+  std::vector<std::string> drafters;
+  DeviceModelRunner runners[3];
+};
+template <class Device, class... Drafters>
+DeviceCombination combination() {
+  DeviceCombination c;
+  c.drafters = {Drafters::name...};
+  c.runners[0] = &decode_on_device<Device, specdec::ExactVerifier, Drafters...>;
+  c.runners[1] = &decode_on_device<Device, specdec::RejectionSampling, Drafters...>;
+  c.runners[2] = &decode_on_device<Device, specdec::ConditionalVerifier, Drafters...>;
+  return c;
+}
+/// The combinations `model --device D` is compiled with.
+template <class Device>
+const std::vector<DeviceCombination>& device_combinations() {
+  static const std::vector<DeviceCombination> list{
+      combination<Device, specdec::PldDrafter>(), combination<Device, specdec::CasdDrafter>(),
+      combination<Device, specdec::ContextTreeDrafter>(), combination<Device, specdec::HistoryTreeDrafter>(),
+      combination<Device, specdec::EmptyDrafter>()};
+  return list;
+}
+
+template <class Device>
+class Coster final : public DeviceStepCoster {
+ public:
+  Coster(Target<Device> target, DeviceModelChoice model, EnergyMeter meter)
+      : target_(std::move(target)), model_(std::move(model)), meter_(std::move(meter)), step_(target_.backend()) {}
+
+  int positions() const { return target_.max_positions(); }
+  int vocab_size() const { return target_.vocab_size(); }
+  int max_tree_nodes() const { return target_.max_tree_nodes(); }
+  std::string describe() const {
+    return model_.name() + " (" + specdec::Llama2cModel::describe(target_.config()) + ", " +
+           specdec::weight_format_name(target_.weight_format()) + " weights) on " + Device::require();
+  }
+
+  void prefill(std::span<const token_t> tokens) override {
+    guard<Device>([&] { target_.prefill(tokens); });
+    sequence_.assign(tokens.begin(), tokens.end());
+    seconds_ = 0;
+    first_context_ = -1;
+    turn_start_ = meter_.joules();
+  }
+  void forward(const specdec::TreeView& tree) override {
+    if (first_context_ < 0) first_context_ = tree.base_position;
+    tree_tokens_.assign(tree.token, tree.token + tree.size);
+    base_ = tree.base_position;
+    step_start_ = Clock::now();
+    guard<Device>([&] { target_.forward(step_.upload(tree)); });
+  }
+  void commit(std::span<const specdec::node_t> path) override {
+    step_.compact(path, static_cast<int>(tree_tokens_.size()), base_, target_.kv_cache());
+    check<Device>(specdec::backend::synchronize(target_.backend()), "the step");
+    seconds_ += seconds_since(step_start_);
+    for (const specdec::node_t node : path) sequence_.push_back(tree_tokens_[static_cast<std::size_t>(node)]);
+  }
+  std::pair<double, double> turn_seconds(std::int64_t tokens) override {
+    if (first_context_ < 0) return {0.0, 0.0};  // no step since the prefill
+    speculative_energy_.add(turn_start_, meter_.joules(), tokens);
+    // The steps committed every root they ran: the sequence holds the tokens plain decoding runs,
+    // from the first step's root. Only the positions matter to the time; the cache's rows past
+    // them are overwritten by the next turn's prefill.
+    const auto first = static_cast<std::size_t>(first_context_);
+    const std::int64_t count = std::min<std::int64_t>(tokens, static_cast<std::int64_t>(sequence_.size() - first));
+    const std::int64_t samples = std::min<std::int64_t>(count, plain_samples);
+    double sampled = 0;
+    const std::optional<double> before = meter_.joules();
+    for (std::int64_t k = 0; k < samples; ++k) {
+      const std::size_t i = first + static_cast<std::size_t>(k * count / samples);
+      root_.token[0] = sequence_[i];
+      const auto t0 = Clock::now();
+      guard<Device>([&] { target_.forward(step_.upload(root_.view(static_cast<int>(i)))); });
+      check<Device>(specdec::backend::synchronize(target_.backend()), "the plain step");
+      sampled += seconds_since(t0);
+    }
+    plain_energy_.add(before, meter_.joules(), samples);
+    const double plain = samples > 0 ? sampled / static_cast<double>(samples) * static_cast<double>(count) : 0.0;
+    // A line per turn, so that a run stopped by a time limit still says what it measured.
+    std::cerr << "specbench: " << Device::kind << " turn " << ++turns_ << ": " << tokens << " tokens, steps "
+              << seconds_ * 1e3 << " ms, plain " << plain * 1e3 << " ms (" << samples << " of " << count
+              << " steps timed)\n";
+    return {seconds_, plain};
+  }
+
+  CostTable quick_calibration(int largest, std::string& description) override {
+    const auto t0 = Clock::now();
+    std::ostringstream log;  // one line says what was done
+    CostTable table = time_table<Device>(target_, model_, doubling_sizes(largest), CalibrateOptions{}.contexts, 2, log);
+    std::string contexts;
+    for (const auto& c : table.contexts) contexts += (contexts.empty() ? "" : ", ") + std::to_string(c.context);
+    description = "calibrated on " + Device::require() + " at start-up in " + std::to_string(seconds_since(t0)) +
+                  " s (trees of 1 to " + std::to_string(largest) + " nodes at contexts " + contexts + "; median of 2)";
+    return table;
+  }
+  const EnergyMeter& energy_meter() const override { return meter_; }
+  const EnergyTotal& speculative_energy() const override { return speculative_energy_; }
+  const EnergyTotal& plain_energy() const override { return plain_energy_; }
+
+ private:
+  Target<Device> target_;
+  DeviceModelChoice model_;
+  EnergyMeter meter_;
+  DeviceStep<Device> step_;
+  std::vector<token_t> sequence_, tree_tokens_;
+  specdec::testing::LaidOutTree root_{{-1}, {0}};
+  Clock::time_point step_start_{};
+  double seconds_ = 0;
+  int first_context_ = -1, base_ = 0, turns_ = 0;
+  std::optional<double> turn_start_;
+  EnergyTotal speculative_energy_, plain_energy_;
+};
+
+/// DeviceRuns on `Device`.
+template <class Device>
+class BackendRuns final : public DeviceRuns {
+ public:
+  const char* option() const override { return Device::option; }
+  const char* timer() const override { return Device::timer; }
+  std::string require() const override { return Device::require(); }
+
+  CostTable calibrate(const DeviceModelChoice& model, const CalibrateOptions& options, std::ostream& log) const override {
+    Device::require();
+    Target<Device> target = load_target<Device>(model);
+    return time_table<Device>(target, model, options.nodes, options.contexts, options.repetitions, log);
+  }
+
+  DeviceModelRunner find_combination(const std::vector<std::string>& drafters, VerifierKind verifier) const override {
+    std::vector<std::string> wanted = drafters;
+    std::sort(wanted.begin(), wanted.end());
+    for (const DeviceCombination& c : device_combinations<Device>()) {
+      std::vector<std::string> sorted = c.drafters;
+      std::sort(sorted.begin(), sorted.end());
+      if (sorted == wanted) return c.runners[static_cast<int>(verifier)];
+    }
+    std::string known;
+    for (const std::string& name : combination_names()) known += (known.empty() ? "" : ", ") + name;
+    std::string given;
+    for (const std::string& name : wanted) given += (given.empty() ? "" : ",") + name;
+    throw input_error(std::string(Device::option) + ": the combination '" + given + "' is not compiled for the " +
+                      Device::kind + " device; it decodes " + known);
+  }
+
+  std::vector<std::string> combination_names() const override {
+    std::vector<std::string> out;
+    for (const DeviceCombination& c : device_combinations<Device>()) {
+      std::string joined;
+      for (const std::string& name : c.drafters) joined += (joined.empty() ? "" : ",") + name;
+      out.push_back(joined);
+    }
+    return out;
+  }
+
+  EnergyMeter energy_meter() const override { return Device::energy_meter(); }
+
+  std::unique_ptr<DeviceStepCoster> make_coster(const DeviceModelChoice& model, Corpus& corpus, int budget,
+                                                std::string& source) const override {
+    Device::require();
+    auto coster = std::make_unique<Coster<Device>>(load_target<Device>(model), model, Device::energy_meter());
+    if (coster->vocab_size() < corpus.vocab_size)
+      throw input_error("--timed-model " + model.name() + ": its vocabulary has " +
+                        std::to_string(coster->vocab_size()) + " tokens, fewer than the replay's " +
+                        std::to_string(corpus.vocab_size));
+    if (budget >= coster->max_tree_nodes())
+      throw input_error(std::string(Device::option) + ": a budget of " + std::to_string(budget) +
+                        " draft nodes makes trees larger than the device target's forward takes (" +
+                        std::to_string(coster->max_tree_nodes()) + " nodes); lower --budget or --budget-cap");
+    const std::size_t turns = corpus.turns.size();
+    if (const int dropped = drop_turns_longer_than(corpus, coster->positions(), budget); dropped > 0)
+      std::cerr << "specbench: " << dropped << " of " << turns << " turns do not fit the timed model's "
+                << coster->positions() << " positions (prompt + answer + stop + budget) and are left out\n";
+    if (corpus.turns.empty()) throw input_error("--timed-model " + model.name() + ": no turn fits its positions");
+    source = std::string("measured on the ") + Device::kind + " device: every step also run through " +
+             coster->describe() +
+             " (tree copied in, forward, KV compaction, one synchronisation; no verification kernel); plain decoding "
+             "timed on up to " +
+             std::to_string(DeviceStepCoster::plain_samples) + " steps per turn" +
+             (model.shape.empty() ? "" : "; SYNTHETIC weights, timing only");
+    return coster;
+  }
+};
+
+}  // namespace specbench::device_runs_detail
