@@ -20,12 +20,34 @@ ModelBatchTarget make_model_batch_target(std::shared_ptr<const specdec::Llama2cM
 const char* const model_batch_target_description =
     "Llama2cBatchTarget: one forward per step for all requests, each weight read once for all their nodes";
 
-ReplayBatchTarget::ReplayBatchTarget(int slots, int vocab_size, token_t stop_token,
-                                     std::shared_ptr<const specdec::Llama2cModel> timed_model, int threads)
+ReplayBatchTarget::ReplayBatchTarget(int slots, int vocab_size, token_t stop_token, std::unique_ptr<TimedBatch> timed)
     : targets_(std::vector<specdec::ReplayTarget>(static_cast<std::size_t>(slots),
                                                   specdec::ReplayTarget({stop_token}, vocab_size, stop_token))),
-      stop_(stop_token) {
-  if (timed_model) timed_.emplace(std::move(timed_model), slots, specdec::Llama2cBatchTarget::Options{threads});
+      timed_(std::move(timed)),
+      stop_(stop_token) {}
+
+namespace {
+
+/// TimedBatch on the host.
+class HostTimedBatch final : public TimedBatch {
+ public:
+  HostTimedBatch(std::shared_ptr<const specdec::Llama2cModel> model, int slots, int threads)
+      : target_(std::move(model), slots, specdec::Llama2cBatchTarget::Options{threads}) {}
+  void prefill(int slot, std::span<const token_t> tokens) override { target_.prefill(slot, tokens); }
+  void forward(const specdec::TreeBatchView& batch) override { target_.forward(batch); }
+  void commit(int slot, std::span<const specdec::node_t> path) override { target_.commit(slot, path); }
+  void release(int slot) override { target_.release(slot); }
+
+ private:
+  specdec::Llama2cBatchTarget target_;
+};
+
+}  // namespace
+
+TimedBatchMaker host_timed_batch(std::shared_ptr<const specdec::Llama2cModel> model, int threads) {
+  return [model = std::move(model), threads](int slots) -> std::unique_ptr<TimedBatch> {
+    return std::make_unique<HostTimedBatch>(model, slots, threads);
+  };
 }
 
 std::vector<int> parse_batch_sizes(std::string_view text) {

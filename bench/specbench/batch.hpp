@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -44,18 +46,32 @@ extern const char* const model_batch_target_description;
 
 // ---- the batch target of `replay --batch` ---------------------------------------------------
 
+/// The model that times `replay --batch --timed-model M`: every prefill, batched forward, commit
+/// and release of the replay also runs on it, after the replay has accepted the call. Its caches
+/// hold the same tokens, so a pass's wall time is what decoding on M costs, with the recorded
+/// answers' acceptance (TimedTarget's idea, for a batch). A Llama2cBatchTarget on the host
+/// (host_timed_batch); a DeviceLlamaBatchTarget with `--device` (device_runs.hpp).
+class TimedBatch {
+ public:
+  virtual ~TimedBatch() = default;
+  virtual void prefill(int slot, std::span<const token_t> tokens) = 0;
+  /// `batch`'s arrays are on the host.
+  virtual void forward(const specdec::TreeBatchView& batch) = 0;
+  virtual void commit(int slot, std::span<const specdec::node_t> path) = 0;
+  virtual void release(int slot) = 0;
+};
+/// Makes the TimedBatch of `slots` sequences for one B.
+using TimedBatchMaker = std::function<std::unique_ptr<TimedBatch>(int slots)>;
+/// Llama2cBatchTarget of `model`, its forward on `threads` threads.
+TimedBatchMaker host_timed_batch(std::shared_ptr<const specdec::Llama2cModel> model, int threads);
+
 /// A BatchTarget of per-request ReplayTargets: each request's recorded answer decides its own
 /// acceptance. expect(reference) names the reference of the next request to join; the batch's
-/// add() prefills a slot, which then replays that reference.
-///
-/// With a timed model (`replay --batch --timed-model M`), every prefill, batched forward, commit
-/// and release also runs on a Llama2cBatchTarget of M, after the replay has accepted the call:
-/// M's caches hold the same tokens, so a pass's wall time is what decoding on M costs, with the
-/// recorded answers' acceptance (TimedTarget's idea, for a batch).
+/// add() prefills a slot, which then replays that reference. With `timed`, every call also runs
+/// on it (TimedBatch).
 class ReplayBatchTarget {
  public:
-  ReplayBatchTarget(int slots, int vocab_size, token_t stop_token,
-                    std::shared_ptr<const specdec::Llama2cModel> timed_model = nullptr, int threads = 1);
+  ReplayBatchTarget(int slots, int vocab_size, token_t stop_token, std::unique_ptr<TimedBatch> timed = nullptr);
 
   /// The next prefill's reference: prompt, recorded answer, stop token.
   void expect(std::span<const token_t> reference) { next_.assign(reference.begin(), reference.end()); }
@@ -83,7 +99,7 @@ class ReplayBatchTarget {
 
  private:
   specdec::PerSlotTarget<specdec::ReplayTarget> targets_;
-  std::optional<specdec::Llama2cBatchTarget> timed_;
+  std::unique_ptr<TimedBatch> timed_;
   std::vector<token_t> next_;
   token_t stop_;
 };
@@ -103,9 +119,9 @@ struct BatchOptions {
   int budget = 64;         ///< draft nodes per request per step (speculative pass); with `cost`, its cap
   /// `--budget auto`: the cost model of the speculative pass's automatic budget (none: fixed).
   specdec::AnyCostModel cost;
-  int threads = 1;         ///< the model's forward threads (`model --batch`, `replay --batch --timed-model`)
-  /// `replay --batch --timed-model`: the model every step also runs on (null: none).
-  std::shared_ptr<const specdec::Llama2cModel> timed_model;
+  int threads = 1;         ///< the model's forward threads (`model --batch`)
+  /// `replay --batch --timed-model`: makes the model every step also runs on (empty: none).
+  TimedBatchMaker timed;
   DrafterResources resources;
   RoundRule rounds;        ///< how many plain and speculative passes alternate per B (default one each)
 };
@@ -231,11 +247,13 @@ void run_rounds(BatchRow& row, const RoundRule& rule, PlainPass&& plain_pass, Sp
 }  // namespace detail
 
 /// `model --batch`: every prompt of `bench`, for each B plainly then speculatively (exact verifier),
-/// in rounds as options.rounds asks.
-template <class... Drafters>
-BatchRun decode_model_batch(const ModelBench& bench, const BatchOptions& options) {
-  using Plain = specdec::SpeculativeBatch<ModelBatchTarget, specdec::ExactVerifier>;
-  using Speculative = specdec::SpeculativeBatch<ModelBatchTarget, Drafters..., specdec::ExactVerifier>;
+/// in rounds as options.rounds asks, on the batch target `make_target(slots)` makes for each B
+/// (a BatchTarget or a BackendBatchTarget).
+template <class... Drafters, class MakeTarget>
+BatchRun decode_batch(const ModelBench& bench, const BatchOptions& options, MakeTarget&& make_target) {
+  using Target = std::invoke_result_t<MakeTarget&, int>;
+  using Plain = specdec::SpeculativeBatch<Target, specdec::ExactVerifier>;
+  using Speculative = specdec::SpeculativeBatch<Target, Drafters..., specdec::ExactVerifier>;
   const TargetInfo info{bench.model->config().vocab_size, bench.model};
   const std::size_t n = bench.prompts.size();
   BatchRun run;
@@ -246,7 +264,7 @@ BatchRun decode_model_batch(const ModelBench& bench, const BatchOptions& options
   request.budget = options.budget;
   for (const int b : options.sizes) {
     const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(b), std::max<std::size_t>(n, 1)));
-    ModelBatchTarget target = make_model_batch_target(bench.model, slots, options.threads);
+    Target target = make_target(slots);
     BatchRow row{.batch = b};
     const auto plain_pass = [&] {
       Plain plain(target, slots, specdec::ExactVerifier{});
@@ -269,6 +287,13 @@ BatchRun decode_model_batch(const ModelBench& bench, const BatchOptions& options
     run.rows.push_back(std::move(row));
   }
   return run;
+}
+
+/// `model --batch` on the host: decode_batch on ModelBatchTarget.
+template <class... Drafters>
+BatchRun decode_model_batch(const ModelBench& bench, const BatchOptions& options) {
+  return decode_batch<Drafters...>(
+      bench, options, [&](int slots) { return make_model_batch_target(bench.model, slots, options.threads); });
 }
 
 /// `replay --batch`: every turn of `corpus`, for each B plainly then speculatively, in rounds as
@@ -299,7 +324,7 @@ BatchRun replay_batch(const Corpus& corpus, const BatchOptions& options) {
   };
   for (const int b : options.sizes) {
     const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(b), std::max<std::size_t>(n, 1)));
-    ReplayBatchTarget target(slots, corpus.vocab_size, corpus.stop_token, options.timed_model, options.threads);
+    ReplayBatchTarget target(slots, corpus.vocab_size, corpus.stop_token, options.timed ? options.timed(slots) : nullptr);
     BatchRow row{.batch = b};
     const auto plain_pass = [&] {
       Plain plain(target, slots, specdec::ExactVerifier{});
@@ -317,7 +342,7 @@ BatchRun replay_batch(const Corpus& corpus, const BatchOptions& options) {
     const auto speculative_pass = [&] {
       // Without a timed model the replay's steps take no time of their own: the pause weighs the model's.
       Speculative speculative(target, slots,
-                              specdec::BatchOptions{.cost = options.cost, .measured_pause = options.timed_model != nullptr},
+                              specdec::BatchOptions{.cost = options.cost, .measured_pause = static_cast<bool>(options.timed)},
                               make_drafter<Drafters>(options.resources, info)..., specdec::ExactVerifier{});
       request.speculate = true;
       return detail::run_pass(speculative, n, [&](std::size_t i) {

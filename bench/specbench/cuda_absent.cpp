@@ -17,7 +17,12 @@ class CudaAbsent final : public DeviceRuns {
   }
   CostTable calibrate(const DeviceModelChoice&, const CalibrateOptions&, std::ostream&) const override { require(); }
   DeviceModelRunner find_combination(const std::vector<std::string>&, VerifierKind) const override { require(); }
+  DeviceBatchRunner find_batch_combination(const std::vector<std::string>&) const override { require(); }
+  const char* batch_target() const override { return "CudaLlamaBatchTarget"; }
   std::vector<std::string> combination_names() const override { return {}; }
+  TimedBatchMaker timed_batch(const DeviceModelChoice&, Corpus&, int, std::string&, specdec::LlamaConfig&) const override {
+    require();
+  }
   EnergyMeter energy_meter() const override { require(); }
   std::unique_ptr<DeviceStepCoster> make_coster(const DeviceModelChoice&, Corpus&, int, std::string&) const override {
     require();

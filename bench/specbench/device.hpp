@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "batch.hpp"
 #include "calibrate.hpp"
 #include "cost_table.hpp"
 #include "model.hpp"
@@ -143,6 +144,10 @@ struct DeviceModelRun {
 using DeviceModelRunner = DeviceModelRun (*)(const ModelBench&, const ModelOptions&, const DeviceModelChoice&,
                                              EnergyMeter&);
 
+/// `model --batch B,... --device D`: decode_batch (batch.hpp) on a DeviceLlamaBatchTarget of the
+/// model for each B, its forward sized for B requests of options.budget + 1 nodes.
+using DeviceBatchRunner = BatchRun (*)(const ModelBench&, const BatchOptions&, const DeviceModelChoice&);
+
 /// `replay --timed-model M --device D`: every step's tree runs through M's forward on the device,
 /// then the KV compaction of the replay's accepted path (copy in, forward, compaction, one
 /// synchronisation: the device step without its verification kernel), timed by the host clock.
@@ -184,8 +189,17 @@ class DeviceRuns {
   /// them) with `verifier`, compiled for the device, or input_error naming the ones that are.
   virtual DeviceModelRunner find_combination(const std::vector<std::string>& drafters,
                                              VerifierKind verifier) const = 0;
+  /// The same combination's `model --batch` (exact verifier).
+  virtual DeviceBatchRunner find_batch_combination(const std::vector<std::string>& drafters) const = 0;
+  /// The batch target's name: "CudaLlamaBatchTarget" or "EmulatedLlamaBatchTarget".
+  virtual const char* batch_target() const = 0;
   /// The device's combinations, e.g. "pld", "tree_history" (device_runs.hpp lists them).
   virtual std::vector<std::string> combination_names() const = 0;
+  /// `replay --batch --timed-model M --device D`: checks M against `corpus` as make_coster does
+  /// and makes its batch targets (TimedBatch on a DeviceLlamaBatchTarget, forwards sized for
+  /// `budget` draft nodes a request); `source` says what times the steps, `config` is M's shape.
+  virtual TimedBatchMaker timed_batch(const DeviceModelChoice& model, Corpus& corpus, int budget, std::string& source,
+                                      specdec::LlamaConfig& config) const = 0;
   /// The energy meter of the device (require() first).
   virtual EnergyMeter energy_meter() const = 0;
   /// The coster of `model` for `corpus`: drops (and says so on stderr) the turns its positions

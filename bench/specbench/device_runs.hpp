@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <specdec/backend.hpp>
+#include <specdec/batch_decoder.hpp>
 #include <specdec/core/tree.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/models/synthetic_llama.hpp>
@@ -40,6 +41,7 @@
 #include <specdec/targets/device_llama.hpp>
 #include <specdec/testing/laid_out_tree.hpp>
 
+#include "batch.hpp"
 #include "device.hpp"
 #include "input_error.hpp"
 
@@ -86,9 +88,10 @@ std::string describe_target(const Target<Device>& target) {
          specdec::weight_format_name(target.weight_format()) + " weights)";
 }
 
-/// A tree's arrays, and a step's compaction inputs, copied to the device through one staging
-/// buffer: the copy of a TreeView the forward reads (token, depth, mask), then the accepted path
-/// with its base and length.
+/// Trees' arrays, and a step's compaction inputs, copied to the device through one staging
+/// buffer: the copies of the TreeViews a forward reads (token, depth, mask), then room for each
+/// tree's accepted path with its base, length and layout sequence. The caller waits for the
+/// device between a step's last use and the next upload (the staging buffer is reused).
 template <class Device>
 class DeviceStep {
  public:
@@ -96,59 +99,88 @@ class DeviceStep {
   explicit DeviceStep(Backend tag)
       : tag_(tag), staging_(tag, specdec::backend::memory::staging), device_(tag, specdec::backend::memory::backend) {}
 
-  /// Enqueues the copy of `tree` (host arrays); the view of its device copy.
-  specdec::TreeView upload(const specdec::TreeView& tree) {
-    const std::size_t n = static_cast<std::size_t>(tree.size);
-    const std::size_t words = n * static_cast<std::size_t>(tree.words_per_row);
-    const std::size_t depth_at = align(n * sizeof(token_t)), mask_at = depth_at + align(n * sizeof(int));
-    tree_bytes_ = mask_at + align(words * sizeof(std::uint32_t));
-    reserve(tree_bytes_ + path_room(tree.size));
+  /// Enqueues the copy of `trees` (host arrays); their views in device memory.
+  const std::vector<specdec::TreeView>& upload(std::span<const specdec::TreeView> trees) {
+    entries_.assign(trees.size(), {});
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < trees.size(); ++i) {
+      const std::size_t n = static_cast<std::size_t>(trees[i].size);
+      const std::size_t words = n * static_cast<std::size_t>(trees[i].words_per_row);
+      Entry& e = entries_[i];
+      e.token = at;
+      e.depth = e.token + align(n * sizeof(token_t));
+      e.mask = e.depth + align(n * sizeof(int));
+      at = e.mask + align(words * sizeof(std::uint32_t));
+    }
+    const std::size_t tree_bytes = at;
+    for (std::size_t i = 0; i < trees.size(); ++i) {
+      Entry& e = entries_[i];
+      e.nodes = trees[i].size;
+      e.base = trees[i].base_position;
+      e.path = at;
+      at += align(static_cast<std::size_t>(e.nodes) * sizeof(specdec::node_t)) + path_tail;
+    }
+    reserve(at);
     unsigned char* h = staging_.data();
-    std::memcpy(h, tree.token, n * sizeof(token_t));
-    std::memcpy(h + depth_at, tree.depth, n * sizeof(int));
-    std::memcpy(h + mask_at, tree.mask, words * sizeof(std::uint32_t));
-    check<Device>(specdec::backend::copy(tag_, device_.data(), h, tree_bytes_), "copying the tree to the device");
-    specdec::TreeView view;
-    view.size = tree.size;
-    view.words_per_row = tree.words_per_row;
-    view.base_position = tree.base_position;
-    view.max_depth = tree.max_depth;
-    view.token = reinterpret_cast<const token_t*>(device_.data());
-    view.depth = reinterpret_cast<const int*>(device_.data() + depth_at);
-    view.mask = reinterpret_cast<const std::uint32_t*>(device_.data() + mask_at);
-    return view;
+    views_.assign(trees.size(), {});
+    for (std::size_t i = 0; i < trees.size(); ++i) {
+      const specdec::TreeView& t = trees[i];
+      const Entry& e = entries_[i];
+      const std::size_t n = static_cast<std::size_t>(t.size);
+      std::memcpy(h + e.token, t.token, n * sizeof(token_t));
+      std::memcpy(h + e.depth, t.depth, n * sizeof(int));
+      std::memcpy(h + e.mask, t.mask, n * static_cast<std::size_t>(t.words_per_row) * sizeof(std::uint32_t));
+      specdec::TreeView& v = views_[i];  // what the forward reads
+      v.size = t.size;
+      v.words_per_row = t.words_per_row;
+      v.base_position = t.base_position;
+      v.max_depth = t.max_depth;
+      v.token = reinterpret_cast<const token_t*>(device_.data() + e.token);
+      v.depth = reinterpret_cast<const int*>(device_.data() + e.depth);
+      v.mask = reinterpret_cast<const std::uint32_t*>(device_.data() + e.mask);
+    }
+    check<Device>(specdec::backend::copy(tag_, device_.data(), h, tree_bytes), "copying the trees to the device");
+    return views_;
   }
+  /// One tree: upload({&tree, 1})'s view.
+  specdec::TreeView upload(const specdec::TreeView& tree) { return upload(std::span(&tree, 1))[0]; }
 
-  /// Enqueues the compaction of `path` (nodes of the last uploaded tree, of `nodes` nodes) at
-  /// `base` in `cache`.
-  void compact(std::span<const specdec::node_t> path, int nodes, int base, const specdec::core::KvCacheView& cache) {
+  /// Enqueues the compaction of `path` (nodes of uploaded tree `entry`) at that tree's base
+  /// position in layout sequence `sequence` of `cache`.
+  void compact(std::size_t entry, std::span<const specdec::node_t> path, int sequence,
+               const specdec::core::KvCacheView& cache) {
+    const Entry& e = entries_.at(entry);
     const int length = static_cast<int>(path.size());
-    unsigned char* h = staging_.data() + tree_bytes_;
-    const std::size_t path_bytes = align(static_cast<std::size_t>(nodes) * sizeof(specdec::node_t));
+    const std::size_t path_bytes = align(static_cast<std::size_t>(e.nodes) * sizeof(specdec::node_t));
+    unsigned char* h = staging_.data() + e.path;
     std::memcpy(h, path.data(), path.size() * sizeof(specdec::node_t));
-    std::memcpy(h + path_bytes, &base, sizeof(int));
-    std::memcpy(h + path_bytes + sizeof(int), &length, sizeof(int));
-    unsigned char* d = device_.data() + tree_bytes_;
-    check<Device>(specdec::backend::copy(tag_, d, h, path_bytes + 2 * sizeof(int)), "copying the accepted path");
+    const int tail[3] = {e.base, length, sequence};
+    std::memcpy(h + path_bytes, tail, sizeof tail);
+    unsigned char* d = device_.data() + e.path;
+    check<Device>(specdec::backend::copy(tag_, d, h, path_bytes + sizeof tail), "copying the accepted path");
+    const int* ints = reinterpret_cast<const int*>(d + path_bytes);
     specdec::core::KvCompactionBatch b;
     b.batch = 1;
-    b.max_nodes = nodes;
+    b.max_nodes = e.nodes;
     b.layout = cache.layout;
     b.k_cache = cache.k;
     b.v_cache = cache.v;
     b.path = reinterpret_cast<const specdec::node_t*>(d);
-    b.base = reinterpret_cast<const int*>(d + path_bytes);
-    b.length = reinterpret_cast<const int*>(d + path_bytes + sizeof(int));
-    b.status = reinterpret_cast<specdec::core::compaction_status*>(d + path_bytes + 2 * sizeof(int));
+    b.base = ints;
+    b.length = ints + 1;
+    b.sequence = ints + 2;
+    b.status = reinterpret_cast<specdec::core::compaction_status*>(d + path_bytes + sizeof tail);
     check<Device>(specdec::backend::compact_kv(tag_, b), "the KV compaction");
   }
 
  private:
+  struct Entry {
+    std::size_t token = 0, depth = 0, mask = 0, path = 0;  // offsets in the buffers
+    int nodes = 0, base = 0;
+  };
+  // After a path: base, length, sequence, then the compaction's status.
+  static constexpr std::size_t path_tail = 16 + sizeof(specdec::core::compaction_status);
   static std::size_t align(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
-  static std::size_t path_room(int nodes) {
-    return align(static_cast<std::size_t>(nodes) * sizeof(specdec::node_t)) + 2 * sizeof(int) +
-           sizeof(specdec::core::compaction_status);
-  }
   // Growing waits for the device (the old buffers may still be read).
   void reserve(std::size_t bytes) {
     if (bytes <= staging_.size()) return;
@@ -159,7 +191,8 @@ class DeviceStep {
 
   Backend tag_;
   specdec::backend::buffer<Backend> staging_, device_;
-  std::size_t tree_bytes_ = 0;
+  std::vector<Entry> entries_;
+  std::vector<specdec::TreeView> views_;
 };
 
 /// A chain of n nodes (the calibration's tree, as on the host).
@@ -362,10 +395,43 @@ DeviceModelRun decode_on_device(const ModelBench& bench, const ModelOptions& opt
   return out;
 }
 
-/// One combination a device decodes, with each verifier (in VerifierKind's order).
+/// A batch target of `model` on the device for `slots` requests of up to `budget` + 1 nodes each
+/// in one forward (DeviceLlamaOptions::max_rows; the prefill's chunk stays the largest tree).
+template <class Device>
+specdec::DeviceLlamaBatchTarget<typename Device::backend> load_batch_target(const DeviceModelChoice& model, int slots,
+                                                                            int budget) {
+  using BatchTarget = specdec::DeviceLlamaBatchTarget<typename Device::backend>;
+  specdec::DeviceLlamaOptions options;
+  const long rows = static_cast<long>(slots) * (static_cast<long>(budget) + 1);
+  if (rows > 65535)
+    throw input_error(std::string(Device::option) + ": --batch " + std::to_string(slots) + " with a budget of " +
+                      std::to_string(budget) + " makes forwards of " + std::to_string(rows) +
+                      " nodes, more than the device target's 65535; lower --budget or --budget-cap");
+  options.max_rows = static_cast<int>(std::max<long>(rows, options.max_tree_nodes));
+  try {
+    if (!model.shape.empty())
+      return BatchTarget::synthetic(specdec::synthetic_shape(model.shape), 1, slots, {}, options);
+    return BatchTarget::load(model.file, slots, {}, options);
+  } catch (const specdec::error& e) {
+    throw input_error(e.what());
+  }
+}
+
+/// DeviceRuns::find_batch_combination's runners.
+template <class Device, class... Drafters>
+BatchRun decode_batch_on_device(const ModelBench& bench, const BatchOptions& options, const DeviceModelChoice& model) {
+  Device::require();
+  return guard<Device>([&] {
+    return decode_batch<Drafters...>(
+        bench, options, [&](int slots) { return load_batch_target<Device>(model, slots, options.budget); });
+  });
+}
+
+/// One combination a device decodes, with each verifier (in VerifierKind's order), and batched.
 struct DeviceCombination {
   std::vector<std::string> drafters;
   DeviceModelRunner runners[3];
+  DeviceBatchRunner batch;
 };
 template <class Device, class... Drafters>
 DeviceCombination combination() {
@@ -374,6 +440,7 @@ DeviceCombination combination() {
   c.runners[0] = &decode_on_device<Device, specdec::ExactVerifier, Drafters...>;
   c.runners[1] = &decode_on_device<Device, specdec::RejectionSampling, Drafters...>;
   c.runners[2] = &decode_on_device<Device, specdec::ConditionalVerifier, Drafters...>;
+  c.batch = &decode_batch_on_device<Device, Drafters...>;
   return c;
 }
 /// The combinations `model --device D` is compiled with.
@@ -410,12 +477,11 @@ class Coster final : public DeviceStepCoster {
   void forward(const specdec::TreeView& tree) override {
     if (first_context_ < 0) first_context_ = tree.base_position;
     tree_tokens_.assign(tree.token, tree.token + tree.size);
-    base_ = tree.base_position;
     step_start_ = Clock::now();
     guard<Device>([&] { target_.forward(step_.upload(tree)); });
   }
   void commit(std::span<const specdec::node_t> path) override {
-    step_.compact(path, static_cast<int>(tree_tokens_.size()), base_, target_.kv_cache());
+    step_.compact(0, path, 0, target_.kv_cache());
     check<Device>(specdec::backend::synchronize(target_.backend()), "the step");
     seconds_ += seconds_since(step_start_);
     for (const specdec::node_t node : path) sequence_.push_back(tree_tokens_[static_cast<std::size_t>(node)]);
@@ -471,10 +537,57 @@ class Coster final : public DeviceStepCoster {
   specdec::testing::LaidOutTree root_{{-1}, {0}};
   Clock::time_point step_start_{};
   double seconds_ = 0;
-  int first_context_ = -1, base_ = 0, turns_ = 0;
+  int first_context_ = -1, turns_ = 0;
   std::optional<double> turn_start_;
   EnergyTotal speculative_energy_, plain_energy_;
 };
+
+/// TimedBatch on the device: every call of the batched replay also runs on a DeviceLlamaBatchTarget
+/// (the trees copied in, the forward, the KV compaction of each request's accepted path), with one
+/// wait per step after its forward, so that a pass's wall time holds the device's work.
+template <class Device>
+class DeviceTimedBatch final : public TimedBatch {
+ public:
+  explicit DeviceTimedBatch(specdec::DeviceLlamaBatchTarget<typename Device::backend> target)
+      : target_(std::move(target)), step_(target_.backend()), entry_(static_cast<std::size_t>(target_.slots()), 0) {}
+
+  void prefill(int slot, std::span<const token_t> tokens) override {
+    guard<Device>([&] { target_.prefill(slot, tokens); });
+  }
+  void forward(const specdec::TreeBatchView& batch) override {
+    // The last step's compactions are done, and with them its use of the staging buffer.
+    check<Device>(specdec::backend::synchronize(target_.backend()), "the last step");
+    const std::vector<specdec::TreeView>& trees = step_.upload(batch.trees);
+    guard<Device>([&] { target_.forward(specdec::TreeBatchView{batch.slots, trees}); });
+    for (std::size_t b = 0; b < batch.slots.size(); ++b) entry_.at(static_cast<std::size_t>(batch.slots[b])) = b;
+    check<Device>(specdec::backend::synchronize(target_.backend()), "the batched forward");
+  }
+  void commit(int slot, std::span<const specdec::node_t> path) override {
+    step_.compact(entry_.at(static_cast<std::size_t>(slot)), path, slot, target_.kv_cache());
+  }
+  void release(int slot) override {
+    guard<Device>([&] { target_.release(slot); });
+  }
+
+ private:
+  specdec::DeviceLlamaBatchTarget<typename Device::backend> target_;
+  DeviceStep<Device> step_;
+  std::vector<std::size_t> entry_;  // per slot: its tree's entry in the last forward
+};
+
+/// Checks a timed model of `vocab` tokens and `positions` positions against `corpus`: input_error
+/// when its vocabulary is smaller than the replay's or no turn fits; drops (and says so on stderr)
+/// the turns its positions cannot hold with `budget` draft nodes.
+inline void fit_corpus(const DeviceModelChoice& model, int vocab, int positions, Corpus& corpus, int budget) {
+  if (vocab < corpus.vocab_size)
+    throw input_error("--timed-model " + model.name() + ": its vocabulary has " + std::to_string(vocab) +
+                      " tokens, fewer than the replay's " + std::to_string(corpus.vocab_size));
+  const std::size_t turns = corpus.turns.size();
+  if (const int dropped = drop_turns_longer_than(corpus, positions, budget); dropped > 0)
+    std::cerr << "specbench: " << dropped << " of " << turns << " turns do not fit the timed model's " << positions
+              << " positions (prompt + answer + stop + budget) and are left out\n";
+  if (corpus.turns.empty()) throw input_error("--timed-model " + model.name() + ": no turn fits its positions");
+}
 
 /// DeviceRuns on `Device`.
 template <class Device>
@@ -491,20 +604,12 @@ class BackendRuns final : public DeviceRuns {
   }
 
   DeviceModelRunner find_combination(const std::vector<std::string>& drafters, VerifierKind verifier) const override {
-    std::vector<std::string> wanted = drafters;
-    std::sort(wanted.begin(), wanted.end());
-    for (const DeviceCombination& c : device_combinations<Device>()) {
-      std::vector<std::string> sorted = c.drafters;
-      std::sort(sorted.begin(), sorted.end());
-      if (sorted == wanted) return c.runners[static_cast<int>(verifier)];
-    }
-    std::string known;
-    for (const std::string& name : combination_names()) known += (known.empty() ? "" : ", ") + name;
-    std::string given;
-    for (const std::string& name : wanted) given += (given.empty() ? "" : ",") + name;
-    throw input_error(std::string(Device::option) + ": the combination '" + given + "' is not compiled for the " +
-                      Device::kind + " device; it decodes " + known);
+    return lookup(drafters).runners[static_cast<int>(verifier)];
   }
+  DeviceBatchRunner find_batch_combination(const std::vector<std::string>& drafters) const override {
+    return lookup(drafters).batch;
+  }
+  const char* batch_target() const override { return specdec::DeviceLlamaBatchTarget<typename Device::backend>::name(); }
 
   std::vector<std::string> combination_names() const override {
     std::vector<std::string> out;
@@ -522,19 +627,11 @@ class BackendRuns final : public DeviceRuns {
                                                 std::string& source) const override {
     Device::require();
     auto coster = std::make_unique<Coster<Device>>(load_target<Device>(model), model, Device::energy_meter());
-    if (coster->vocab_size() < corpus.vocab_size)
-      throw input_error("--timed-model " + model.name() + ": its vocabulary has " +
-                        std::to_string(coster->vocab_size()) + " tokens, fewer than the replay's " +
-                        std::to_string(corpus.vocab_size));
     if (budget >= coster->max_tree_nodes())
       throw input_error(std::string(Device::option) + ": a budget of " + std::to_string(budget) +
                         " draft nodes makes trees larger than the device target's forward takes (" +
                         std::to_string(coster->max_tree_nodes()) + " nodes); lower --budget or --budget-cap");
-    const std::size_t turns = corpus.turns.size();
-    if (const int dropped = drop_turns_longer_than(corpus, coster->positions(), budget); dropped > 0)
-      std::cerr << "specbench: " << dropped << " of " << turns << " turns do not fit the timed model's "
-                << coster->positions() << " positions (prompt + answer + stop + budget) and are left out\n";
-    if (corpus.turns.empty()) throw input_error("--timed-model " + model.name() + ": no turn fits its positions");
+    fit_corpus(model, coster->vocab_size(), coster->positions(), corpus, budget);
     source = std::string("measured on the ") + Device::kind + " device: every step also run through " +
              coster->describe() +
              " (tree copied in, forward, KV compaction, one synchronisation; no verification kernel); plain decoding "
@@ -542,6 +639,50 @@ class BackendRuns final : public DeviceRuns {
              std::to_string(DeviceStepCoster::plain_samples) + " steps per turn" +
              (model.shape.empty() ? "" : "; SYNTHETIC weights, timing only");
     return coster;
+  }
+
+  TimedBatchMaker timed_batch(const DeviceModelChoice& model, Corpus& corpus, int budget, std::string& source,
+                              specdec::LlamaConfig& config) const override {
+    const std::string device = Device::require();
+    try {
+      config = model.shape.empty() ? specdec::Llama2cModel::read_config(model.file)
+                                   : specdec::synthetic_shape(model.shape).config;
+    } catch (const specdec::error& e) {
+      throw input_error(e.what());
+    }
+    if (budget >= specdec::kernels::llama::max_tree_nodes)
+      throw input_error(std::string(Device::option) + ": a budget of " + std::to_string(budget) +
+                        " draft nodes makes trees larger than the device target's forward takes (" +
+                        std::to_string(specdec::kernels::llama::max_tree_nodes) +
+                        " nodes); lower --budget or --budget-cap");
+    fit_corpus(model, config.vocab_size, std::min(config.seq_len, specdec::kernels::llama::max_attended), corpus,
+               budget);
+    source = "measured on " + device + ": every step also run through " +
+             specdec::DeviceLlamaBatchTarget<typename Device::backend>::name() + " of " + model.name() + " (" +
+             specdec::Llama2cModel::describe(config) +
+             "; the trees copied in, the batched forward, each request's KV compaction, one synchronisation)" +
+             (model.shape.empty() ? "" : "; SYNTHETIC weights, timing only");
+    return [model, budget](int slots) -> std::unique_ptr<TimedBatch> {
+      return std::make_unique<DeviceTimedBatch<Device>>(load_batch_target<Device>(model, slots, budget));
+    };
+  }
+
+ private:
+  /// The combination of these drafters (any order), or input_error naming those compiled.
+  const DeviceCombination& lookup(const std::vector<std::string>& drafters) const {
+    std::vector<std::string> wanted = drafters;
+    std::sort(wanted.begin(), wanted.end());
+    for (const DeviceCombination& c : device_combinations<Device>()) {
+      std::vector<std::string> sorted = c.drafters;
+      std::sort(sorted.begin(), sorted.end());
+      if (sorted == wanted) return c;
+    }
+    std::string known;
+    for (const std::string& name : combination_names()) known += (known.empty() ? "" : ", ") + name;
+    std::string given;
+    for (const std::string& name : wanted) given += (given.empty() ? "" : ",") + name;
+    throw input_error(std::string(Device::option) + ": the combination '" + given + "' is not compiled for the " +
+                      Device::kind + " device; it decodes " + known);
   }
 };
 

@@ -489,7 +489,15 @@ int batch_calibration_size(const std::vector<int>& sizes, int cap, const specdec
 }
 
 int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
-  const BatchRunners& runners = find_combination(a.drafters).batch;
+  const Combination& combination = find_combination(a.drafters);
+  // On a device: its runner and model, checked before the prompts load.
+  const DeviceRuns* runs = a.device.on_device() ? &device_runs(a.device) : nullptr;
+  const DeviceBatchRunner device_runner = runs ? runs->find_batch_combination(combination.drafters) : nullptr;
+  std::optional<DeviceModelChoice> device_model;
+  if (runs) {
+    device_model = device_model_choice(model_path(a).string(), "--model");
+    runs->require();
+  }
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
   const ModelBench bench = load_model_bench(a, tokenizer, clamped);
@@ -498,16 +506,21 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   options.budget = a.budget.most();
   options.threads = a.threads;
   options.resources = a.resources;
-  options.rounds = a.rounds;
+  if (!runs) options.rounds = a.rounds;  // a device runs one round (model_rules)
   std::string auto_budget;
   if (auto t = model_budget_table(a, table, batch_calibration_size(options.sizes, a.budget.cap, bench.model->config()),
-                                  nullptr, auto_budget))
+                                  device_model ? &*device_model : nullptr, auto_budget))
     options.cost = BatchCostModel{std::move(*t)};
   const specdec::LlamaConfig& c = bench.model->config();
-  BatchReport report{runners.model(bench, options), "model",
-                     fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions; {} thread{}", c.dim,
-                                 c.n_layers, c.n_heads, c.vocab_size, c.seq_len, a.threads, a.threads == 1 ? "" : "s"),
-                     model_batch_target_description, a.budget.most(), auto_budget, a.budget.fixed_by_default()};
+  std::string source = fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions", c.dim, c.n_layers,
+                                   c.n_heads, c.vocab_size, c.seq_len);
+  if (runs) source += "; on " + runs->require();
+  else source += fmt::format("; {} thread{}", a.threads, a.threads == 1 ? "" : "s");
+  const std::string target = runs ? std::string(runs->batch_target()) +
+                                        ": one forward per step for all requests, each request's cache its own slot"
+                                  : std::string(model_batch_target_description);
+  BatchReport report{runs ? device_runner(bench, options, *device_model) : combination.batch.model(bench, options),
+                     "model", source, target, a.budget.most(), auto_budget, a.budget.fixed_by_default()};
   return report_batch(report, a.json, a.plot);
 }
 
@@ -736,22 +749,47 @@ int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
   const Combination& combination = find_combination(r.drafters);
   replay_of(combination);  // a feature drafter has no replay
   const BatchRunners& runners = combination.batch;
-  check_inputs({{r.timed_model, "--timed-model"}});
+  std::optional<DeviceModelChoice> device_model;
+  if (r.device.on_device()) {
+    device_runs(r.device).require();
+    device_model = device_model_choice(r.timed_model, "--timed-model");
+  } else {
+    check_inputs({{r.timed_model, "--timed-model"}});
+  }
   Corpus corpus = load_corpus(a);
-  std::string timed_source;
-  std::shared_ptr<const specdec::Llama2cModel> timed;
-  if (!r.timed_model.empty()) timed = load_timed_model(r, a, corpus, timed_source);
-  report_token_counts(corpus);
   BatchOptions options;
   options.sizes = parse_batch_sizes(r.batch);
+  options.budget = a.budget.most();
+  std::string timed_source, timed_target;
+  std::optional<specdec::LlamaConfig> timed;  // the timed model's shape
+  if (device_model) {
+    const DeviceRuns& runs = device_runs(r.device);
+    timed.emplace();
+    options.timed = runs.timed_batch(*device_model, corpus, options.budget, timed_source, *timed);
+    timed_target = runs.batch_target();
+  } else if (!r.timed_model.empty()) {
+    auto model = load_timed_model(r, a, corpus, timed_source);
+    timed = model->config();
+    options.timed = host_timed_batch(std::move(model), r.threads);
+    timed_target = "Llama2cBatchTarget";
+  }
+  report_token_counts(corpus);
   std::string auto_budget;
   if (a.budget.automatic) {  // with a timed model and without --cost (replay_rules)
-    const int largest = batch_calibration_size(options.sizes, a.budget.cap, timed->config());
-    options.cost = BatchCostModel{*replay_budget_table(a, std::nullopt, r, largest, nullptr, auto_budget)};
+    const int largest = batch_calibration_size(options.sizes, a.budget.cap, *timed);
+    if (device_model) {  // a calibration of the same target on the device
+      CalibrateOptions quick;
+      quick.nodes = doubling_sizes(largest);
+      quick.repetitions = 2;
+      std::ostringstream log;
+      const DeviceRuns& runs = device_runs(r.device);
+      options.cost = BatchCostModel{runs.calibrate(*device_model, quick, log)};
+      auto_budget = "the timed model, calibrated on " + runs.require() + " at start-up (median of 2)";
+    } else {
+      options.cost = BatchCostModel{*replay_budget_table(a, std::nullopt, r, largest, nullptr, auto_budget)};
+    }
   }
-  options.budget = a.budget.most();
   options.threads = r.threads;
-  options.timed_model = timed;
   options.resources = a.drafters;
   // Without a timed model the passes time drafting and bookkeeping only: one round says all.
   if (timed) options.rounds = r.rounds;
@@ -759,7 +797,7 @@ int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
                      timed ? "Spec-Bench replay: acceptance from the recorded answers; " + timed_source
                            : std::string("Spec-Bench replay: acceptance from the recorded answers, no model runs "
                                          "(seconds are drafting and bookkeeping only; fwd is what a model would run)"),
-                     timed ? "ReplayBatchTarget (one ReplayTarget per request) + Llama2cBatchTarget of the timed model"
+                     timed ? "ReplayBatchTarget (one ReplayTarget per request) + " + timed_target + " of the timed model"
                            : "ReplayBatchTarget: one ReplayTarget per request (PerSlotTarget<ReplayTarget>)",
                      a.budget.most(), auto_budget, a.budget.fixed_by_default()};
   return report_batch(report, a.json, a.plot);
@@ -942,9 +980,9 @@ void replay_rules(const CLI::App& cmd, DataArgs& a, const ReplayArgs& r) {
     require(cmd, of_the_timed_model, "--timed-model");
   exclude(cmd, "--batch", "--cost");
   const bool timed = !r.timed_model.empty();
-  if (r.device.on_device() && (!timed || !r.batch.empty()))
+  if (r.device.on_device() && !timed)
     throw input_error("--device " + r.device.device + ": `replay` runs the device with --timed-model synthetic:SHAPE "
-                      "or a checkpoint, one sequence (no --batch yet)");
+                      "or a checkpoint");
   if (!r.batch.empty()) {
     if (a.warm_history)
       throw input_error("--warm-history does not combine with --batch (the batched replay decodes the sampled turns "
@@ -989,16 +1027,14 @@ void model_rules(const CLI::App& cmd, ModelArgs& a) {
     throw input_error("--cost: `specbench model` times its own decoding; a cost table only sizes --budget auto");
   if (a.device.on_device()) {
     const std::string device = "--device " + a.device.device;
-    if (!a.batch.empty()) throw input_error(device + ": --batch does not run on a device yet");
     if (cmd.count("--min-rounds") > 0 || cmd.count("--min-seconds") > 0)
       throw input_error(device + ": `model` runs one round of each pass (a GPU check's time is short); --min-rounds "
                         "and --min-seconds are the host's");
     if (a.threads != 1 || a.weights != specdec::WeightFormat::fp32)
       throw input_error(device + ": --threads and --weights are the host's options (a checkpoint runs in fp32 on "
                         "the device)");
-  } else if (!a.batch.empty() && a.verifier != "exact") {
-    throw input_error("--batch: runs with --verifier exact only");
   }
+  if (!a.batch.empty() && a.verifier != "exact") throw input_error("--batch: runs with --verifier exact only");
 }
 
 /// --device cuda takes --model FILE or --synthetic SHAPE, and none of the host's --threads,

@@ -683,11 +683,12 @@ class DeviceLlamaBatchTarget {
   LogitsRows forward(const TreeBatchView& batch) { return model_.forward(batch.trees, batch.slots); }
 
   DeviceLlamaModel<Backend>& model() { return model_; }
-
- private:
+  /// "CudaLlamaBatchTarget" or "EmulatedLlamaBatchTarget".
   static const char* name() {
     return DeviceLlamaModel<Backend>::on_cuda ? "CudaLlamaBatchTarget" : "EmulatedLlamaBatchTarget";
   }
+
+ private:
   explicit DeviceLlamaBatchTarget(DeviceLlamaModel<Backend> model) : model_(std::move(model)) {}
   DeviceLlamaModel<Backend> model_;
 };
