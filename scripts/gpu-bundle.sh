@@ -12,8 +12,9 @@
 #                                                  # (memcheck, racecheck, synccheck; slow)
 # After them, issue 46's check with specbench --device cuda (docs/specbench.md): the GPU cost table
 # of the Llama-2-7B shape, lossless `model` runs on stories260K and BabyLlama-936K with energy per
-# token, and the 40-turn timed replay on the Llama-2-7B shape for tree_history, casd, pld and tree
-# at --budget auto; every command under a time limit, the whole run.sh within RUN_BUDGET_S seconds
+# token (one with rejection sampling, one batched), the batch table of the Llama-2-7B shape
+# (B = 4, 16, 64), and the 40-turn timed replay on the Llama-2-7B shape for tree_history, casd,
+# pld and tree at --budget auto; every command under a time limit, the whole run.sh within RUN_BUDGET_S seconds
 # (default 480) of its start. SPECBENCH=only runs that check alone, SPECBENCH=skip leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -144,6 +145,13 @@ if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != skip ]; then
   specbench_step model_rejection 40 model --device cuda --drafter tree_history --verifier rejection \
     --temperature 0.8 --seed 1 --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --task stories \
     --json "$logs/specbench_model_rejection.json"
+  specbench_step model_batch 40 model --device cuda --drafter tree_history --batch 1,4,16 \
+    --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_batch.json"
+  # The batch table on the Llama-2-7B shape: 64 turns decoded 4, 16 and 64 at a time (B = 1 is the
+  # single replay below), the automatic budget calibrated at start-up.
+  specbench_step replay_batch 120 replay --device cuda --timed-model synthetic:Llama-2-7B --drafter tree_history \
+    --batch 4,16,64 --max-turns 64 --budget auto --min-rounds 1 --min-seconds 0 \
+    --json "$logs/specbench_replay_batch.json" --plot "$logs/specbench_replay_batch.svg"
   cost=()
   [ -f "$table" ] && cost=(--cost "$table")  # else each replay calibrates at start-up
   for drafter in tree_history casd pld tree; do

@@ -862,7 +862,19 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   return 0;
 }
 
-void run_compare(DataArgs& a, const std::vector<std::string>& names) {
+/// `--modelled FILE`'s table, checked like --cost's against the budget (a step's tree has budget + 1
+/// nodes; the table must have measured trees that large).
+CostTable load_modelled_table(const std::string& file, int budget) {
+  specdec::tools::check_input_file<input_error>(file, "--modelled");
+  CostTable table = CostTable::load(file);
+  if (budget >= table.max_nodes())
+    throw input_error(fmt::format("--modelled {}: a step's tree may have {} nodes, but the table measured forwards of "
+                                  "at most {}",
+                                  file, tree_nodes(budget), table.max_nodes()));
+  return table;
+}
+
+void run_compare(DataArgs& a, const std::vector<std::string>& names, const std::vector<std::string>& modelled_files) {
   check_drafter_inputs(a.drafters);
   std::vector<const Combination*> chosen;
   for (const auto& name : names) {
@@ -870,6 +882,8 @@ void run_compare(DataArgs& a, const std::vector<std::string>& names) {
     replay_of(*chosen.back());
   }
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
+  std::vector<CostTable> modelled_tables;
+  for (const std::string& file : modelled_files) modelled_tables.push_back(load_modelled_table(file, a.budget.most()));
   const Corpus corpus = load_corpus(a);
   report_token_counts(corpus);
   std::optional<TableCoster> coster;
@@ -889,9 +903,24 @@ void run_compare(DataArgs& a, const std::vector<std::string>& names) {
     reports.back().fixed_by_default = a.budget.fixed_by_default();
   }
   print_comparison(std::cout, reports);
+  // The same replays, their steps timed by each --modelled table (the budget stays the run's).
+  std::vector<ModelledRun> modelled;
+  for (std::size_t t = 0; t < modelled_tables.size(); ++t) {
+    ModelledRun& run = modelled.emplace_back();
+    run.source = cost_table_source(modelled_files[t], modelled_tables[t]);
+    TableCoster timed(modelled_tables[t]);
+    ReplayOptions costed = options;
+    costed.coster = &timed;
+    for (const Combination* c : chosen) run.reports.push_back(summarise(corpus, replay_of(*c)(corpus, costed), costed));
+    print_modelled(std::cout, run);
+  }
   if (!a.json.empty()) {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
     for (const auto& r : reports) j[r.combination()] = to_json(r);
+    if (!modelled.empty()) {
+      j["modelled"] = nlohmann::ordered_json::array();
+      for (const ModelledRun& run : modelled) j["modelled"].push_back(to_json(run));
+    }
     write_file(a.json, j.dump(2) + "\n");
   }
   if (!a.plot.empty()) write_file(a.plot, comparison_svg(reports));
@@ -1090,11 +1119,14 @@ int main(int argc, char** argv) {
       ->check(batch_sizes());
 
   DataArgs compare_args;
-  std::vector<std::string> combos;
+  std::vector<std::string> combos, modelled_tables;
   auto* compare = app.add_subcommand("compare", "Replay several combinations on the same data and compare them");
   add_data_options(*compare, compare_args);
   compare->add_option("combinations", combos, "Combinations such as pld or tree,casd")->required();
   add_plot_option(*compare, compare_args.plot, "tau (and with --cost the speedup) per combination and category");
+  compare->add_option("--modelled", modelled_tables,
+                      "A cost table measured elsewhere (e.g. by calibrate --device cuda): also print the tok/s and "
+                      "speedup each combination's steps would reach there, at this run's budget (repeatable)");
 
   CalibrateArgs calibrate_args;
   auto* calibrate_cmd = app.add_subcommand("calibrate", "Time a llama2.c model's forward for trees of 1 to 128 nodes "
@@ -1126,7 +1158,7 @@ int main(int argc, char** argv) {
     check_host_isa();
     int code = 0;
     if (replay->parsed()) code = run_replay(replay_args, replay_only);
-    else if (compare->parsed()) run_compare(compare_args, combos);
+    else if (compare->parsed()) run_compare(compare_args, combos, modelled_tables);
     else if (model->parsed()) code = run_model(model_args);
     else if (corpus->parsed()) code = run_corpus(corpus_args);
     else if (calibrate_cmd->parsed()) code = run_calibrate(calibrate_args);

@@ -298,6 +298,17 @@ void print_comparison(std::ostream& out, std::span<const Report> reports) {
   }
 }
 
+void print_modelled(std::ostream& out, const ModelledRun& run) {
+  std::size_t name_width = 11;
+  for (const auto& r : run.reports) name_width = std::max(name_width, r.combination().size());
+  out << "\nmodelled, not measured in this run: the speed of this run's steps where " << run.source
+      << " was measured\n";
+  out << fmt::format("{:<{}} {:>7} {:>10} {:>8}\n", "combination", name_width, "tau", "tok/s", "speedup");
+  for (const auto& r : run.reports)
+    out << fmt::format("{:<{}} {:>7.3f} {:>10.1f} {:>8.3f}\n", r.combination(), name_width, r.overall.tau(),
+                       r.overall.tokens_per_second(), r.overall.speedup());
+}
+
 // ---- JSON ------------------------------------------------------------------------------------
 
 namespace {
@@ -653,6 +664,15 @@ std::string comparison_svg(std::span<const Report> reports) {
                      "speedup", groups, series, speedup, 1.0);
   svg += "</svg>\n";
   return svg;
+}
+
+nlohmann::ordered_json to_json(const ModelledRun& run) {
+  nlohmann::ordered_json combinations = nlohmann::ordered_json::object();
+  for (const auto& r : run.reports)
+    combinations[r.combination()] = {{"tau", r.overall.tau()},
+                                     {"tokens_per_second", r.overall.tokens_per_second()},
+                                     {"speedup", r.overall.speedup()}};
+  return {{"source", run.source}, {"combinations", combinations}};
 }
 
 }  // namespace specbench

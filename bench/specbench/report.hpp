@@ -132,6 +132,17 @@ void print_comparison(std::ostream& out, std::span<const Report> reports);
 /// τ per combination and category as grouped bars; with costs, a second panel of the speedups.
 std::string comparison_svg(std::span<const Report> reports);
 
+/// `compare --modelled TABLE`: the run's combinations, their steps timed by a cost table measured
+/// elsewhere (e.g. a GPU's, `calibrate --device cuda`): the speed they would reach there.
+struct ModelledRun {
+  std::string source;           ///< "the cost table FILE (what its metadata says)"
+  std::vector<Report> reports;  ///< one per combination, costed by the table
+};
+/// "modelled, not measured in this run: ...", then tau, tok/s and speedup per combination.
+void print_modelled(std::ostream& out, const ModelledRun& run);
+/// {"source", "combinations": {NAME: {"tau", "tokens_per_second", "speedup"}}}.
+nlohmann::ordered_json to_json(const ModelledRun& run);
+
 /// {"drafters", "budget", "overall", "categories", ...}: see docs/specbench.md.
 nlohmann::ordered_json to_json(const Report& report);
 /// The accepted-length histogram as an SVG bar chart (share of steps per length, one bar per
