@@ -10,7 +10,9 @@
 // wide, like merged drafts). c(1) at context 512 is the plain decoding step.
 // Part 2, per shape: the attention kernels' share: forwards of n = 1, 2, 4, 8, 16, 32, 64, 128
 // nodes with NodeAttention and with TiledAttention forced (the same bits; which is quicker from
-// how many rows sets kernels::llama::tiled_attention_rows), at the middle and the longest context.
+// how many rows sets kernels::llama::tiled_attention_rows), at the middle and the longest context;
+// and forwards launched against the same replayed as CUDA graphs (DeviceLlamaOptions::graphs: the
+// tree padded to its bucket), at the middle context.
 // Part 3, per shape: each weight product (qkv, o, w1|w3, w2, classifier) of n = 1, 16, 64, 128
 // tokens: ours on CUDA cores (fp32 activations) and on tensor cores (bf16 activations, rounding
 // included), both batch-invariant, against cublasGemmEx (bf16 x bf16, fp32 accumulation and
@@ -115,18 +117,22 @@ void forward_costs(const SyntheticShape& shape, const std::vector<int>& contexts
   must(cudaStreamSynchronize(stream), "the forwards");
 }
 
-void attention_costs(const SyntheticShape& shape, const std::vector<int>& contexts, int reps, cudaStream_t stream) {
-  using Kind = DeviceLlamaOptions::Attention;
+// Forward ms of trees of n = 1, 2, 4, ... 128 nodes (and 5: a padded bucket) with two options of
+// the same shape (tensor-core products), side by side at each context.
+void compare_costs(const SyntheticShape& shape, const std::vector<int>& contexts, int reps, cudaStream_t stream,
+                   const char* what, const char* label_a, DeviceLlamaOptions a, const char* label_b,
+                   DeviceLlamaOptions b) {
   const int longest = *std::max_element(contexts.begin(), contexts.end());
-  std::printf("\n%s: forward ms with each attention kernel (tensor-core products)\n", shape.name);
-  std::printf("%8s %5s %10s %10s %7s\n", "context", "n", "per-node", "tiled", "ratio");
+  std::printf("\n%s: forward ms %s (tensor-core products)\n", shape.name, what);
+  std::printf("%8s %5s %10s %10s %7s\n", "context", "n", label_a, label_b, "ratio");
   std::vector<std::vector<double>> ms(2);
-  const int sizes[] = {1, 2, 4, 8, 16, 32, 64, 128};
+  const int sizes[] = {1, 2, 4, 5, 8, 16, 32, 64, 128};
   for (int which = 0; which < 2; ++which) {
-    CudaLlamaTarget target = CudaLlamaTarget::synthetic(
-        shape, 1, backend::cuda{stream},
-        {.max_positions = longest + 128, .max_tree_nodes = 128, .max_rows = 0, .tensor_cores = true,
-         .attention = which == 0 ? Kind::per_node : Kind::tiled});
+    DeviceLlamaOptions options = which == 0 ? a : b;
+    options.max_positions = longest + 128;
+    options.max_tree_nodes = 128;
+    options.tensor_cores = true;
+    CudaLlamaTarget target = CudaLlamaTarget::synthetic(shape, 1, backend::cuda{stream}, options);
     for (int context : contexts) {
       std::vector<token_t> prompt(static_cast<std::size_t>(context));
       for (int i = 0; i < context; ++i) prompt[static_cast<std::size_t>(i)] = (31 * i + 5) % target.vocab_size();
@@ -143,6 +149,17 @@ void attention_costs(const SyntheticShape& shape, const std::vector<int>& contex
       std::printf("%8d %5d %10.3f %10.3f %7.3f\n", context, n, ms[0][i], ms[1][i], ms[1][i] / ms[0][i]);
       ++i;
     }
+}
+
+void attention_costs(const SyntheticShape& shape, const std::vector<int>& contexts, int reps, cudaStream_t stream) {
+  using Kind = DeviceLlamaOptions::Attention;
+  compare_costs(shape, contexts, reps, stream, "with each attention kernel", "per-node", {.attention = Kind::per_node},
+                "tiled", {.attention = Kind::tiled});
+}
+
+void graph_costs(const SyntheticShape& shape, const std::vector<int>& contexts, int reps, cudaStream_t stream) {
+  compare_costs(shape, contexts, reps, stream, "launched, and replayed as CUDA graphs (a tree padded to its bucket)",
+                "launched", {}, "graphs", {.graphs = true});
 }
 
 void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t stream, cublasHandle_t blas) {
@@ -256,6 +273,7 @@ int main(int argc, char** argv) {
       forward_costs(shape, contexts, reps, stream, /*tensor_cores=*/true);
       forward_costs(shape, {contexts[contexts.size() / 2]}, reps, stream, /*tensor_cores=*/false);
       attention_costs(shape, {contexts[contexts.size() / 2], contexts.back()}, reps, stream);
+      graph_costs(shape, {contexts[contexts.size() / 2]}, reps, stream);
       products_against_cublas(shape, reps, stream, blas);
     }
   } catch (const std::exception& e) {  // specdec::error, and a failed CUDA call of DeviceTree

@@ -66,10 +66,13 @@ struct ForwardTree {
   long long cache_offset = 0;           ///< floats from a layer's rows of sequence 0 to its sequence's
 };
 
-/// The trees of one forward, passed by value to the kernels (about 3 KB): rows are the trees'
-/// nodes, tree after tree.
+/// The trees of one forward (about 3 KB), in device memory: the kernels take a pointer to them, so
+/// that their launches stay small and a captured launch (a CUDA graph) reads each forward's trees.
+/// Rows are the trees' nodes, tree after tree; a launch may have more rows than `rows` (a graph's
+/// bucket), and the kernels skip those.
 struct ForwardTrees {
   int count = 0;
+  int rows = 0;  ///< the trees' nodes in all
   ForwardTree tree[max_forward_trees];
 
   /// The tree that `row` belongs to: the last whose first_row <= row.
@@ -78,6 +81,8 @@ struct ForwardTrees {
     while (b + 1 < count && tree[b + 1].first_row <= row) ++b;
     return b;
   }
+  /// Nodes of tree b.
+  SPECDEC_HD int tree_size(int b) const { return (b + 1 < count ? tree[b + 1].first_row : rows) - tree[b].first_row; }
 };
 
 /// Weight storage: fp32, or bf16 as its 16 bits.
@@ -112,7 +117,7 @@ struct AttentionArgs {
   /// the tree's cache_offset.
   const float* k_cache = nullptr;
   const float* v_cache = nullptr;
-  ForwardTrees trees;
+  const ForwardTrees* trees = nullptr;
   int heads = 0, kv_heads = 0, head_size = 0;
   float scale = 0;  ///< 1 / sqrt(head_size)
   float* out = nullptr;  ///< [n][heads * head_size]
@@ -218,8 +223,8 @@ inline unsigned stride_blocks(long long elements) {
 template <class W>
 struct Embed {
   const W* embedding;
-  ForwardTrees trees;
-  int rows, vocab, dim;
+  const ForwardTrees* trees;
+  int rows, vocab, dim;  ///< rows: of the launch
   float* x;
   long long ldx;
 
@@ -227,7 +232,8 @@ struct Embed {
   template <class Thread>
   SPECDEC_HD void operator()(const Thread& th) const {
     const int t = th.block_x();
-    const ForwardTree& tree = trees.tree[trees.tree_of(t)];
+    if (t >= trees->rows) return;  // a bucket's padding
+    const ForwardTree& tree = trees->tree[trees->tree_of(t)];
     const token_t token = tree.token[t - tree.first_row];
     const bool ok = token >= 0 && token < vocab;
     const W* row = embedding + static_cast<long long>(ok ? token : 0) * dim;
@@ -325,9 +331,9 @@ struct Product {
 struct RopeStore {
   float* qkv;
   long long ld_qkv;
-  ForwardTrees trees;
+  const ForwardTrees* trees;
   const float* cos_sin;
-  int rows, dim, kv_dim, head_size;
+  int rows, dim, kv_dim, head_size;  ///< rows: of the launch
   float* k_cache;
   float* v_cache;
 
@@ -336,7 +342,8 @@ struct RopeStore {
   SPECDEC_HD void operator()(const Thread& th) const {
     using core::mul_rn;
     const int t = th.block_x();
-    const ForwardTree& tree = trees.tree[trees.tree_of(t)];
+    if (t >= trees->rows) return;  // a bucket's padding: no K/V written
+    const ForwardTree& tree = trees->tree[trees->tree_of(t)];
     const int i = t - tree.first_row;
     float* row = qkv + t * ld_qkv;
     const int position = tree.base + tree.depth[i];
@@ -366,7 +373,7 @@ struct RopeStore {
 /// file's rule.
 struct NodeAttention {
   AttentionArgs a;
-  int rows, attended;  ///< rows of the forward; the most positions one of them attends to
+  int rows, attended;  ///< rows of the launch; the most positions one of them may attend to
 
   LaunchShape shape() const {
     return {static_cast<unsigned>(a.heads), static_cast<unsigned>(rows), attention_threads,
@@ -382,7 +389,8 @@ struct NodeAttention {
     int* attended_here = reinterpret_cast<int*>(shared + S::attended);
     float* scores = reinterpret_cast<float*>(shared + S::scores);
     const int h = th.block_x(), t = th.block_y(), tid = th.thread();
-    const ForwardTree& tree = a.trees.tree[a.trees.tree_of(t)];
+    if (t >= a.trees->rows) return;  // a bucket's padding (the whole block)
+    const ForwardTree& tree = a.trees->tree[a.trees->tree_of(t)];
     const int i = t - tree.first_row, base = tree.base;
     const int hs = a.head_size, group = a.heads / a.kv_heads, g = h / group;
     if (tid == 0) *attended_here = base + tree_ancestors(tree.mask, tree.words_per_row, i, ancestors);
@@ -437,19 +445,20 @@ struct NodeAttention {
 /// two runs is a matter of speed only.
 struct TiledAttention {
   AttentionArgs a;
-  int rows;  ///< of the forward
+  int tile_blocks;  ///< of the launch: at least the trees' tiles (tiles_of), the rest skipped
 
-  /// Tiles of a tree of `nodes` nodes.
-  SPECDEC_HD int tiles(int nodes) const {
-    return (nodes * (a.heads / a.kv_heads) + attention_queries - 1) / attention_queries;
+  /// Tiles of a tree of `nodes` nodes with `group` query heads per KV head.
+  SPECDEC_HD static int tiles(int nodes, int group) {
+    return (nodes * group + attention_queries - 1) / attention_queries;
   }
-  SPECDEC_HD int tree_size(int b) const {
-    return (b + 1 < a.trees.count ? a.trees.tree[b + 1].first_row : rows) - a.trees.tree[b].first_row;
+  /// The tiles of every tree of `trees` (host copy) in turn.
+  static int tiles_of(const ForwardTrees& trees, int group) {
+    int all = 0;
+    for (int b = 0; b < trees.count; ++b) all += tiles(trees.tree_size(b), group);
+    return all;
   }
   LaunchShape shape() const {
-    int all = 0;
-    for (int b = 0; b < a.trees.count; ++b) all += tiles(tree_size(b));
-    return {static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(all), attention_threads,
+    return {static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(tile_blocks), attention_threads,
             static_cast<std::size_t>(tiled_attention_shared_bytes(a.head_size))};
   }
 
@@ -459,11 +468,13 @@ struct TiledAttention {
     const int g = th.block_x(), tid = th.thread(), hs = a.head_size, group = a.heads / a.kv_heads;
     // This block's tree and tile; query q of the tile is query first_query + q of the tree, its
     // node (first_query + q) / group, its head g * group + (first_query + q) % group.
+    const ForwardTrees& trees = *a.trees;
     int b = 0, tile = th.block_y();
-    while (tile >= tiles(tree_size(b))) tile -= tiles(tree_size(b++));
-    const ForwardTree& tree = a.trees.tree[b];
+    while (b < trees.count && tile >= tiles(trees.tree_size(b), group)) tile -= tiles(trees.tree_size(b++), group);
+    if (b == trees.count) return;  // past the trees' tiles: a bucket's padding (the whole block)
+    const ForwardTree& tree = trees.tree[b];
     const int base = tree.base, first_query = tile * attention_queries;
-    const int queries = min_of(attention_queries, tree_size(b) * group - first_query);
+    const int queries = min_of(attention_queries, trees.tree_size(b) * group - first_query);
     const int first_node = first_query / group;
 
     const TiledAttentionShared S(hs);

@@ -19,6 +19,7 @@
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <specdec/core/batch.hpp>
 #include <specdec/core/stochastic_batch.hpp>
@@ -207,6 +208,23 @@ class marks {
   std::chrono::steady_clock::time_point at_[count]{};
 };
 
+// ---- launch graphs -----------------------------------------------------------------------------
+
+/// Sequences of launches recorded once per key and replayed (CUDA graphs: one launch instead of
+/// hundreds), for work whose launches are the same each time (the same kernels, parameters and
+/// shapes; the data they read may change). On a backend that runs each launch as it is enqueued
+/// (host) the sequence simply runs. A backend that runs behind the host specialises it (cuda, below).
+template <class Backend>
+class launch_graphs {
+ public:
+  /// Runs `launches` (a function that enqueues launches and nothing else) as the sequence of `key`.
+  template <class Launches>
+  status run(const Backend&, int, Launches&& launches) {
+    launches();
+    return status::ok;
+  }
+};
+
 // ---- cuda ---------------------------------------------------------------------------------------
 
 #if defined(__CUDACC__)
@@ -340,6 +358,51 @@ class marks<cuda, count> {
     for (int i = 0; i < count; ++i) std::swap(events_[i], other.events_[i]);
   }
   cudaEvent_t events_[count] = {};
+};
+
+/// A CUDA graph per key, captured from the tag's stream at the key's first run (launches() must
+/// only enqueue kernels on it), then launched as one.
+template <>
+class launch_graphs<cuda> {
+ public:
+  launch_graphs() = default;
+  launch_graphs(launch_graphs&& other) noexcept : execs_(std::exchange(other.execs_, {})) {}
+  launch_graphs& operator=(launch_graphs&& other) noexcept {
+    std::swap(execs_, other.execs_);
+    return *this;
+  }
+  ~launch_graphs() {
+    for (cudaGraphExec_t e : execs_)
+      if (e) cudaGraphExecDestroy(e);
+  }
+  template <class Launches>
+  status run(const cuda& c, int key, Launches&& launches) {
+    if (key < 0) return status::invalid_argument;
+    if (static_cast<std::size_t>(key) >= execs_.size()) execs_.resize(static_cast<std::size_t>(key) + 1, nullptr);
+    cudaGraphExec_t& exec = execs_[static_cast<std::size_t>(key)];
+    if (!exec) {
+      if (const status s = detail::from(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
+          s != status::ok)
+        return s;
+      launches();
+      cudaGraph_t graph = nullptr;
+      const cudaError_t ended = cudaStreamEndCapture(c.stream, &graph);  // a failed launch invalidates it
+      if (ended != cudaSuccess) {
+        if (graph) cudaGraphDestroy(graph);
+        return detail::from(ended);
+      }
+      const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      if (made != cudaSuccess) {
+        exec = nullptr;
+        return detail::from(made);
+      }
+    }
+    return detail::from(cudaGraphLaunch(exec, c.stream));
+  }
+
+ private:
+  std::vector<cudaGraphExec_t> execs_;
 };
 #endif
 

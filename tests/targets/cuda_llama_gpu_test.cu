@@ -118,6 +118,20 @@ TEST_CASE("the per-node and the tiled attention kernels give the same bits on th
   attention_kernels_agree(make, 0, sizes);
 }
 
+TEST_CASE("CUDA graphs (trees padded to their bucket) give the same bits and the same decoding on the GPU") {
+  constexpr int sizes[] = {1, 3, 5, 17, 64, 200};
+  for (const bool tensor_cores : {false, true}) {
+    const auto make = [&](bool graphs) {  // head size 32, 4 heads a KV head, bf16
+      return CudaLlamaTarget::synthetic(small_shape(), 3, {},
+                                        {.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0,
+                                         .tensor_cores = tensor_cores,
+                                         .attention = DeviceLlamaOptions::Attention::automatic, .graphs = graphs});
+    };
+    INFO((tensor_cores ? "tensor-core" : "CUDA-core") << " products");
+    graphs_agree(make, 300, sizes, random_tokens(20, small_shape().config.vocab_size, 5), 24);
+  }
+}
+
 TEST_CASE("stories260K in fp32: every node of a tree equals a single-token forward of its path, bit for bit") {
   const auto path = testing::data_file("models/stories260K.bin");
   if (!path) return;

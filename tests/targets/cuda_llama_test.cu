@@ -134,7 +134,7 @@ TEST_CASE("the attention launches' shared memory fits a block's 48 KB at the lar
   namespace k = specdec::kernels::llama;
   CHECK(k::node_attention_shared_bytes(k::max_attended) <= 48 * 1024);
   CHECK(k::tiled_attention_shared_bytes(k::attention_threads) <= 48 * 1024);
-  // Kernel parameters: the kernels that carry the trees travel by value, within the 4 KB every
+  // Kernel parameters: the kernels travel by value (the trees by pointer), within the 4 KB every
   // launch may pass.
   CHECK(sizeof(k::NodeAttention) <= 4096);
   CHECK(sizeof(k::TiledAttention) <= 4096);

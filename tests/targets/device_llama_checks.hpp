@@ -132,27 +132,35 @@ void bit_exact_sweep(Target& target, const std::vector<token_t>& prefix, std::ui
 template <class Target>
 void computes_host_model(Target& device, Llama2cTarget& host, int nodes, int tokens);
 
-// The two attention kernels (NodeAttention and TiledAttention) give the same bits: make(kind)
-// builds the same target with DeviceLlamaOptions::attention = kind; a random tree of each size
-// behind `prefix` cached tokens, every row compared.
-template <class Make>
-void attention_kernels_agree(Make make, int prefix, std::span<const int> sizes) {
-  auto per_node = make(DeviceLlamaOptions::Attention::per_node);
-  auto tiled = make(DeviceLlamaOptions::Attention::tiled);
-  const int vocab = per_node.vocab_size();
+// Two targets of the same model give the same bits: a random tree of each size behind `prefix`
+// cached tokens, every row compared, `forwards` times in a row (2: a graph captured, then replayed).
+template <class A, class B>
+void forwards_agree(A& a, B& b, int prefix, std::span<const int> sizes, int forwards = 1) {
+  const int vocab = a.vocab_size();
   const std::vector<token_t> tokens = random_tokens(prefix, vocab, 41);
   std::mt19937 rng(42);
   int trees = 0;
   for (const int n : sizes) {
     const testing::LaidOutTree tree(random_parents(static_cast<Shape>(trees++ % 4), n, rng), random_tokens(n, vocab, rng()));
-    per_node.prefill(tokens);
-    tiled.prefill(tokens);
-    const TreeOn<decltype(per_node)> on_device(tree, prefix, per_node.backend());
-    const std::vector<float> a = logits_on_host(per_node, per_node.forward(on_device.view()), n);
-    const std::vector<float> b = logits_on_host(tiled, tiled.forward(on_device.view()), n);
-    INFO("a tree of " << n << " nodes behind " << prefix << " tokens");
-    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    a.prefill(tokens);
+    b.prefill(tokens);
+    const TreeOn<A> on_device(tree, prefix, a.backend());
+    for (int f = 0; f < forwards; ++f) {
+      const std::vector<float> x = logits_on_host(a, a.forward(on_device.view()), n);
+      const std::vector<float> y = logits_on_host(b, b.forward(on_device.view()), n);
+      INFO("a tree of " << n << " nodes behind " << prefix << " tokens, forward " << f + 1);
+      CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+    }
   }
+}
+
+// The two attention kernels (NodeAttention and TiledAttention) give the same bits: make(kind)
+// builds the same target with DeviceLlamaOptions::attention = kind.
+template <class Make>
+void attention_kernels_agree(Make make, int prefix, std::span<const int> sizes) {
+  auto per_node = make(DeviceLlamaOptions::Attention::per_node);
+  auto tiled = make(DeviceLlamaOptions::Attention::tiled);
+  forwards_agree(per_node, tiled, prefix, sizes);
 }
 
 // Plain greedy decoding on a device target: one single-token forward per token, argmax on the host.
@@ -192,6 +200,26 @@ void speculative_equals_plain(Target& target, const std::vector<token_t>& prompt
   CHECK(speculative(target, prompt, count, 16, OracleDrafter(truth, 6, 0.3, 2, 7)) == plain);
   CHECK(speculative(target, prompt, count, 64, OracleDrafter(truth, 12, 0.1, 3, 8)) == plain);
   CHECK(speculative(target, prompt, count, 8, OracleDrafter(truth, 8, 0.0)) == plain);
+}
+
+// Launch graphs (DeviceLlamaOptions::graphs) change nothing: make(graphs) builds the same target
+// with the option. Trees padded to their bucket give the same bits as without, and greedy
+// decoding on the graphs' K/V, plain and speculative, gives the same `count` tokens after `prompt`.
+template <class Make>
+void graphs_agree(Make make, int prefix, std::span<const int> sizes, const std::vector<token_t>& prompt, int count) {
+  auto launched = make(false);
+  auto graphs = make(true);
+  forwards_agree(launched, graphs, prefix, sizes, 2);
+  // A tree of 5 nodes that ends at the cache's last position: its bucket's 3 padding rows would
+  // be past the cache, and must write nothing there (the sanitizers watch the emulation).
+  const int end = launched.max_positions();
+  const int at_end[] = {5};
+  forwards_agree(launched, graphs, end - 5, at_end, 2);
+  const std::vector<token_t> plain = plain_greedy(launched, prompt, count);
+  CHECK(plain_greedy(graphs, prompt, count) == plain);
+  std::vector<token_t> truth = prompt;
+  truth.insert(truth.end(), plain.begin(), plain.end());
+  CHECK(speculative(graphs, prompt, count, 16, OracleDrafter(truth, 6, 0.3, 2, 7)) == plain);
 }
 
 // One batched forward of `slots` trees (slots out of order, trees of 1 .. max_n nodes behind 0 ..

@@ -73,6 +73,12 @@ struct DeviceLlamaOptions {
   /// them always. The same bits whichever runs.
   enum class Attention { automatic, per_node, tiled };
   Attention attention = Attention::automatic;
+  /// Launch graphs (backend::launch_graphs: CUDA graphs): a forward of one tree with its logits
+  /// pads the tree to a bucket of nodes (the next power of two, at most max_tree_nodes; the
+  /// padding rows' work is skipped or thrown away) and replays the bucket's graph, captured at its
+  /// first forward: one launch instead of about 9 per layer. The same bits as without. On the host
+  /// backend the padded launches run as they are.
+  bool graphs = false;
 };
 
 /// Where every tensor lives in DeviceLlamaModel's two device buffers: matrices (fp32 or bf16
@@ -202,8 +208,9 @@ class DeviceLlamaModel {
       check(backend::copy(tag_, chain_mask, mask.data(), sizeof(std::uint32_t) * mask.size()), "prefill");
       kernels::llama::ForwardTrees chain;
       chain.count = 1;
+      chain.rows = n;
       chain.tree[0] = {chain_tokens, chain_depth, chain_mask, words, first, 0, sequence_offset(slot)};
-      run(chain, n, first + n, false);
+      run(chain, first + n, false);
       // The host arrays above are reused by the next chunk: wait for this one.
       check(backend::synchronize(tag_), "prefill");
     }
@@ -245,7 +252,8 @@ class DeviceLlamaModel {
       rows += tree.size;
       attended = std::max(attended, tree.base_position + tree.size);
     }
-    run(forward, rows, attended, true);
+    forward.rows = rows;
+    run(forward, attended, true);
     return {logits(), vocab_size()};
   }
 
@@ -279,6 +287,7 @@ class DeviceLlamaModel {
     const LlamaConfig& c = config;
     tensor_cores_ = options.tensor_cores;
     attention_ = options.attention;
+    graphs_on_ = options.graphs;
     max_positions_ = options.max_positions > 0 ? options.max_positions : std::min(c.seq_len, kernels::llama::max_attended);
     max_tree_ = options.max_tree_nodes;
     max_rows_ = options.max_rows > 0 ? options.max_rows
@@ -302,6 +311,12 @@ class DeviceLlamaModel {
     v_cache_ = allocate_device(static_cast<std::uint64_t>(kv.sequence_stride) * static_cast<std::uint64_t>(slots_));
     const std::uint64_t T = static_cast<std::uint64_t>(max_tree_);
     activations_ = allocate_device(static_cast<std::uint64_t>(max_rows_) * activation_floats() * sizeof(float));
+    // A bucket's padding rows compute on whatever their activations hold: zeros, never memory
+    // nothing wrote.
+    if (graphs_on_)
+      check(clear(tag_, activations_.data(), static_cast<std::size_t>(max_rows_) * activation_floats() * sizeof(float)),
+            "clearing");
+    trees_ = allocate_device(sizeof(kernels::llama::ForwardTrees));
     chain_ = allocate_device(T * (sizeof(token_t) + sizeof(int)) + T * core::mask_words(max_tree_) * sizeof(std::uint32_t));
 
     // RoPE: (cos, sin) of every position and pair, as the host's RopeTable computes them.
@@ -532,10 +547,33 @@ class DeviceLlamaModel {
     launch(kernels::llama::Product<W>{a});
   }
 
-  // The forward of `trees` (n rows in all, none attending to more than `attended` positions).
-  void run(const kernels::llama::ForwardTrees& trees, int n, int attended, bool want_logits) {
-    if (format_ == WeightFormat::bf16) run_as<kernels::llama::bf16>(trees, n, attended, want_logits);
-    else run_as<float>(trees, n, attended, want_logits);
+  /// What a forward's launches cover: `rows` rows (the trees' nodes, or a bucket of at least as
+  /// many), rows attending to at most `attended` positions, `tiles` TiledAttention tiles.
+  struct Launch {
+    int rows, attended, tiles;
+  };
+
+  // The forward of `trees` (host copy; none of its rows attends to more than `attended` positions):
+  // the trees copied to the device (from pageable memory: the copy is staged at once, so `trees`
+  // may change as soon as this returns), then the launches, or their graph.
+  void run(const kernels::llama::ForwardTrees& trees, int attended, bool want_logits) {
+    check(backend::copy(tag_, trees_.data(), &trees, sizeof trees), "copying the trees");
+    const int group = layout_.config.n_heads / layout_.config.n_kv_heads;
+    if (graphs_on_ && want_logits && trees.count == 1) {
+      int bucket = 1;
+      while (bucket < trees.rows) bucket *= 2;
+      bucket = std::min(bucket, max_tree_);
+      const Launch padded{bucket, max_positions_, kernels::llama::TiledAttention::tiles(bucket, group)};
+      int key = 0;  // log2 of the bucket, or the last key for max_tree_
+      while ((1 << key) < bucket) ++key;
+      check(graphs_.run(tag_, key, [&] { run_launches(padded, want_logits); }), "the forward's graph");
+      return;
+    }
+    run_launches({trees.rows, attended, kernels::llama::TiledAttention::tiles_of(trees, group)}, want_logits);
+  }
+  void run_launches(const Launch& cover, bool want_logits) {
+    if (format_ == WeightFormat::bf16) run_as<kernels::llama::bf16>(cover, want_logits);
+    else run_as<float>(cover, want_logits);
   }
 
   bool tiled_attention(int rows) const {
@@ -544,8 +582,10 @@ class DeviceLlamaModel {
   }
 
   template <class W>
-  void run_as(const kernels::llama::ForwardTrees& trees, int n, int attended, bool want_logits) {
+  void run_as(const Launch& cover, bool want_logits) {
     namespace k = kernels::llama;
+    const int n = cover.rows;
+    const auto* trees = reinterpret_cast<const k::ForwardTrees*>(trees_.data());
     const LlamaConfig& c = layout_.config;
     const int d = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, hs = c.head_size(), qkv_width = d + 2 * kv;
     const float* norms = reinterpret_cast<const float*>(norms_.data());
@@ -573,8 +613,8 @@ class DeviceLlamaModel {
       a.head_size = hs;
       a.scale = 1.0f / std::sqrt(static_cast<float>(hs));
       a.out = att();
-      if (tiled_attention(n)) launch(k::TiledAttention{a, n});
-      else launch(k::NodeAttention{a, n, attended});
+      if (tiled_attention(n)) launch(k::TiledAttention{a, cover.tiles});
+      else launch(k::NodeAttention{a, n, cover.attended});
       product<W>(at + layout_.wo, d, d, att(), d, x(), d, n, true);
       launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_ffn, l).first, d, n, xb(), d});
       product<W>(at + layout_.w13, d, 2 * hid, xb(), d, h13(), 2 * hid, n, false);
@@ -598,9 +638,12 @@ class DeviceLlamaModel {
   int max_rows_ = 0;
   bool tensor_cores_ = false;
   DeviceLlamaOptions::Attention attention_ = DeviceLlamaOptions::Attention::automatic;
+  bool graphs_on_ = false;
   std::uint64_t device_bytes_ = 0;
   backend::buffer<Backend> weights_, norms_, k_cache_, v_cache_, activations_, chain_, rope_;
   backend::buffer<Backend> x16_;  // bf16 activations of the tensor-core products
+  backend::buffer<Backend> trees_;  // the forward's ForwardTrees
+  backend::launch_graphs<Backend> graphs_;
 };
 
 /// The model as a BackendTarget: one sequence (slot 0 of DeviceLlamaModel).

@@ -7,7 +7,9 @@
 // are CUDA only. Plain C++: no CUDA toolkit needed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include <unistd.h>
@@ -25,6 +27,12 @@ inline status free_memory(host, std::uint64_t& bytes) {
   const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   bytes = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
                                 : std::numeric_limits<std::uint64_t>::max();
+  return status::ok;
+}
+
+/// Zeroes `bytes` at `p`.
+inline status clear(host, void* p, std::size_t bytes) {
+  std::memset(p, 0, bytes);
   return status::ok;
 }
 
