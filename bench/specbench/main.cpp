@@ -463,6 +463,18 @@ std::optional<CostTable> automatic_budget_table(const BudgetArgs& budget, const 
   return calibrated;
 }
 
+/// The device's quick cost table of `model`: trees of 1, 2, 4, ... `largest` nodes, median of 2;
+/// `how` says so.
+CostTable quick_device_calibration(const DeviceRuns& runs, const DeviceModelChoice& model, int largest,
+                                   std::string& how) {
+  CalibrateOptions quick;
+  quick.nodes = doubling_sizes(largest);
+  quick.repetitions = 2;
+  std::ostringstream log;  // the per-context progress is not shown: the report says what was done
+  how = "calibrated on " + runs.require() + " at start-up (median of 2)";
+  return runs.calibrate(model, quick, log);
+}
+
 /// `model --budget auto`'s table (automatic_budget_table): --cost, else a calibration at start-up
 /// of the model with trees of up to `largest` nodes, on the device where `device` names the model
 /// there, else on the host.
@@ -470,13 +482,7 @@ std::optional<CostTable> model_budget_table(const ModelArgs& a, const std::optio
                                             const DeviceModelChoice* device, std::string& source) {
   return automatic_budget_table(a.budget, a.cost, table, "the model", [&](std::string& how) {
     if (!device) return quick_calibration(model_path(a), a.threads, a.weights, largest, how);
-    CalibrateOptions quick;
-    quick.nodes = doubling_sizes(largest);
-    quick.repetitions = 2;
-    std::ostringstream log;  // the per-context progress is not shown: the report says what was done
-    const DeviceRuns& runs = device_runs(a.device);
-    how = "calibrated on " + runs.require() + " at start-up (median of 2)";
-    return runs.calibrate(*device, quick, log);
+    return quick_device_calibration(device_runs(a.device), *device, largest, how);
   }, source);
 }
 
@@ -745,17 +751,22 @@ std::optional<CostTable> replay_budget_table(const DataArgs& a, const std::optio
   }, source);
 }
 
+/// The timed model on the device `--device` names (nullopt on the host, its file checked), once
+/// the device is known to be usable.
+std::optional<DeviceModelChoice> timed_device_model(const ReplayArgs& r) {
+  if (!r.device.on_device()) {
+    check_inputs({{r.timed_model, "--timed-model"}});
+    return std::nullopt;
+  }
+  device_runs(r.device).require();
+  return device_model_choice(r.timed_model, "--timed-model");
+}
+
 int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
   const Combination& combination = find_combination(r.drafters);
   replay_of(combination);  // a feature drafter has no replay
   const BatchRunners& runners = combination.batch;
-  std::optional<DeviceModelChoice> device_model;
-  if (r.device.on_device()) {
-    device_runs(r.device).require();
-    device_model = device_model_choice(r.timed_model, "--timed-model");
-  } else {
-    check_inputs({{r.timed_model, "--timed-model"}});
-  }
+  const std::optional<DeviceModelChoice> device_model = timed_device_model(r);
   Corpus corpus = load_corpus(a);
   BatchOptions options;
   options.sizes = parse_batch_sizes(r.batch);
@@ -777,14 +788,10 @@ int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
   std::string auto_budget;
   if (a.budget.automatic) {  // with a timed model and without --cost (replay_rules)
     const int largest = batch_calibration_size(options.sizes, a.budget.cap, *timed);
-    if (device_model) {  // a calibration of the same target on the device
-      CalibrateOptions quick;
-      quick.nodes = doubling_sizes(largest);
-      quick.repetitions = 2;
-      std::ostringstream log;
-      const DeviceRuns& runs = device_runs(r.device);
-      options.cost = BatchCostModel{runs.calibrate(*device_model, quick, log)};
-      auto_budget = "the timed model, calibrated on " + runs.require() + " at start-up (median of 2)";
+    if (device_model) {  // a calibration of the same model on the device
+      std::string how;
+      options.cost = BatchCostModel{quick_device_calibration(device_runs(r.device), *device_model, largest, how)};
+      auto_budget = "the timed model, " + how;
     } else {
       options.cost = BatchCostModel{*replay_budget_table(a, std::nullopt, r, largest, nullptr, auto_budget)};
     }
@@ -809,13 +816,7 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   const Combination& combination = find_combination(r.drafters);
   const auto runner = replay_of(combination);
   const std::optional<CostTable> table = load_cost_table(a.cost, a.budget);
-  std::optional<DeviceModelChoice> device_model;
-  if (r.device.on_device()) {
-    device_runs(r.device).require();
-    device_model = device_model_choice(r.timed_model, "--timed-model");
-  } else {
-    check_inputs({{r.timed_model, "--timed-model"}});
-  }
+  const std::optional<DeviceModelChoice> device_model = timed_device_model(r);
   Corpus corpus = load_corpus(a);
   std::unique_ptr<StepCoster> coster;
   DeviceStepCoster* device = nullptr;  // the device's coster, when it is the one
