@@ -12,9 +12,9 @@
 #                                                  # (memcheck, racecheck, synccheck; slow)
 # After them, issue 46's check with specbench --device cuda (docs/specbench.md): the GPU cost table
 # of the Llama-2-7B shape, lossless `model` runs on stories260K and BabyLlama-936K with energy per
-# token (one with rejection sampling, one batched), the batch table of the Llama-2-7B shape
-# (B = 4, 16, 64), and the 40-turn timed replay on the Llama-2-7B shape for tree_history, casd,
-# pld and tree at --budget auto; every command under a time limit, the whole run.sh within RUN_BUDGET_S seconds
+# token (one with rejection sampling, one batched, one with CUDA graphs), the batch table of the
+# Llama-2-7B shape (B = 4, 16, 64), and the 40-turn timed replay on the Llama-2-7B shape for
+# tree_history (first), casd, pld and tree at --budget auto, in order of importance; every command under a time limit, the whole run.sh within RUN_BUDGET_S seconds
 # (default 480) of its start. SPECBENCH=only runs that check alone, SPECBENCH=skip leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -140,6 +140,18 @@ if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != skip ]; then
   specbench_step calibrate 60 calibrate --device cuda --synthetic Llama-2-7B --out "$table"
   specbench_step model_stories260K 60 model --device cuda --drafter tree_history --model "$models/stories260K.bin" \
     --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_stories260K.json"
+  cost=()
+  [ -f "$table" ] && cost=(--cost "$table")  # else each replay calibrates at start-up
+  replay() {  # DRAFTER: the 40-turn timed replay on the Llama-2-7B shape
+    specbench_step "replay_$1" 150 replay --device cuda --timed-model synthetic:Llama-2-7B --drafter "$1" \
+      --turns 40 --warm-history --budget auto "${cost[@]}" --json "$logs/specbench_replay_$1.json"
+  }
+  replay tree_history
+  # The batch table on the Llama-2-7B shape: 64 turns decoded 4, 16 and 64 at a time (B = 1 is the
+  # single replay), the automatic budget calibrated at start-up.
+  specbench_step replay_batch 120 replay --device cuda --timed-model synthetic:Llama-2-7B --drafter tree_history \
+    --batch 4,16,64 --max-turns 64 --budget auto --min-rounds 1 --min-seconds 0 \
+    --json "$logs/specbench_replay_batch.json" --plot "$logs/specbench_replay_batch.svg"
   specbench_step model_babyllama 60 model --device cuda --drafter casd --model "$models/babyllama-936K.bin" \
     --tokenizer "$models/tok105.bin" --task retell --json "$logs/specbench_model_babyllama.json"
   specbench_step model_rejection 40 model --device cuda --drafter tree_history --verifier rejection \
@@ -147,17 +159,9 @@ if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != skip ]; then
     --json "$logs/specbench_model_rejection.json"
   specbench_step model_batch 40 model --device cuda --drafter tree_history --batch 1,4,16 \
     --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_batch.json"
-  # The batch table on the Llama-2-7B shape: 64 turns decoded 4, 16 and 64 at a time (B = 1 is the
-  # single replay below), the automatic budget calibrated at start-up.
-  specbench_step replay_batch 120 replay --device cuda --timed-model synthetic:Llama-2-7B --drafter tree_history \
-    --batch 4,16,64 --max-turns 64 --budget auto --min-rounds 1 --min-seconds 0 \
-    --json "$logs/specbench_replay_batch.json" --plot "$logs/specbench_replay_batch.svg"
-  cost=()
-  [ -f "$table" ] && cost=(--cost "$table")  # else each replay calibrates at start-up
-  for drafter in tree_history casd pld tree; do
-    specbench_step "replay_$drafter" 150 replay --device cuda --timed-model synthetic:Llama-2-7B --drafter "$drafter" \
-      --turns 40 --warm-history --budget auto "${cost[@]}" --json "$logs/specbench_replay_$drafter.json"
-  done
+  specbench_step model_graphs 40 model --device cuda --graphs --drafter tree_history \
+    --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_graphs.json"
+  for drafter in casd pld tree; do replay "$drafter"; done
 fi
 echo "failed: $failed" | tee -a "$logs/summary.txt"
 exit "$failed"

@@ -32,6 +32,7 @@ namespace specbench {
 struct DeviceArgs {
   std::string device = "host";
   std::string synthetic;  ///< calibrate --synthetic SHAPE
+  bool graphs = false;    ///< --graphs: DeviceLlamaOptions::graphs
   /// The model runs on DeviceLlamaTarget (cuda or emulated), not on the host's Llama2cTarget.
   bool on_device() const { return device != "host"; }
 };
@@ -41,6 +42,7 @@ struct DeviceArgs {
 struct DeviceModelChoice {
   std::filesystem::path file;  ///< empty for a synthetic shape
   std::string shape;           ///< empty for a checkpoint
+  bool graphs = false;         ///< the target replays launch graphs (DeviceLlamaOptions::graphs)
   /// "synthetic:SHAPE" or the file's name.
   std::string name() const { return shape.empty() ? file.string() : "synthetic:" + shape; }
 };

@@ -8,6 +8,13 @@
 
 namespace specbench {
 
+/// The model of `text` (device_model_choice) as the device options `d` run it.
+inline DeviceModelChoice device_model(const DeviceArgs& d, const std::string& text, const char* option) {
+  DeviceModelChoice choice = device_model_choice(text, option);
+  choice.graphs = d.graphs;
+  return choice;
+}
+
 /// The runs of the device `d` names (d.on_device() first).
 inline const DeviceRuns& device_runs(const DeviceArgs& d) { return d.device == "emulated" ? emulated_runs() : cuda_runs(); }
 
@@ -17,6 +24,9 @@ inline void add_device_option(CLI::App& cmd, DeviceArgs& d, bool synthetic) {
                                        "build with CUDA) or emulated (the same kernels and step on the host's "
                                        "emulated grid: slow, for checking the GPU path without a GPU)")
       ->transform(specdec::tools::one_of({"host", "cuda", "emulated"}));
+  cmd.add_flag("--graphs", d.graphs, "With --device cuda or emulated: the target replays a CUDA graph per tree size "
+                                     "bucket instead of launching each kernel (trees padded to a power of two nodes; the "
+                                     "same bits)");
   if (synthetic)
     cmd.add_option("--synthetic", d.synthetic, "With --device cuda or emulated: time a synthetic shape (bf16 weights "
                                                "made on the device), e.g. Llama-2-7B, instead of --model");
@@ -28,6 +38,7 @@ inline std::optional<DeviceModelChoice> calibrate_device_model(const DeviceArgs&
   if (!d.on_device()) return std::nullopt;
   DeviceModelChoice choice = d.synthetic.empty() ? device_model_choice(o.model.string(), "--model")
                                                  : device_model_choice("synthetic:" + d.synthetic, "--synthetic");
+  choice.graphs = d.graphs;
   device_runs(d).require();
   return choice;
 }

@@ -71,11 +71,19 @@ decltype(auto) guard(F&& f) {
 template <class Device>
 using Target = specdec::DeviceLlamaTarget<typename Device::backend>;
 
+/// The target's options of `model`.
+inline specdec::DeviceLlamaOptions target_options(const DeviceModelChoice& model) {
+  specdec::DeviceLlamaOptions options;
+  options.graphs = model.graphs;
+  return options;
+}
+
 template <class Device>
 Target<Device> load_target(const DeviceModelChoice& model) {
   try {
-    if (!model.shape.empty()) return Target<Device>::synthetic(specdec::synthetic_shape(model.shape), 1);
-    return Target<Device>::load(model.file);
+    if (!model.shape.empty())
+      return Target<Device>::synthetic(specdec::synthetic_shape(model.shape), 1, {}, target_options(model));
+    return Target<Device>::load(model.file, {}, target_options(model));
   } catch (const specdec::error& e) {
     throw input_error(e.what());
   }
@@ -83,9 +91,10 @@ Target<Device> load_target(const DeviceModelChoice& model) {
 
 /// "CudaLlamaTarget (dim ..., fp32 weights)".
 template <class Device>
-std::string describe_target(const Target<Device>& target) {
+std::string describe_target(Target<Device>& target) {
   return std::string(Target<Device>::name()) + " (" + specdec::Llama2cModel::describe(target.config()) + ", " +
-         specdec::weight_format_name(target.weight_format()) + " weights)";
+         specdec::weight_format_name(target.weight_format()) + " weights" +
+         (target.model().graphs() ? ", launch graphs" : "") + ")";
 }
 
 /// Trees' arrays, and a step's compaction inputs, copied to the device through one staging
@@ -229,6 +238,7 @@ CostTable time_table(Target<Device>& target, const DeviceModelChoice& model, con
       specdec::Llama2cModel::forward_weight_bytes(target.config(), target.weight_format()),
       specdec::weight_format_name(target.weight_format()), Device::kind, Device::require(),
       Device::timer, repetitions);
+  if (model.graphs) t.metadata["graphs"] = true;  // DeviceLlamaOptions::graphs
   DeviceStep<Device> step(tag);
   specdec::backend::marks<typename Device::backend, 2> marks;
   // One copy in and forward of `tree`, timed by the device's marks around them: microseconds.
@@ -401,7 +411,7 @@ template <class Device>
 specdec::DeviceLlamaBatchTarget<typename Device::backend> load_batch_target(const DeviceModelChoice& model, int slots,
                                                                             int budget) {
   using BatchTarget = specdec::DeviceLlamaBatchTarget<typename Device::backend>;
-  specdec::DeviceLlamaOptions options;
+  specdec::DeviceLlamaOptions options = target_options(model);
   const long rows = static_cast<long>(slots) * (static_cast<long>(budget) + 1);
   if (rows > 65535)
     throw input_error(std::string(Device::option) + ": --batch " + std::to_string(slots) + " with a budget of " +
@@ -464,7 +474,8 @@ class Coster final : public DeviceStepCoster {
   int max_tree_nodes() const { return target_.max_tree_nodes(); }
   std::string describe() const {
     return model_.name() + " (" + specdec::Llama2cModel::describe(target_.config()) + ", " +
-           specdec::weight_format_name(target_.weight_format()) + " weights) on " + Device::require();
+           specdec::weight_format_name(target_.weight_format()) + " weights" + (model_.graphs ? ", launch graphs" : "") +
+           ") on " + Device::require();
   }
 
   void prefill(std::span<const token_t> tokens) override {
@@ -659,7 +670,7 @@ class BackendRuns final : public DeviceRuns {
                budget);
     source = "measured on " + device + ": every step also run through " +
              specdec::DeviceLlamaBatchTarget<typename Device::backend>::name() + " of " + model.name() + " (" +
-             specdec::Llama2cModel::describe(config) +
+             specdec::Llama2cModel::describe(config) + (model.graphs ? ", launch graphs" : "") +
              "; the trees copied in, the batched forward, each request's KV compaction, one synchronisation)" +
              (model.shape.empty() ? "" : "; SYNTHETIC weights, timing only");
     return [model, budget](int slots) -> std::unique_ptr<TimedBatch> {

@@ -501,7 +501,7 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   const DeviceBatchRunner device_runner = runs ? runs->find_batch_combination(combination.drafters) : nullptr;
   std::optional<DeviceModelChoice> device_model;
   if (runs) {
-    device_model = device_model_choice(model_path(a).string(), "--model");
+    device_model = specbench::device_model(a.device, model_path(a).string(), "--model");
     runs->require();
   }
   int clamped = 0;
@@ -545,7 +545,7 @@ void show_outputs(int n, const ModelBench& bench, const ModelRun& run, const spe
 int run_model_on_device(const ModelArgs& a, ModelOptions options, const std::optional<CostTable>& table) {
   const DeviceRuns& runs = device_runs(a.device);
   const DeviceModelRunner runner = runs.find_combination(find_combination(a.drafters).drafters, options.verifier);
-  const DeviceModelChoice choice = device_model_choice(model_path(a).string(), "--model");
+  const DeviceModelChoice choice = device_model(a.device, model_path(a).string(), "--model");
   runs.require();
   int clamped = 0;
   std::optional<specdec::Llama2cTokenizer> tokenizer;
@@ -759,7 +759,7 @@ std::optional<DeviceModelChoice> timed_device_model(const ReplayArgs& r) {
     return std::nullopt;
   }
   device_runs(r.device).require();
-  return device_model_choice(r.timed_model, "--timed-model");
+  return device_model(r.device, r.timed_model, "--timed-model");
 }
 
 int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
@@ -993,6 +993,11 @@ void require(const CLI::App& cmd, const char* option, const char* needed) {
   if (cmd.count(option) > 0 && cmd.count(needed) == 0) throw input_error(std::string(option) + " requires " + needed);
 }
 
+/// --graphs is a device target's option.
+void device_rules(const DeviceArgs& d) {
+  if (d.graphs && !d.on_device()) throw input_error("--graphs: applies to --device cuda or emulated only");
+}
+
 /// Refuses `option` given with `other`.
 void exclude(const CLI::App& cmd, const char* option, const char* other) {
   if (cmd.count(option) > 0 && cmd.count(other) > 0) throw input_error(std::string(option) + " excludes " + other);
@@ -1006,6 +1011,7 @@ void data_rules(const CLI::App& cmd) {
 
 void replay_rules(const CLI::App& cmd, DataArgs& a, const ReplayArgs& r) {
   data_rules(cmd);
+  device_rules(r.device);
   for (const char* of_the_timed_model : {"--threads", "--weights", "--min-rounds", "--min-seconds"})
     require(cmd, of_the_timed_model, "--timed-model");
   exclude(cmd, "--batch", "--cost");
@@ -1036,6 +1042,7 @@ void compare_rules(const CLI::App& cmd, DataArgs& a) {
 }
 
 void model_rules(const CLI::App& cmd, ModelArgs& a) {
+  device_rules(a.device);
   // Each verifier's options apply to it only; a conditional verifier's bonus token is greedy by default.
   const auto only_with = [&](const char* option, const char* verifiers) {
     if (cmd.count(option) > 0)
@@ -1070,6 +1077,7 @@ void model_rules(const CLI::App& cmd, ModelArgs& a) {
 /// --device cuda takes --model FILE or --synthetic SHAPE, and none of the host's --threads,
 /// --weights, --layers-of; the host takes --model.
 void calibrate_rules(const CalibrateArgs& a) {
+  device_rules(a.device);
   const CalibrateOptions& o = a.options;
   if (!a.device.on_device()) {
     if (!a.device.synthetic.empty())

@@ -176,6 +176,7 @@ class DeviceLlamaModel {
   int max_tree_nodes() const { return max_tree_; }
   int max_rows() const { return max_rows_; }
   bool tensor_cores() const { return tensor_cores_; }
+  bool graphs() const { return graphs_on_; }
   core::KvCacheView kv_cache() { return {kv_layout(), k_cache_.data(), v_cache_.data()}; }
   /// Device memory held, in bytes (weights, norms, KV caches, buffers).
   std::uint64_t device_bytes() const { return device_bytes_; }
