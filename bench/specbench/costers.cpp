@@ -26,6 +26,22 @@ std::pair<double, double> TableCoster::turn_seconds(std::int64_t tokens) {
   return {seconds_, plain};
 }
 
+ReplayRun PredictingCoster::predicted(ReplayRun run) const {
+  const std::size_t turns = run.turns.size();
+  if (turns == 0) return run;
+  const std::size_t rounds = predicted_.size() / turns;
+  for (std::size_t t = 0; t < turns; ++t) {
+    double steps = 0, plain = 0;
+    for (std::size_t r = 0; r < rounds; ++r) {
+      steps += predicted_[r * turns + t].first;
+      plain += predicted_[r * turns + t].second;
+    }
+    run.turns[t].cost_seconds = rounds > 0 ? steps / static_cast<double>(rounds) : 0.0;
+    run.turns[t].plain_cost_seconds = rounds > 0 ? plain / static_cast<double>(rounds) : 0.0;
+  }
+  return run;
+}
+
 ModelCoster::ModelCoster(specdec::Llama2cTarget target) : target_(std::move(target)) {}
 
 void ModelCoster::prefill(std::span<const token_t> tokens) {

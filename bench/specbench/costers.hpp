@@ -60,6 +60,39 @@ class ModelCoster final : public StepCoster {
   specdec::testing::LaidOutTree root_{{-1}, {0}};
 };
 
+/// A measured coster (`--timed-model`) that also lets a cost table model every step it measures:
+/// the table's prediction of the same steps, to hold against the measurement (issue 46: "the cost
+/// table's prediction within 5 % of each measured speedup"). turn_seconds() is the measured one's.
+class PredictingCoster final : public StepCoster {
+ public:
+  PredictingCoster(StepCoster& measured, const CostTable& table) : measured_(measured), table_(table) {}
+  void prefill(std::span<const token_t> tokens) override {
+    measured_.prefill(tokens);
+    table_.prefill(tokens);
+  }
+  void forward(const specdec::TreeView& tree) override {
+    measured_.forward(tree);
+    table_.forward(tree);
+  }
+  void commit(std::span<const specdec::node_t> path) override {
+    measured_.commit(path);
+    table_.commit(path);
+  }
+  std::pair<double, double> turn_seconds(std::int64_t tokens) override {
+    predicted_.push_back(table_.turn_seconds(tokens));
+    return measured_.turn_seconds(tokens);
+  }
+  /// `run` (turns in corpus order, as replay_in_rounds leaves them: the rounds' means) with each
+  /// turn's steps and plain decoding timed by the table instead, the mean over the rounds that
+  /// ran; the drafting stays the measured.
+  ReplayRun predicted(ReplayRun run) const;
+
+ private:
+  StepCoster& measured_;
+  TableCoster table_;
+  std::vector<std::pair<double, double>> predicted_;  // per turn, round after round
+};
+
 /// The Llama2cTarget of every specbench command (`calibrate`, `replay --timed-model`, `model`,
 /// `corpus`): `threads` forward threads (Llama2cTarget::Options).
 specdec::Llama2cTarget make_llama_target(std::shared_ptr<const specdec::Llama2cModel> model, int threads);

@@ -834,9 +834,12 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   report_token_counts(corpus);
   std::string auto_source;
   const auto budget_table = replay_budget_table(a, table, r, tree_nodes(a.budget.cap), device, auto_source);
+  // A measured run whose budget a cost table sizes: the table also predicts the same steps.
+  std::optional<PredictingCoster> predicting;
+  if (!r.timed_model.empty() && budget_table) predicting.emplace(*coster, *budget_table);
   const ReplayOptions options{.budget = a.budget.most(),
                               .resources = a.drafters,
-                              .coster = coster.get(),
+                              .coster = predicting ? &*predicting : coster.get(),
                               .timed = !r.timed_model.empty(),
                               .cost = budget_table ? specdec::AnyCostModel(*budget_table) : specdec::AnyCostModel()};
   Rounds rounds;
@@ -848,12 +851,19 @@ int run_replay(DataArgs& a, const ReplayArgs& r) {
   report.fixed_by_default = a.budget.fixed_by_default();
   report.rounds = rounds;
   print_report(std::cout, report);
+  std::optional<Prediction> prediction;
+  if (predicting) {
+    prediction = Prediction{auto_source, summarise(corpus, predicting->predicted(run), options).overall.speedup(),
+                            report.overall.speedup()};
+    std::cout << prediction_line(*prediction) << "\n";
+  }
   if (device)
     std::cout << energy_line(device->energy_meter().available(), device->energy_meter().why(),
                              device->speculative_energy(), device->plain_energy())
               << "\n";
   if (!a.json.empty()) {
     nlohmann::ordered_json j = to_json(report);
+    if (prediction) j["prediction"] = to_json(*prediction);
     if (device)
       j["energy"] = energy_json(device->energy_meter().available(), device->energy_meter().why(),
                                 device->speculative_energy(), device->plain_energy());

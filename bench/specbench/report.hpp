@@ -132,6 +132,17 @@ void print_comparison(std::ostream& out, std::span<const Report> reports);
 /// τ per combination and category as grouped bars; with costs, a second panel of the speedups.
 std::string comparison_svg(std::span<const Report> reports);
 
+/// A measured replay's speedup against what its cost model (the table that sized --budget auto)
+/// predicted for the same steps (PredictingCoster).
+struct Prediction {
+  std::string source;  ///< the table
+  double predicted = 0, measured = 0;
+};
+/// "the cost model's prediction for these steps: speedup P, measured M (P / M = R), by SOURCE".
+std::string prediction_line(const Prediction& p);
+/// {"source", "predicted_speedup", "measured_speedup", "ratio"}.
+nlohmann::ordered_json to_json(const Prediction& p);
+
 /// `compare --modelled TABLE`: the run's combinations, their steps timed by a cost table measured
 /// elsewhere (e.g. a GPU's, `calibrate --device cuda`): the speed they would reach there.
 struct ModelledRun {
