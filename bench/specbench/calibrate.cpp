@@ -57,6 +57,12 @@ std::vector<int> fitting_contexts(const std::vector<int>& wanted, int positions,
   return contexts;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
 namespace {
 
 std::string cpu_model_name() {
@@ -69,12 +75,6 @@ std::string cpu_model_name() {
     }
   }
   return "unknown";
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 /// Writes the first layer of the llama2.c checkpoint `from` (K layers) to `to`, everything else as is.

@@ -47,6 +47,10 @@ CostTable calibrate(const CalibrateOptions& options, const std::filesystem::path
 /// The tree sizes a calibration measures: 1, 2, 4, ... below `largest`, then `largest` (>= 1).
 std::vector<int> doubling_sizes(int largest);
 
+/// The median of `v` (the mean of the middle two for an even count), as every cell of a cost
+/// table takes it.
+double median(std::vector<double> v);
+
 /// `--budget auto` without `--cost`: a quick calibration of `model` at start-up, the cost model of
 /// the automatic budget. Trees of 1, 2, 4, ... up to `largest` nodes (what the decoder may ask
 /// for: its cap + 1; a batch's steps are larger), the default contexts that fit the model, 5

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <optional>
 #include <unordered_map>
@@ -264,6 +265,17 @@ int drop_turns_longer_than(Corpus& corpus, int positions, int room) {
   const int dropped = static_cast<int>(corpus.turns.size() - kept.size());
   keep_turns(corpus, std::move(kept));
   return dropped;
+}
+
+void fit_to_timed_model(Corpus& corpus, const std::string& name, int vocab, int positions, int budget) {
+  if (vocab < corpus.vocab_size)
+    throw input_error("--timed-model " + name + ": its vocabulary has " + std::to_string(vocab) +
+                      " tokens, fewer than the replay's " + std::to_string(corpus.vocab_size));
+  const std::size_t turns = corpus.turns.size();
+  if (const int dropped = drop_turns_longer_than(corpus, positions, budget); dropped > 0)
+    std::cerr << "specbench: " << dropped << " of " << turns << " turns do not fit the timed model's " << positions
+              << " positions (prompt + answer + stop + budget) and are left out\n";
+  if (corpus.turns.empty()) throw input_error("--timed-model " + name + ": no turn fits its positions");
 }
 
 TokenCountCheck check_token_counts(const Corpus& corpus) {

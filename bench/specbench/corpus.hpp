@@ -114,6 +114,10 @@ void sample_turns(Corpus& corpus, int count, bool keep_history = false);
 /// Drops the turns whose prompt + answer + stop token + `room` tokens exceed `positions` (a model
 /// that costs the replay must hold every tree); returns how many were dropped.
 int drop_turns_longer_than(Corpus& corpus, int positions, int room);
+/// Fits `corpus` to the timed model `name` (`--timed-model`) of `vocab` tokens and `positions`
+/// positions: input_error when its vocabulary is smaller than the replay's or no turn fits; drops
+/// (and says so on stderr) the turns it cannot hold with `budget` draft nodes.
+void fit_to_timed_model(Corpus& corpus, const std::string& name, int vocab, int positions, int budget);
 
 /// How closely the tokenised answers plus the stop token (what the replay decodes) match the
 /// token counts recorded with them.

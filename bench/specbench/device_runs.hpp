@@ -42,13 +42,15 @@
 #include <specdec/testing/laid_out_tree.hpp>
 
 #include "batch.hpp"
+#include "calibrate.hpp"
+#include "clock.hpp"
 #include "device.hpp"
 #include "input_error.hpp"
 
 namespace specbench::device_runs_detail {
 
-using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using detail::Clock;
+using detail::seconds_since;
 
 /// A failure in the middle of a run: one sentence (exit 2), not an internal error.
 template <class Device>
@@ -213,12 +215,6 @@ inline specdec::testing::LaidOutTree chain(int n, int vocab) {
     token[static_cast<std::size_t>(i)] = (7 * i + 3) % vocab;
   }
   return specdec::testing::LaidOutTree(std::move(parent), std::move(token));
-}
-
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 /// The cost table of `target`: see DeviceRuns::calibrate.
@@ -586,20 +582,6 @@ class DeviceTimedBatch final : public TimedBatch {
   std::vector<std::size_t> entry_;  // per slot: its tree's entry in the last forward
 };
 
-/// Checks a timed model of `vocab` tokens and `positions` positions against `corpus`: input_error
-/// when its vocabulary is smaller than the replay's or no turn fits; drops (and says so on stderr)
-/// the turns its positions cannot hold with `budget` draft nodes.
-inline void fit_corpus(const DeviceModelChoice& model, int vocab, int positions, Corpus& corpus, int budget) {
-  if (vocab < corpus.vocab_size)
-    throw input_error("--timed-model " + model.name() + ": its vocabulary has " + std::to_string(vocab) +
-                      " tokens, fewer than the replay's " + std::to_string(corpus.vocab_size));
-  const std::size_t turns = corpus.turns.size();
-  if (const int dropped = drop_turns_longer_than(corpus, positions, budget); dropped > 0)
-    std::cerr << "specbench: " << dropped << " of " << turns << " turns do not fit the timed model's " << positions
-              << " positions (prompt + answer + stop + budget) and are left out\n";
-  if (corpus.turns.empty()) throw input_error("--timed-model " + model.name() + ": no turn fits its positions");
-}
-
 /// DeviceRuns on `Device`.
 template <class Device>
 class BackendRuns final : public DeviceRuns {
@@ -642,7 +624,7 @@ class BackendRuns final : public DeviceRuns {
       throw input_error(std::string(Device::option) + ": a budget of " + std::to_string(budget) +
                         " draft nodes makes trees larger than the device target's forward takes (" +
                         std::to_string(coster->max_tree_nodes()) + " nodes); lower --budget or --budget-cap");
-    fit_corpus(model, coster->vocab_size(), coster->positions(), corpus, budget);
+    fit_to_timed_model(corpus, model.name(), coster->vocab_size(), coster->positions(), budget);
     source = std::string("measured on the ") + Device::kind + " device: every step also run through " +
              coster->describe() +
              " (tree copied in, forward, KV compaction, one synchronisation; no verification kernel); plain decoding "
@@ -666,8 +648,8 @@ class BackendRuns final : public DeviceRuns {
                         " draft nodes makes trees larger than the device target's forward takes (" +
                         std::to_string(specdec::kernels::llama::max_tree_nodes) +
                         " nodes); lower --budget or --budget-cap");
-    fit_corpus(model, config.vocab_size, std::min(config.seq_len, specdec::kernels::llama::max_attended), corpus,
-               budget);
+    fit_to_timed_model(corpus, model.name(), config.vocab_size,
+                       std::min(config.seq_len, specdec::kernels::llama::max_attended), budget);
     source = "measured on " + device + ": every step also run through " +
              specdec::DeviceLlamaBatchTarget<typename Device::backend>::name() + " of " + model.name() + " (" +
              specdec::Llama2cModel::describe(config) + (model.graphs ? ", launch graphs" : "") +

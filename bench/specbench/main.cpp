@@ -723,15 +723,7 @@ std::shared_ptr<const specdec::Llama2cModel> load_timed_model(const ReplayArgs& 
     throw input_error(e.what());
   }
   const specdec::LlamaConfig& c = model->config();
-  if (c.vocab_size < corpus.vocab_size)
-    throw input_error(fmt::format("--timed-model {}: its vocabulary has {} tokens, fewer than the replay's {}",
-                                  r.timed_model, c.vocab_size, corpus.vocab_size));
-  const std::size_t turns = corpus.turns.size();
-  if (const int dropped = drop_turns_longer_than(corpus, c.seq_len, a.budget.most()); dropped > 0)
-    std::cerr << fmt::format("specbench: {} of {} turns do not fit the timed model's {} positions (prompt + answer + "
-                             "stop + budget) and are left out\n",
-                             dropped, turns, c.seq_len);
-  if (corpus.turns.empty()) throw input_error("--timed-model " + r.timed_model + ": no turn fits its positions");
+  fit_to_timed_model(corpus, r.timed_model, c.vocab_size, c.seq_len, a.budget.most());
   const auto note = synthetic_model_note(r.timed_model);
   source = fmt::format("measured: every step also run through {} ({}{}), {} weights, {} thread(s)", r.timed_model,
                        specdec::Llama2cModel::describe(c), note ? "; SYNTHETIC weights, timing only" : "",
