@@ -24,6 +24,7 @@
 
 #include <specdec/core/batch.hpp>
 #include <specdec/core/reduction_keys.hpp>
+#include <specdec/kernels/launchers.cuh>
 
 namespace specdec::kernels {
 
@@ -143,8 +144,12 @@ inline std::size_t greedy_verify_workspace_bytes(const GreedyVerifyBatch& b) {
 /// Launches both passes on `stream` (asynchronous). cudaErrorInvalidValue for shapes the grid
 /// cannot hold (max_nodes > 65535, batch > 65535), vocab_size < 1, row_stride < vocab_size or a
 /// too small workspace.
-inline cudaError_t greedy_verify(const GreedyVerifyBatch& b, void* workspace, std::size_t workspace_bytes,
-                                 cudaStream_t stream = nullptr) {
+SPECDEC_CUDA_LAUNCHER cudaError_t greedy_verify(const GreedyVerifyBatch& b, void* workspace, std::size_t workspace_bytes,
+                                                cudaStream_t stream = nullptr);
+
+#if SPECDEC_CUDA_KERNELS_DEFINED
+SPECDEC_CUDA_LAUNCHER cudaError_t greedy_verify(const GreedyVerifyBatch& b, void* workspace, std::size_t workspace_bytes,
+                                                cudaStream_t stream) {
   if (b.batch <= 0) return cudaSuccess;
   if (b.max_nodes < 1 || b.max_nodes > 65535 || b.batch > 65535 || b.vocab_size < 1 || b.row_stride < b.vocab_size)
     return cudaErrorInvalidValue;
@@ -160,5 +165,6 @@ inline cudaError_t greedy_verify(const GreedyVerifyBatch& b, void* workspace, st
   greedy_walk_kernel<<<b.batch, detail::walk_threads, sizeof(token_t) * b.max_nodes, stream>>>(b, splits, partial);
   return cudaGetLastError();
 }
+#endif
 
 }  // namespace specdec::kernels

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <specdec/core/batch.hpp>
+#include <specdec/kernels/launchers.cuh>
 
 namespace specdec::kernels {
 
@@ -94,7 +95,10 @@ inline bool divides_all(const KvCompactionBatch& b, long long unit) {
 /// device memory, so it can follow the verify kernels without a host round trip.
 /// cudaErrorInvalidValue for shapes the grid cannot hold or max_nodes too large for the staging
 /// buffer.
-inline cudaError_t compact_kv(const KvCompactionBatch& b, cudaStream_t stream = nullptr) {
+SPECDEC_CUDA_LAUNCHER cudaError_t compact_kv(const KvCompactionBatch& b, cudaStream_t stream = nullptr);
+
+#if SPECDEC_CUDA_KERNELS_DEFINED
+SPECDEC_CUDA_LAUNCHER cudaError_t compact_kv(const KvCompactionBatch& b, cudaStream_t stream) {
   if (b.batch <= 0) return cudaSuccess;
   const core::KvCacheLayout& l = b.layout;
   if (b.max_nodes < 1 || l.layers < 1 || l.kv_heads < 1 || l.row_bytes < 1 || b.k_cache == nullptr ||
@@ -104,5 +108,6 @@ inline cudaError_t compact_kv(const KvCompactionBatch& b, cudaStream_t stream = 
   if (detail::divides_all(b, 4)) return detail::launch_compaction<unsigned int>(b, stream);
   return detail::launch_compaction<unsigned char>(b, stream);
 }
+#endif
 
 }  // namespace specdec::kernels

@@ -17,6 +17,7 @@
 
 #include <specdec/backend.hpp>
 #include <specdec/kernels/grid.cuh>
+#include <specdec/kernels/launchers.cuh>
 #include <specdec/kernels/llama_forward.hpp>
 
 namespace specdec::kernels::llama {
@@ -81,7 +82,10 @@ __global__ void product_tc_kernel(ProductArgs a, const bf16* x16) {
 
 /// Rounds x to bf16 into x16, then launches product_tc_kernel (the one place their grids are
 /// computed); a launch error is left for the caller's cudaGetLastError.
-inline void launch_product_tc(const ProductArgs& a, bf16* x16, cudaStream_t stream) {
+SPECDEC_CUDA_LAUNCHER void launch_product_tc(const ProductArgs& a, bf16* x16, cudaStream_t stream);
+
+#if SPECDEC_CUDA_KERNELS_DEFINED
+SPECDEC_CUDA_LAUNCHER void launch_product_tc(const ProductArgs& a, bf16* x16, cudaStream_t stream) {
   const long long elements = static_cast<long long>(a.n) * a.in;
   const unsigned convert_blocks = static_cast<unsigned>(std::min<long long>((elements + 255) / 256, 4096));
   to_bf16_kernel<><<<convert_blocks, 256, 0, stream>>>(a.x, a.ldx, a.in, a.n, x16);
@@ -89,6 +93,7 @@ inline void launch_product_tc(const ProductArgs& a, bf16* x16, cudaStream_t stre
   const unsigned blocks = static_cast<unsigned>((a.out + rows_per_block - 1) / rows_per_block);
   product_tc_kernel<><<<blocks, 32 * tc_warps, 0, stream>>>(a, x16);
 }
+#endif
 
 /// The tensor-core product of `a` on `tag`'s stream, through the x16 buffer (found by the device
 /// model through argument-dependent lookup; there is no host form).

@@ -31,6 +31,7 @@
 #include <specdec/core/lanes.hpp>
 #include <specdec/core/stochastic_batch.hpp>
 #include <specdec/kernels/greedy_verify.cuh>
+#include <specdec/kernels/launchers.cuh>
 
 namespace specdec::kernels {
 
@@ -153,9 +154,21 @@ cudaError_t launch_stochastic(StochasticVerifyBatch b, const core::SamplingParam
 
 /// RejectionSampling's verification of every tree, asynchronous on `stream`. The workspace (device
 /// memory, stochastic_verify_workspace_bytes) is needed by the row-parallel shape only.
-inline cudaError_t rejection_verify(const StochasticVerifyBatch& b, const core::SamplingParams& params,
-                                    void* workspace, std::size_t workspace_bytes, cudaStream_t stream = nullptr,
-                                    StochasticLaunch launch = StochasticLaunch::automatic) {
+SPECDEC_CUDA_LAUNCHER cudaError_t rejection_verify(const StochasticVerifyBatch& b, const core::SamplingParams& params,
+                                                   void* workspace, std::size_t workspace_bytes,
+                                                   cudaStream_t stream = nullptr,
+                                                   StochasticLaunch launch = StochasticLaunch::automatic);
+
+/// ConditionalVerifier's verification of every tree (RowStats at temperature 1 when row-parallel).
+SPECDEC_CUDA_LAUNCHER cudaError_t conditional_verify(const StochasticVerifyBatch& b, const core::ConditionalParams& params,
+                                                     const core::SamplingParams& next, void* workspace,
+                                                     std::size_t workspace_bytes, cudaStream_t stream = nullptr,
+                                                     StochasticLaunch launch = StochasticLaunch::automatic);
+
+#if SPECDEC_CUDA_KERNELS_DEFINED
+SPECDEC_CUDA_LAUNCHER cudaError_t rejection_verify(const StochasticVerifyBatch& b, const core::SamplingParams& params,
+                                                   void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
+                                                   StochasticLaunch launch) {
   if (b.batch <= 0) return cudaSuccess;
   if (!detail::stochastic_shape_ok(b) || !core::valid(params)) return cudaErrorInvalidValue;
   return detail::launch_stochastic(b, params, launch, workspace, workspace_bytes, stream,
@@ -164,11 +177,10 @@ inline cudaError_t rejection_verify(const StochasticVerifyBatch& b, const core::
                                    });
 }
 
-/// ConditionalVerifier's verification of every tree (RowStats at temperature 1 when row-parallel).
-inline cudaError_t conditional_verify(const StochasticVerifyBatch& b, const core::ConditionalParams& params,
-                                      const core::SamplingParams& next, void* workspace, std::size_t workspace_bytes,
-                                      cudaStream_t stream = nullptr,
-                                      StochasticLaunch launch = StochasticLaunch::automatic) {
+SPECDEC_CUDA_LAUNCHER cudaError_t conditional_verify(const StochasticVerifyBatch& b, const core::ConditionalParams& params,
+                                                     const core::SamplingParams& next, void* workspace,
+                                                     std::size_t workspace_bytes, cudaStream_t stream,
+                                                     StochasticLaunch launch) {
   if (b.batch <= 0) return cudaSuccess;
   if (!detail::stochastic_shape_ok(b) || b.accepted == nullptr || !core::valid_conditional(params, b.vocab_size) ||
       !core::valid(next))
@@ -179,5 +191,6 @@ inline cudaError_t conditional_verify(const StochasticVerifyBatch& b, const core
                                                                                                           next);
                                    });
 }
+#endif
 
 }  // namespace specdec::kernels

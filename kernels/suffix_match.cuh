@@ -17,6 +17,7 @@
 
 #include <specdec/core/batch.hpp>
 #include <specdec/core/reduction_keys.hpp>
+#include <specdec/kernels/launchers.cuh>
 
 namespace specdec::kernels {
 
@@ -143,8 +144,12 @@ void launch_suffix_match(const SuffixMatchBatch& b, int blocks, void* workspace,
 /// Launches the scan and the selection on `stream` (asynchronous). cudaErrorInvalidValue when
 /// max_match > suffix_max_match, k > suffix_max_k or the workspace is too small. A sequence
 /// longer than max_context gets match_count -1 and no drafts.
-inline cudaError_t suffix_match(const SuffixMatchBatch& b, void* workspace, std::size_t workspace_bytes,
-                                cudaStream_t stream = nullptr) {
+SPECDEC_CUDA_LAUNCHER cudaError_t suffix_match(const SuffixMatchBatch& b, void* workspace, std::size_t workspace_bytes,
+                                               cudaStream_t stream = nullptr);
+
+#if SPECDEC_CUDA_KERNELS_DEFINED
+SPECDEC_CUDA_LAUNCHER cudaError_t suffix_match(const SuffixMatchBatch& b, void* workspace, std::size_t workspace_bytes,
+                                               cudaStream_t stream) {
   if (b.batch <= 0) return cudaSuccess;
   if (b.max_match > suffix_max_match || b.k > suffix_max_k || b.batch > 65535) return cudaErrorInvalidValue;
   if (workspace_bytes < suffix_match_workspace_bytes(b) || workspace == nullptr) return cudaErrorInvalidValue;
@@ -156,5 +161,6 @@ inline cudaError_t suffix_match(const SuffixMatchBatch& b, void* workspace, std:
   else detail::launch_suffix_match<8>(b, blocks, workspace, stream);
   return cudaGetLastError();
 }
+#endif
 
 }  // namespace specdec::kernels

@@ -8,6 +8,7 @@
 
 #include <specdec/core/batch.hpp>
 #include <specdec/core/tree_parallel.hpp>
+#include <specdec/kernels/launchers.cuh>
 
 namespace specdec::kernels {
 
@@ -67,7 +68,10 @@ __global__ void __launch_bounds__(256) build_trees_kernel(Batch b) {
 /// Launches the tree build for the whole batch on `stream` (asynchronous; results and per-tree
 /// status land in the batch's arrays). cudaErrorInvalidValue when the node limit exceeds
 /// max_tree_nodes.
-inline cudaError_t build_trees(const TreeBatch& batch, cudaStream_t stream = nullptr) {
+SPECDEC_CUDA_LAUNCHER cudaError_t build_trees(const TreeBatch& batch, cudaStream_t stream = nullptr);
+
+#if SPECDEC_CUDA_KERNELS_DEFINED
+SPECDEC_CUDA_LAUNCHER cudaError_t build_trees(const TreeBatch& batch, cudaStream_t stream) {
   if (batch.batch <= 0) return cudaSuccess;
   const int limit = core::node_limit(batch);
   if (limit < 1 || limit > max_tree_nodes || batch.words < 1) return cudaErrorInvalidValue;
@@ -75,5 +79,6 @@ inline cudaError_t build_trees(const TreeBatch& batch, cudaStream_t stream = nul
   build_trees_kernel<<<batch.batch, threads, sizeof(node_t) * limit, stream>>>(batch);
   return cudaGetLastError();
 }
+#endif
 
 }  // namespace specdec::kernels

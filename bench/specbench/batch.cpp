@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "common/cli_values.hpp"
+#include "common/values.hpp"
 #include "input_error.hpp"
 #include "report.hpp"
 

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "common/cli_checks.hpp"
-#include "common/cli_values.hpp"
+#include "common/values.hpp"
 #include "input_error.hpp"
 
 namespace specbench {

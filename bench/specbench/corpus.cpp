@@ -15,7 +15,7 @@
 #include <sentencepiece_processor.h>
 
 #include "common/cli_checks.hpp"
-#include "common/cli_values.hpp"
+#include "common/values.hpp"
 #include "input_error.hpp"
 
 namespace specbench {

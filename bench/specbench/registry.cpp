@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "combinations.hpp"
-#include "common/cli_values.hpp"
+#include "common/values.hpp"
 #include "input_error.hpp"
 
 namespace specbench {

@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "common/cli_checks.hpp"
-#include "common/cli_values.hpp"
+#include "common/values.hpp"
 #include "input_error.hpp"
 
 namespace specbench {
