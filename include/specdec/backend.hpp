@@ -384,7 +384,16 @@ class launch_graphs<cuda> {
       if (const status s = detail::from(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
           s != status::ok)
         return s;
-      launches();
+      try {
+        launches();
+      } catch (...) {
+        // A launch that throws (a failed launch's check) must not leave the stream capturing: every
+        // later operation on it would fail.
+        cudaGraph_t partial = nullptr;
+        cudaStreamEndCapture(c.stream, &partial);
+        if (partial) cudaGraphDestroy(partial);
+        throw;
+      }
       cudaGraph_t graph = nullptr;
       const cudaError_t ended = cudaStreamEndCapture(c.stream, &graph);  // a failed launch invalidates it
       if (ended != cudaSuccess) {
