@@ -5,9 +5,9 @@
 // nvcc a file on a 2-core VM). A program of many such files may define
 // SPECDEC_CUDA_KERNELS_EXTERN in all of them (they then only declare the launchers) and compile
 // one more file that defines SPECDEC_CUDA_KERNELS_IMPLEMENTATION and includes
-// <specdec/backend.hpp> and <specdec/targets/cuda_llama.cuh> (CMake, in this project's build: link
-// specdec::cuda_kernels, src/cuda_kernels.cu), as SPECDEC_HOST_KERNELS_EXTERN does for the host
-// kernels. The same code with the same flags: the same bits.
+// <specdec/backend.hpp> and <specdec/kernels/llama_forward.cuh> (CMake, in this project's build:
+// link specdec::cuda_kernels, src/cuda_kernels.cu), as SPECDEC_HOST_KERNELS_EXTERN does for the
+// host kernels. The same code with the same flags: the same bits.
 //
 // A launcher is declared with SPECDEC_CUDA_LAUNCHER (its default arguments there), and defined,
 // with SPECDEC_CUDA_LAUNCHER again, inside #if SPECDEC_CUDA_KERNELS_DEFINED.
