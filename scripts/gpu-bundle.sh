@@ -16,7 +16,8 @@
 # Llama-2-7B shape (B = 4, 16, 64), and the 40-turn timed replay on the Llama-2-7B shape for
 # tree_history (first; again with CUDA graphs after the graphs' lossless run), casd, pld and tree at
 # --budget auto, in order of importance; every command under a time limit, the whole run.sh within
-# RUN_BUDGET_S seconds (default 480) of its start. SPECBENCH=only runs that check alone, SPECBENCH=skip leaves it out.
+# RUN_BUDGET_S seconds (default 480) of its start. SPECBENCH=only runs that check alone,
+# SPECBENCH=skip leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
