@@ -24,7 +24,7 @@
 
 #include <specdec/core/batch.hpp>
 #include <specdec/core/reduction_keys.hpp>
-#include <specdec/kernels/launchers.cuh>
+#include <specdec/kernels/launchers.hpp>
 
 namespace specdec::kernels {
 
@@ -135,19 +135,13 @@ inline std::size_t greedy_partial_bytes(const GreedyVerifyBatch& b, int splits) 
 }
 }  // namespace detail
 
-/// Device workspace of greedy_verify (the per-split keys).
-inline std::size_t greedy_verify_workspace_bytes(const GreedyVerifyBatch& b) {
+// The launchers (declared in launchers.hpp).
+#if SPECDEC_CUDA_KERNELS_DEFINED
+SPECDEC_CUDA_LAUNCHER std::size_t greedy_verify_workspace_bytes(const GreedyVerifyBatch& b) {
   if (b.batch <= 0 || b.max_nodes <= 0) return 0;
   return detail::greedy_partial_bytes(b, greedy_splits(b));
 }
 
-/// Launches both passes on `stream` (asynchronous). cudaErrorInvalidValue for shapes the grid
-/// cannot hold (max_nodes > 65535, batch > 65535), vocab_size < 1, row_stride < vocab_size or a
-/// too small workspace.
-SPECDEC_CUDA_LAUNCHER cudaError_t greedy_verify(const GreedyVerifyBatch& b, void* workspace, std::size_t workspace_bytes,
-                                                cudaStream_t stream = nullptr);
-
-#if SPECDEC_CUDA_KERNELS_DEFINED
 SPECDEC_CUDA_LAUNCHER cudaError_t greedy_verify(const GreedyVerifyBatch& b, void* workspace, std::size_t workspace_bytes,
                                                 cudaStream_t stream) {
   if (b.batch <= 0) return cudaSuccess;

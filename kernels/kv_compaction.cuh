@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <specdec/core/batch.hpp>
-#include <specdec/kernels/launchers.cuh>
+#include <specdec/kernels/launchers.hpp>
 
 namespace specdec::kernels {
 
@@ -91,12 +91,7 @@ inline bool divides_all(const KvCompactionBatch& b, long long unit) {
 }
 }  // namespace detail
 
-/// Launches the compaction on `stream` (asynchronous; no workspace). Reads path and length from
-/// device memory, so it can follow the verify kernels without a host round trip.
-/// cudaErrorInvalidValue for shapes the grid cannot hold or max_nodes too large for the staging
-/// buffer.
-SPECDEC_CUDA_LAUNCHER cudaError_t compact_kv(const KvCompactionBatch& b, cudaStream_t stream = nullptr);
-
+// The launcher (declared in launchers.hpp).
 #if SPECDEC_CUDA_KERNELS_DEFINED
 SPECDEC_CUDA_LAUNCHER cudaError_t compact_kv(const KvCompactionBatch& b, cudaStream_t stream) {
   if (b.batch <= 0) return cudaSuccess;

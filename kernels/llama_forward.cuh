@@ -17,7 +17,7 @@
 
 #include <specdec/backend.hpp>
 #include <specdec/kernels/grid.cuh>
-#include <specdec/kernels/launchers.cuh>
+#include <specdec/kernels/launchers.hpp>
 #include <specdec/kernels/llama_forward.hpp>
 
 namespace specdec::kernels::llama {

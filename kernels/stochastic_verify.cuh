@@ -31,17 +31,10 @@
 #include <specdec/core/lanes.hpp>
 #include <specdec/core/stochastic_batch.hpp>
 #include <specdec/kernels/greedy_verify.cuh>
-#include <specdec/kernels/launchers.cuh>
+#include <specdec/kernels/launchers.hpp>
 
 namespace specdec::kernels {
 
-using core::StochasticVerifyBatch;
-
-enum class StochasticLaunch {
-  automatic,     ///< row_parallel for small batches (stochastic_launch), else per_tree
-  per_tree,      ///< the walk kernel alone (no workspace)
-  row_parallel,  ///< the RowStats pre-pass, then the walks (workspace: stochastic_verify_workspace_bytes)
-};
 
 namespace detail {
 inline constexpr int stats_threads = 128;  // 4 warps; each sums 32 lanes of one row
@@ -114,13 +107,6 @@ inline StochasticLaunch stochastic_launch(const StochasticVerifyBatch& b, Stocha
   return few_rows && b.vocab_size >= 8192 ? StochasticLaunch::row_parallel : StochasticLaunch::per_tree;
 }
 
-/// Device workspace of rejection_verify / conditional_verify with this launch shape: RowStats
-/// (1040 bytes) per node slot plus the split argmax keys when row-parallel, 0 per tree.
-inline std::size_t stochastic_verify_workspace_bytes(const StochasticVerifyBatch& b,
-                                                     StochasticLaunch launch = StochasticLaunch::automatic) {
-  if (b.batch <= 0 || b.max_nodes <= 0 || stochastic_launch(b, launch) != StochasticLaunch::row_parallel) return 0;
-  return detail::row_parallel_bytes(b, vocab_splits(static_cast<long long>(b.batch) * b.max_nodes, b.vocab_size));
-}
 
 namespace detail {
 /// Enqueues the walk kernel `launch_walk(batch)` with the given shape; row-parallel first runs
@@ -152,20 +138,14 @@ cudaError_t launch_stochastic(StochasticVerifyBatch b, const core::SamplingParam
 }
 }  // namespace detail
 
-/// RejectionSampling's verification of every tree, asynchronous on `stream`. The workspace (device
-/// memory, stochastic_verify_workspace_bytes) is needed by the row-parallel shape only.
-SPECDEC_CUDA_LAUNCHER cudaError_t rejection_verify(const StochasticVerifyBatch& b, const core::SamplingParams& params,
-                                                   void* workspace, std::size_t workspace_bytes,
-                                                   cudaStream_t stream = nullptr,
-                                                   StochasticLaunch launch = StochasticLaunch::automatic);
-
-/// ConditionalVerifier's verification of every tree (RowStats at temperature 1 when row-parallel).
-SPECDEC_CUDA_LAUNCHER cudaError_t conditional_verify(const StochasticVerifyBatch& b, const core::ConditionalParams& params,
-                                                     const core::SamplingParams& next, void* workspace,
-                                                     std::size_t workspace_bytes, cudaStream_t stream = nullptr,
-                                                     StochasticLaunch launch = StochasticLaunch::automatic);
-
+// The launchers (declared in launchers.hpp).
 #if SPECDEC_CUDA_KERNELS_DEFINED
+SPECDEC_CUDA_LAUNCHER std::size_t stochastic_verify_workspace_bytes(const StochasticVerifyBatch& b,
+                                                                    StochasticLaunch launch) {
+  if (b.batch <= 0 || b.max_nodes <= 0 || stochastic_launch(b, launch) != StochasticLaunch::row_parallel) return 0;
+  return detail::row_parallel_bytes(b, vocab_splits(static_cast<long long>(b.batch) * b.max_nodes, b.vocab_size));
+}
+
 SPECDEC_CUDA_LAUNCHER cudaError_t rejection_verify(const StochasticVerifyBatch& b, const core::SamplingParams& params,
                                                    void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
                                                    StochasticLaunch launch) {

@@ -17,7 +17,7 @@
 
 #include <specdec/core/batch.hpp>
 #include <specdec/core/reduction_keys.hpp>
-#include <specdec/kernels/launchers.cuh>
+#include <specdec/kernels/launchers.hpp>
 
 namespace specdec::kernels {
 
@@ -124,10 +124,6 @@ inline int suffix_scan_blocks(const SuffixMatchBatch& b) {
   return (positions + detail::scan_tile - 1) / detail::scan_tile;
 }
 
-/// Device workspace the two launches need (the per-block top lists, sized for any k).
-inline std::size_t suffix_match_workspace_bytes(const SuffixMatchBatch& b) {
-  return sizeof(core::TopKeys<suffix_max_k>) * static_cast<std::size_t>(b.batch > 0 ? b.batch : 0) * suffix_scan_blocks(b);
-}
 
 namespace detail {
 
@@ -141,13 +137,12 @@ void launch_suffix_match(const SuffixMatchBatch& b, int blocks, void* workspace,
 
 }  // namespace detail
 
-/// Launches the scan and the selection on `stream` (asynchronous). cudaErrorInvalidValue when
-/// max_match > suffix_max_match, k > suffix_max_k or the workspace is too small. A sequence
-/// longer than max_context gets match_count -1 and no drafts.
-SPECDEC_CUDA_LAUNCHER cudaError_t suffix_match(const SuffixMatchBatch& b, void* workspace, std::size_t workspace_bytes,
-                                               cudaStream_t stream = nullptr);
-
+// The launchers (declared in launchers.hpp).
 #if SPECDEC_CUDA_KERNELS_DEFINED
+SPECDEC_CUDA_LAUNCHER std::size_t suffix_match_workspace_bytes(const SuffixMatchBatch& b) {
+  return sizeof(core::TopKeys<suffix_max_k>) * static_cast<std::size_t>(b.batch > 0 ? b.batch : 0) * suffix_scan_blocks(b);
+}
+
 SPECDEC_CUDA_LAUNCHER cudaError_t suffix_match(const SuffixMatchBatch& b, void* workspace, std::size_t workspace_bytes,
                                                cudaStream_t stream) {
   if (b.batch <= 0) return cudaSuccess;

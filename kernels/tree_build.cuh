@@ -8,7 +8,7 @@
 
 #include <specdec/core/batch.hpp>
 #include <specdec/core/tree_parallel.hpp>
-#include <specdec/kernels/launchers.cuh>
+#include <specdec/kernels/launchers.hpp>
 
 namespace specdec::kernels {
 
@@ -65,11 +65,7 @@ __global__ void __launch_bounds__(256) build_trees_kernel(Batch b) {
   }
 }
 
-/// Launches the tree build for the whole batch on `stream` (asynchronous; results and per-tree
-/// status land in the batch's arrays). cudaErrorInvalidValue when the node limit exceeds
-/// max_tree_nodes.
-SPECDEC_CUDA_LAUNCHER cudaError_t build_trees(const TreeBatch& batch, cudaStream_t stream = nullptr);
-
+// The launcher (declared in launchers.hpp).
 #if SPECDEC_CUDA_KERNELS_DEFINED
 SPECDEC_CUDA_LAUNCHER cudaError_t build_trees(const TreeBatch& batch, cudaStream_t stream) {
   if (batch.batch <= 0) return cudaSuccess;

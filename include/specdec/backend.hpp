@@ -8,9 +8,11 @@
 // Both take the descriptors of core/batch.hpp (and core/stochastic_batch.hpp) and write the same results; the host overloads loop
 // over core::*_in_batch, the CUDA overloads launch kernels/*.cuh (asynchronously on the tag's
 // stream: results are ready after the stream is synchronised; no launch sequence synchronises).
-// The CUDA overloads exist in CUDA translation units (compiled by nvcc) only. Both check the
-// same limits (kernels' compile-time limits apply to the host too, so a program behaves the same
-// on either), and return a status instead of throwing.
+// The CUDA overloads exist in CUDA translation units (compiled by nvcc), and in C++ files compiled
+// by the host compiler that define SPECDEC_CUDA_KERNELS_EXTERN (the kernels compiled elsewhere:
+// kernels/launchers.hpp; the CUDA runtime's headers needed). Both check the same limits (kernels'
+// compile-time limits apply to the host too, so a program behaves the same on either), and return
+// a status instead of throwing.
 #pragma once
 
 #include <chrono>
@@ -31,6 +33,10 @@
 #include <specdec/kernels/stochastic_verify.cuh>
 #include <specdec/kernels/suffix_match.cuh>
 #include <specdec/kernels/tree_build.cuh>
+#elif defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#include <cuda_runtime_api.h>
+
+#include <specdec/kernels/launchers.hpp>  // compiled elsewhere (specdec::cuda_kernels)
 #endif
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*; declared so host-only code can name the tag
@@ -227,12 +233,14 @@ class launch_graphs {
 
 // ---- cuda ---------------------------------------------------------------------------------------
 
+#if defined(__CUDACC__) || defined(SPECDEC_CUDA_KERNELS_EXTERN)
 #if defined(__CUDACC__)
 static_assert(max_suffix_match == kernels::suffix_max_match && max_suffix_k == kernels::suffix_max_k &&
                   max_tree_nodes == kernels::max_tree_nodes &&
                   max_compaction_nodes * 16 == kernels::detail::compaction_shared_bytes &&
                   max_batch == kernels::max_compaction_batch && max_layer_heads == kernels::max_compaction_layer_heads,
               "backend limits must equal the kernels' compile-time limits");
+#endif
 
 namespace detail {
 /// The CUDA error behind this thread's last device_error.
