@@ -35,7 +35,6 @@
 
 namespace specdec::kernels {
 
-
 namespace detail {
 inline constexpr int stats_threads = 128;  // 4 warps; each sums 32 lanes of one row
 }  // namespace detail
@@ -106,7 +105,6 @@ inline StochasticLaunch stochastic_launch(const StochasticVerifyBatch& b, Stocha
   const bool few_rows = static_cast<long long>(b.batch) * b.max_nodes <= 32LL * detail::multiprocessors();
   return few_rows && b.vocab_size >= 8192 ? StochasticLaunch::row_parallel : StochasticLaunch::per_tree;
 }
-
 
 namespace detail {
 /// Enqueues the walk kernel `launch_walk(batch)` with the given shape; row-parallel first runs

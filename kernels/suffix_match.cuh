@@ -124,7 +124,6 @@ inline int suffix_scan_blocks(const SuffixMatchBatch& b) {
   return (positions + detail::scan_tile - 1) / detail::scan_tile;
 }
 
-
 namespace detail {
 
 /// The two launches with top lists of K keys (k <= K).
