@@ -44,6 +44,7 @@
 #include "batch.hpp"
 #include "calibrate.hpp"
 #include "clock.hpp"
+#include "common/values.hpp"
 #include "device.hpp"
 #include "input_error.hpp"
 
@@ -58,6 +59,15 @@ void check(specdec::backend::status s, const char* what) {
   if (s != specdec::backend::status::ok)
     throw input_error(std::string(Device::option) + ": " + what +
                       " failed: " + describe(typename Device::backend{}, s));
+}
+
+/// Refuses a budget whose trees (budget + 1 nodes) the device target's forward does not take.
+template <class Device>
+void check_budget_fits(int budget, int max_tree_nodes) {
+  if (budget >= max_tree_nodes)
+    throw input_error(std::string(Device::option) + ": a budget of " + std::to_string(budget) +
+                      " draft nodes makes trees larger than the device target's forward takes (" +
+                      std::to_string(max_tree_nodes) + " nodes); lower --budget or --budget-cap");
 }
 
 /// Runs `f`, a library error turned into the device's sentence.
@@ -620,10 +630,7 @@ class BackendRuns final : public DeviceRuns {
                                                 std::string& source) const override {
     Device::require();
     auto coster = std::make_unique<Coster<Device>>(load_target<Device>(model), model, Device::energy_meter());
-    if (budget >= coster->max_tree_nodes())
-      throw input_error(std::string(Device::option) + ": a budget of " + std::to_string(budget) +
-                        " draft nodes makes trees larger than the device target's forward takes (" +
-                        std::to_string(coster->max_tree_nodes()) + " nodes); lower --budget or --budget-cap");
+    check_budget_fits<Device>(budget, coster->max_tree_nodes());
     fit_to_timed_model(corpus, model.name(), coster->vocab_size(), coster->positions(), budget);
     source = std::string("measured on the ") + Device::kind + " device: every step also run through " +
              coster->describe() +
@@ -643,11 +650,7 @@ class BackendRuns final : public DeviceRuns {
     } catch (const specdec::error& e) {
       throw input_error(e.what());
     }
-    if (budget >= specdec::kernels::llama::max_tree_nodes)
-      throw input_error(std::string(Device::option) + ": a budget of " + std::to_string(budget) +
-                        " draft nodes makes trees larger than the device target's forward takes (" +
-                        std::to_string(specdec::kernels::llama::max_tree_nodes) +
-                        " nodes); lower --budget or --budget-cap");
+    check_budget_fits<Device>(budget, specdec::kernels::llama::max_tree_nodes);
     fit_to_timed_model(corpus, model.name(), config.vocab_size,
                        std::min(config.seq_len, specdec::kernels::llama::max_attended), budget);
     source = "measured on " + device + ": every step also run through " +
@@ -670,8 +673,7 @@ class BackendRuns final : public DeviceRuns {
       std::sort(sorted.begin(), sorted.end());
       if (sorted == wanted) return c;
     }
-    std::string known;
-    for (const std::string& name : combination_names()) known += (known.empty() ? "" : ", ") + name;
+    const std::string known = specdec::tools::joined_names(combination_names());
     std::string given;
     for (const std::string& name : wanted) given += (given.empty() ? "" : ",") + name;
     throw input_error(std::string(Device::option) + ": the combination '" + given + "' is not compiled for the " +

@@ -678,14 +678,14 @@ nlohmann::ordered_json to_json(const ModelledRun& run) {
 std::string prediction_line(const Prediction& p) {
   return fmt::format("the cost model's prediction for these steps: speedup {:.3f}, measured {:.3f} (predicted / "
                      "measured = {:.3f}), by {}",
-                     p.predicted, p.measured, p.measured > 0 ? p.predicted / p.measured : 0.0, p.source);
+                     p.predicted, p.measured, p.ratio(), p.source);
 }
 
 nlohmann::ordered_json to_json(const Prediction& p) {
   return {{"source", p.source},
           {"predicted_speedup", p.predicted},
           {"measured_speedup", p.measured},
-          {"ratio", p.measured > 0 ? p.predicted / p.measured : 0.0}};
+          {"ratio", p.ratio()}};
 }
 
 }  // namespace specbench

@@ -137,6 +137,8 @@ std::string comparison_svg(std::span<const Report> reports);
 struct Prediction {
   std::string source;  ///< the table
   double predicted = 0, measured = 0;
+  /// predicted / measured (0 when nothing was measured).
+  double ratio() const { return measured > 0 ? predicted / measured : 0.0; }
 };
 /// "the cost model's prediction for these steps: speedup P, measured M (P / M = R), by SOURCE".
 std::string prediction_line(const Prediction& p);

@@ -561,12 +561,10 @@ class DeviceLlamaModel {
     check(backend::copy(tag_, trees_.data(), &trees, sizeof trees), "copying the trees");
     const int group = layout_.config.n_heads / layout_.config.n_kv_heads;
     if (graphs_on_ && want_logits && trees.count == 1) {
-      int bucket = 1;
-      while (bucket < trees.rows) bucket *= 2;
-      bucket = std::min(bucket, max_tree_);
+      int key = 0;  // the bucket's: the next power of two rows, 2^key, or max_tree_ past it
+      while ((1 << key) < trees.rows) ++key;
+      const int bucket = std::min(1 << key, max_tree_);
       const Launch padded{bucket, max_positions_, kernels::llama::TiledAttention::tiles(bucket, group)};
-      int key = 0;  // log2 of the bucket, or the last key for max_tree_
-      while ((1 << key) < bucket) ++key;
       check(graphs_.run(tag_, key, [&] { run_launches(padded, want_logits); }), "the forward's graph");
       return;
     }
