@@ -54,6 +54,12 @@ void must(cublasStatus_t s, const char* what) {
   }
 }
 
+/// Enqueues grid kernel `kernel` on `gpu`'s stream.
+template <class Kernel>
+void launch(const specdec::backend::cuda& gpu, const Kernel& kernel) {
+  specdec::backend::launch_grid(gpu, kernel.shape(), kernel);
+}
+
 std::vector<std::string> split(const std::string& list) {
   std::vector<std::string> out;
   std::stringstream in(list);
@@ -183,16 +189,13 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
     k::bf16* w = nullptr;
     __nv_bfloat16* x16 = nullptr;
     float *x = nullptr, *y = nullptr;
-    // Room for the last tile's rows past `out` (the target keeps the same slack).
-    must(cudaMalloc(&w, (weights + static_cast<std::size_t>(k::tc_tile) * p.in) * 2), "cudaMalloc");
+    must(cudaMalloc(&w, weights * 2), "cudaMalloc");
     must(cudaMalloc(&x, sizeof(float) * max_n * p.in), "cudaMalloc");
     must(cudaMalloc(&x16, 2ull * max_n * p.in), "cudaMalloc");
     k::bf16* x16_ours = nullptr;  // the tensor-core product's own rounding of x
     must(cudaMalloc(&x16_ours, 2ull * max_n * p.in), "cudaMalloc");
     must(cudaMalloc(&y, sizeof(float) * max_n * p.out), "cudaMalloc");
-    const auto fill = [&](auto kernel) {
-      specdec::backend::launch_grid(specdec::backend::cuda{stream}, kernel.shape(), kernel);
-    };
+    const auto fill = [&](auto kernel) { launch(specdec::backend::cuda{stream}, kernel); };
     const auto activations = static_cast<unsigned long long>(max_n) * p.in;
     fill(k::FillSynthetic<k::bf16>{w, weights, 1, synthetic::tensor::wq, 0});
     fill(k::FillSynthetic<float>{x, activations, 2, synthetic::tensor::rms_att, 0});
@@ -208,9 +211,15 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
       a.ldx = p.in;
       a.y = y;
       a.ldy = p.out;
-      const double ours = time_ms(stream, reps, [&] { k::launch_product<k::bf16>(a, stream); });
+      const specdec::backend::cuda gpu{stream};
+      const double ours = time_ms(stream, reps, [&] { launch(gpu, k::Product<k::bf16>{a}); });
       must(cudaGetLastError(), "our product");
-      const double ours_tc = time_ms(stream, reps, [&] { k::launch_product_tc(a, x16_ours, stream); });
+      // As the target runs it: the activations rounded to bf16, then the MMA product.
+      const double ours_tc = time_ms(stream, reps, [&] {
+        launch(gpu, k::ToBf16{a.x, a.ldx, a.in, n, x16_ours});
+        if (n <= k::mma_tokens) launch(gpu, k::MmaProduct<1>{a, x16_ours});
+        else launch(gpu, k::MmaProduct<8>{a, x16_ours});
+      });
       must(cudaGetLastError(), "our tensor-core product");
       // Y^T [out][n] = W [out][in] · X^T: column-major, W is a transposed (in x out) matrix.
       const float one = 1.0f, zero = 0.0f;

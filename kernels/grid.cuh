@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <cuda_runtime.h>
 
@@ -28,6 +29,19 @@ struct CudaThread {
     for (int i = 0; i < N; ++i)
 #pragma unroll
       for (int m = 16; m >= 1; m /= 2) v[i] += __shfl_xor_sync(0xffffffffu, v[i], m);
+  }
+  __device__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) const {
+#if defined(__CUDA_ARCH__)
+#if __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    __trap();  // bf16 MMA needs sm_80; the target refuses tensor_cores on older devices
+#endif
+#endif
   }
   __device__ float block_sum(float* part) const { return reduce(part, [](float a, float b) { return a + b; }); }
   __device__ float block_max(float* part) const { return reduce(part, [](float a, float b) { return fmaxf(a, b); }); }
@@ -72,6 +86,18 @@ inline status select_device(const cuda&) {
   int device = 0;
   cudaGetDevice(&device);  // an error here shows in cudaSetDevice's result
   return detail::from(cudaSetDevice(device));
+}
+
+/// Whether the current device runs CudaThread::mma_bf16 (compute capability 8.0 or later):
+/// `lacking` is left empty if it does, else names the device and its capability.
+inline status bf16_mma_support(const cuda&, std::string& lacking) {
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (const status s = detail::from(cudaGetDevice(&device)); s != status::ok) return s;
+  if (const status s = detail::from(cudaGetDeviceProperties(&prop, device)); s != status::ok) return s;
+  lacking = prop.major >= 8 ? std::string() : std::string(prop.name) + " (compute capability " +
+                                                  std::to_string(prop.major) + "." + std::to_string(prop.minor) + ")";
+  return status::ok;
 }
 
 /// Zeroes `bytes` of device memory at `p` (enqueued on the tag's stream).

@@ -20,8 +20,18 @@
 //                                op(part[i], part[i + s]) for i < s` (op: +, or fmaxf); every
 //                                thread gets part[0]'s final value; part is left modified and may
 //                                be written again at once. threads() is a power of two.
+//   th.mma_bf16(d, a, b)         float d[4], std::uint32_t a[4], b[2]: the warp's tensor-core
+//                                product D = A·B + D of a 16x16 bf16 A, a 16x8 bf16 B and a 16x8
+//                                fp32 D, in the fragments of PTX's mma.sync.aligned.m16n8k16.row.col
+//                                .f32.bf16.bf16.f32 (mma_a_row/mma_a_col, mma_b_k, mma_d_row/mma_d_col
+//                                below; two bf16 a 32-bit word, the lower index in the low half).
+//                                Every lane of the warp calls it (sm_80 or later on a GPU)
 //
-// The orders are the executors' contract: both give the same bits for the same inputs.
+// The orders are the executors' contract: both give the same bits for the same inputs, except
+// mma_bf16, whose sums inside one MMA are the tensor core's on a GPU and, on the host, fmaf over
+// k = 0, 1, ..., 15 from D's value: a kernel built on it gets the same bits on both executors
+// everywhere but in those sums, so a rule that fixes which MMAs make an output (and in what order)
+// holds on both, while the values differ by the tensor core's rounding.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +53,16 @@ struct LaunchShape {
 
 /// Threads per warp, on both executors.
 inline constexpr int warp_threads = 32;
+
+// The fragments of mma_bf16 (m16n8k16): lane l is in group l / 4 and is thread l % 4 of it;
+// register r of a fragment holds elements (h = 0, 1: the low and the high half of a's and b's
+// words).
+SPECDEC_HD constexpr int mma_a_row(int lane, int r) { return lane / 4 + 8 * (r & 1); }
+SPECDEC_HD constexpr int mma_a_col(int lane, int r, int h) { return 2 * (lane % 4) + h + 8 * (r >> 1); }
+SPECDEC_HD constexpr int mma_b_k(int lane, int r, int h) { return 2 * (lane % 4) + h + 8 * r; }
+SPECDEC_HD constexpr int mma_b_col(int lane) { return lane / 4; }
+SPECDEC_HD constexpr int mma_d_row(int lane, int r) { return lane / 4 + 8 * (r >> 1); }
+SPECDEC_HD constexpr int mma_d_col(int lane, int r) { return 2 * (lane % 4) + (r & 1); }
 
 /// Copies 16 bytes from `from` to `to`, both 16-byte aligned: one vector load on the device; on
 /// the host a check of the alignment the device would fault on, then the copy.

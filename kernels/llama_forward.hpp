@@ -18,7 +18,13 @@
 //    the terms k = l·V + 32·V·j + e (V = 16 bytes of weights: 4 fp32 or 8 bf16) in increasing j,
 //    then e; the 32 lane sums are combined by the butterfly xor 16, 8, 4, 2, 1. Tokens are taken
 //    8 at a time with one accumulator each: a token's sum is the same whichever 8 it joins.
-//    The tensor-core form (bf16 weights, CUDA only: kernels/llama_forward.cuh) has its own rule.
+//  - tensor-core products (bf16 weights, MmaProduct): the activations are rounded to bf16 once
+//    (nearest even); y[t][o] is the sum over the block's 8 warps w = 0, 1, ..., 7 in that order
+//    (add_rn) of warp w's chain of MMAs (th.mma_bf16, m16n8k16, fp32) over the k-blocks of 32
+//    elements j = w, w + 8, w + 16, ... in increasing j, two MMAs a k-block, each over a fixed
+//    permutation of its half (MmaProduct says which). Row o is row o % 16 of its block's tile and
+//    token t column t % 8 of an MMA, and an MMA's column depends on that column's operands only:
+//    a token's sums are the same whichever tokens share its MMAs or its pass.
 //  - RMSNorm: thread i of 256 sums x[j]² for j = i, i + 256, ... in increasing j, then the pairwise
 //    tree over the 256 partials.
 //  - attention of (node, head): the node's attended positions are the cached slots 0 .. base - 1,
@@ -53,7 +59,10 @@ inline constexpr int max_tree_nodes = 256;
 inline constexpr int max_attended = 8192;  // positions a NodeAttention block holds scores for
 
 inline constexpr int max_forward_trees = 64;  // trees (requests) in one forward
-inline constexpr int tc_tile = 16;  // the tensor-core products' WMMA tile (m16n16k16; llama_forward.cuh)
+inline constexpr int mma_warps = 8;     // warps per block of MmaProduct, each its share of k
+inline constexpr int mma_rows = 16;     // output rows per block (the MMA's m)
+inline constexpr int mma_tokens = 8;    // tokens per MMA (its n)
+inline constexpr int mma_k_block = 32;  // k per warp step: 8 bf16 (16 bytes) a lane, 4 lanes a row
 
 /// One tree of a forward: its arrays (device memory), where its rows start, and its sequence.
 struct ForwardTree {
@@ -321,6 +330,90 @@ struct Product {
             const float v = acc[r * product_tokens + t];
             *y = a.accumulate ? core::add_rn(*y, v) : v;
           }
+    }
+  }
+};
+
+/// Grid-stride over n * in: x16[t][k] = x[t][k] rounded to bf16 (nearest even), rows `in` apart.
+struct ToBf16 {
+  const float* x;
+  long long ldx;
+  int in, n;
+  bf16* x16;
+
+  LaunchShape shape() const { return {stride_blocks(static_cast<long long>(n) * in), 1, 256, 0}; }
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    const long long total = static_cast<long long>(n) * in;
+    for (long long idx = th.block_x() * static_cast<long long>(th.threads()) + th.thread(); idx < total;
+         idx += static_cast<long long>(th.blocks_x()) * th.threads())
+      x16[idx] = synthetic::bf16_bits(x[(idx / in) * ldx + idx % in]);
+  }
+};
+
+/// The tensor-core product of bf16 weights: y[t][o] (+)= sum_k W[o][k] x16[t][k] (x16: the
+/// activations in bf16, ToBf16; rows `in` apart, allocated to a whole MMA of tokens past n).
+/// A block owns mma_rows rows; its mma_warps warps split k into k-blocks of 32 (warp w takes
+/// j = w, w + 8, ...), each warp's partial sums of Tiles MMAs of 8 tokens stay in registers, and
+/// the block adds the warps' partials in warp order: the rule at the top of this file. Tiles
+/// (tokens a pass, / 8) is a matter of registers and speed only: 1 for a plain step, 8 for trees.
+///
+/// Each k-block is one 16-byte load a lane of each of two weight rows (lane group g: rows g and
+/// g + 8, lane q of the group: elements 8q .. 8q + 7) and one of each token (token g of the MMA,
+/// the same elements), fed to two MMAs without a shuffle: MMA s takes elements 8q + 4s + 0..3,
+/// which the fragments (kernels/grid.hpp) see as k = 2q, 2q + 1, 2q + 8, 2q + 9. The same fixed
+/// permutation of k for the weights and the tokens, whatever n is.
+template <int Tiles>
+struct MmaProduct {
+  ProductArgs a;  ///< a.x unused: the tokens come as x16
+  const bf16* x16;
+
+  static constexpr int tokens = Tiles * mma_tokens;  // a pass
+  LaunchShape shape() const {
+    return {static_cast<unsigned>((a.out + mma_rows - 1) / mma_rows), 1, warp_threads * mma_warps,
+            static_cast<std::size_t>(mma_warps) * mma_rows * tokens * sizeof(float)};
+  }
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    const int warp = th.thread() / warp_threads, lane = th.thread() % warp_threads;
+    const int g = lane / 4, q = lane % 4, row0 = th.block_x() * mma_rows;
+    float* partial = reinterpret_cast<float*>(th.shared());  // [warp][row][token of the pass]
+    const bf16* w = static_cast<const bf16*>(a.w);
+    const int k_blocks = a.in / mma_k_block;
+    for (int t0 = 0; t0 < a.n; t0 += tokens) {
+      const int tiles = min_of(Tiles, (a.n - t0 + mma_tokens - 1) / mma_tokens);
+      float acc[Tiles][4] = {};
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4
+#endif
+      for (int j = warp; j < k_blocks; j += mma_warps) {
+        const int k = j * mma_k_block + q * 8;
+        alignas(16) std::uint32_t lo[4] = {}, hi[4] = {};  // rows g and g + 8; past `out`: zeros
+        if (row0 + g < a.out) copy16(lo, w + static_cast<long long>(row0 + g) * a.in + k);
+        if (row0 + g + 8 < a.out) copy16(hi, w + static_cast<long long>(row0 + g + 8) * a.in + k);
+        SPECDEC_UNROLL
+        for (int tt = 0; tt < Tiles; ++tt) {
+          if (tt >= tiles) break;
+          alignas(16) std::uint32_t x[4];
+          copy16(x, x16 + static_cast<long long>(t0 + tt * mma_tokens + g) * a.in + k);
+          th.mma_bf16(acc[tt], {lo[0], hi[0], lo[1], hi[1]}, {x[0], x[1]});
+          th.mma_bf16(acc[tt], {lo[2], hi[2], lo[3], hi[3]}, {x[2], x[3]});
+        }
+      }
+      SPECDEC_UNROLL
+      for (int tt = 0; tt < Tiles; ++tt)
+        for (int r = 0; r < 4; ++r)
+          partial[(warp * mma_rows + mma_d_row(lane, r)) * tokens + tt * mma_tokens + mma_d_col(lane, r)] = acc[tt][r];
+      th.sync();
+      for (int idx = th.thread(); idx < mma_rows * tokens; idx += th.threads()) {
+        const int r = idx / tokens, t = idx % tokens;
+        if (row0 + r >= a.out || t0 + t >= a.n) continue;
+        float v = partial[r * tokens + t];
+        for (int p = 1; p < mma_warps; ++p) v = core::add_rn(v, partial[(p * mma_rows + r) * tokens + t]);
+        float* y = a.y + (t0 + t) * a.ldy + row0 + r;
+        *y = a.accumulate ? core::add_rn(*y, v) : v;
+      }
+      th.sync();  // the partials are rewritten by the next pass
     }
   }
 };

@@ -16,8 +16,9 @@
 # Llama-2-7B shape (B = 4, 16, 64), and the 40-turn timed replay on the Llama-2-7B shape for
 # tree_history (first; again with CUDA graphs after the graphs' lossless run), casd, pld and tree at
 # --budget auto, in order of importance; every command under a time limit, the whole run.sh within
-# RUN_BUDGET_S seconds (default 480) of its start. SPECBENCH=only runs that check alone,
-# SPECBENCH=skip leaves it out.
+# RUN_BUDGET_S seconds (default 480) of its start. The Llama-2-7B table and replays run the
+# tensor-core products (--tensor-cores; TENSOR_CORES=0 runs them on CUDA cores). SPECBENCH=only
+# runs that check alone, SPECBENCH=skip leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -139,19 +140,21 @@ specbench_step() {  # NAME LIMIT_S ARGS...: specbench ARGS > LOG_DIR/specbench_N
 if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != skip ]; then
   models="$SPECDEC_DATA/models"
   table="$logs/cost-llama2-7b.json"
-  specbench_step calibrate 60 calibrate --device cuda --synthetic Llama-2-7B --out "$table"
+  tc=(--tensor-cores)  # the Llama-2-7B shape's products (its weights are bf16)
+  [ "${TENSOR_CORES:-1}" = 1 ] || tc=()
+  specbench_step calibrate 60 calibrate --device cuda "${tc[@]}" --synthetic Llama-2-7B --out "$table"
   specbench_step model_stories260K 60 model --device cuda --drafter tree_history --model "$models/stories260K.bin" \
     --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_stories260K.json"
   cost=()
   [ -f "$table" ] && cost=(--cost "$table")  # else each replay calibrates at start-up
   replay() {  # DRAFTER: the 40-turn timed replay on the Llama-2-7B shape
-    specbench_step "replay_$1" 150 replay --device cuda --timed-model synthetic:Llama-2-7B --drafter "$1" \
+    specbench_step "replay_$1" 150 replay --device cuda "${tc[@]}" --timed-model synthetic:Llama-2-7B --drafter "$1" \
       --turns 40 --warm-history --budget auto "${cost[@]}" --json "$logs/specbench_replay_$1.json"
   }
   replay tree_history
   # The batch table on the Llama-2-7B shape: 64 turns decoded 4, 16 and 64 at a time (B = 1 is the
   # single replay), the automatic budget calibrated at start-up.
-  specbench_step replay_batch 120 replay --device cuda --timed-model synthetic:Llama-2-7B --drafter tree_history \
+  specbench_step replay_batch 120 replay --device cuda "${tc[@]}" --timed-model synthetic:Llama-2-7B --drafter tree_history \
     --batch 4,16,64 --max-turns 64 --budget auto --min-rounds 1 --min-seconds 0 \
     --json "$logs/specbench_replay_batch.json" --plot "$logs/specbench_replay_batch.svg"
   specbench_step model_babyllama 60 model --device cuda --drafter casd --model "$models/babyllama-936K.bin" \
@@ -165,7 +168,7 @@ if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != skip ]; then
     --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_graphs.json"
   # tree_history's replay again with CUDA graphs (no launch latency in plain decoding or in the
   # steps), its budget from a calibration with graphs at start-up.
-  specbench_step replay_graphs_tree_history 150 replay --device cuda --graphs --timed-model synthetic:Llama-2-7B \
+  specbench_step replay_graphs_tree_history 150 replay --device cuda --graphs "${tc[@]}" --timed-model synthetic:Llama-2-7B \
     --drafter tree_history --turns 40 --warm-history --budget auto --json "$logs/specbench_replay_graphs_tree_history.json"
   for drafter in casd pld tree; do replay "$drafter"; done
 fi

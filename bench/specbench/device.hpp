@@ -33,9 +33,15 @@ struct DeviceArgs {
   std::string device = "host";
   std::string synthetic;  ///< calibrate --synthetic SHAPE
   bool graphs = false;    ///< --graphs: DeviceLlamaOptions::graphs
+  bool tensor_cores = false;  ///< --tensor-cores: DeviceLlamaOptions::tensor_cores
   /// The model runs on DeviceLlamaTarget (cuda or emulated), not on the host's Llama2cTarget.
   bool on_device() const { return device != "host"; }
 };
+
+/// ", tensor-core products" and ", launch graphs", for the options that are on.
+inline std::string device_options_text(bool tensor_cores, bool graphs) {
+  return std::string(tensor_cores ? ", tensor-core products" : "") + (graphs ? ", launch graphs" : "");
+}
 
 /// What runs on the device: a llama2.c checkpoint (fp32) or a synthetic shape (bf16 weights made
 /// on the device from a seed; models/synthetic_llama.hpp).
@@ -43,8 +49,11 @@ struct DeviceModelChoice {
   std::filesystem::path file;  ///< empty for a synthetic shape
   std::string shape;           ///< empty for a checkpoint
   bool graphs = false;         ///< the target replays launch graphs (DeviceLlamaOptions::graphs)
+  bool tensor_cores = false;   ///< its products run on tensor cores (DeviceLlamaOptions::tensor_cores)
   /// "synthetic:SHAPE" or the file's name.
   std::string name() const { return shape.empty() ? file.string() : "synthetic:" + shape; }
+  /// The options in a description: ", tensor-core products, launch graphs" or less.
+  std::string options_text() const { return device_options_text(tensor_cores, graphs); }
 };
 
 /// `--timed-model`'s text (or `--model`'s) on a device: "synthetic:SHAPE" (a known shape, else

@@ -12,6 +12,7 @@ namespace specbench {
 inline DeviceModelChoice device_model(const DeviceArgs& d, const std::string& text, const char* option) {
   DeviceModelChoice choice = device_model_choice(text, option);
   choice.graphs = d.graphs;
+  choice.tensor_cores = d.tensor_cores;
   return choice;
 }
 
@@ -27,6 +28,9 @@ inline void add_device_option(CLI::App& cmd, DeviceArgs& d, bool synthetic) {
   cmd.add_flag("--graphs", d.graphs, "With --device cuda or emulated: the target replays a CUDA graph per tree size "
                                      "bucket instead of launching each kernel (trees padded to a power of two nodes; the "
                                      "same bits)");
+  cmd.add_flag("--tensor-cores", d.tensor_cores,
+               "With --device cuda or emulated: the weight products run on tensor cores (bf16 MMA of the activations "
+               "rounded to bf16; synthetic shapes only, whose weights are bf16)");
   if (synthetic)
     cmd.add_option("--synthetic", d.synthetic, "With --device cuda or emulated: time a synthetic shape (bf16 weights "
                                                "made on the device), e.g. Llama-2-7B, instead of --model");
@@ -39,6 +43,7 @@ inline std::optional<DeviceModelChoice> calibrate_device_model(const DeviceArgs&
   DeviceModelChoice choice = d.synthetic.empty() ? device_model_choice(o.model.string(), "--model")
                                                  : device_model_choice("synthetic:" + d.synthetic, "--synthetic");
   choice.graphs = d.graphs;
+  choice.tensor_cores = d.tensor_cores;
   device_runs(d).require();
   return choice;
 }

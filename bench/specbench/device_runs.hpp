@@ -87,6 +87,7 @@ using Target = specdec::DeviceLlamaTarget<typename Device::backend>;
 inline specdec::DeviceLlamaOptions target_options(const DeviceModelChoice& model) {
   specdec::DeviceLlamaOptions options;
   options.graphs = model.graphs;
+  options.tensor_cores = model.tensor_cores;
   return options;
 }
 
@@ -106,7 +107,7 @@ template <class Device>
 std::string describe_target(Target<Device>& target) {
   return std::string(Target<Device>::name()) + " (" + specdec::Llama2cModel::describe(target.config()) + ", " +
          specdec::weight_format_name(target.weight_format()) + " weights" +
-         (target.model().graphs() ? ", launch graphs" : "") + ")";
+         device_options_text(target.tensor_cores(), target.model().graphs()) + ")";
 }
 
 /// Trees' arrays, and a step's compaction inputs, copied to the device through one staging
@@ -245,6 +246,7 @@ CostTable time_table(Target<Device>& target, const DeviceModelChoice& model, con
       specdec::weight_format_name(target.weight_format()), Device::kind, Device::require(),
       Device::timer, repetitions);
   if (model.graphs) t.metadata["graphs"] = true;  // DeviceLlamaOptions::graphs
+  if (model.tensor_cores) t.metadata["tensor_cores"] = true;
   DeviceStep<Device> step(tag);
   specdec::backend::marks<typename Device::backend, 2> marks;
   // One copy in and forward of `tree`, timed by the device's marks around them: microseconds.
@@ -480,7 +482,7 @@ class Coster final : public DeviceStepCoster {
   int max_tree_nodes() const { return target_.max_tree_nodes(); }
   std::string describe() const {
     return model_.name() + " (" + specdec::Llama2cModel::describe(target_.config()) + ", " +
-           specdec::weight_format_name(target_.weight_format()) + " weights" + (model_.graphs ? ", launch graphs" : "") +
+           specdec::weight_format_name(target_.weight_format()) + " weights" + model_.options_text() +
            ") on " + Device::require();
   }
 
@@ -655,7 +657,7 @@ class BackendRuns final : public DeviceRuns {
                        std::min(config.seq_len, specdec::kernels::llama::max_attended), budget);
     source = "measured on " + device + ": every step also run through " +
              specdec::DeviceLlamaBatchTarget<typename Device::backend>::name() + " of " + model.name() + " (" +
-             specdec::Llama2cModel::describe(config) + (model.graphs ? ", launch graphs" : "") +
+             specdec::Llama2cModel::describe(config) + model.options_text() +
              "; the trees copied in, the batched forward, each request's KV compaction, one synchronisation)" +
              (model.shape.empty() ? "" : "; SYNTHETIC weights, timing only");
     return [model, budget](int slots) -> std::unique_ptr<TimedBatch> {

@@ -995,9 +995,10 @@ void require(const CLI::App& cmd, const char* option, const char* needed) {
   if (cmd.count(option) > 0 && cmd.count(needed) == 0) throw input_error(std::string(option) + " requires " + needed);
 }
 
-/// --graphs is a device target's option.
+/// --graphs and --tensor-cores are a device target's options.
 void device_rules(const DeviceArgs& d) {
   if (d.graphs && !d.on_device()) throw input_error("--graphs: applies to --device cuda or emulated only");
+  if (d.tensor_cores && !d.on_device()) throw input_error("--tensor-cores: applies to --device cuda or emulated only");
 }
 
 /// Refuses `option` given with `other`.

@@ -173,10 +173,10 @@ TEST_CASE("shapes and options the kernels do not take are one sentence, before a
     CHECK_THAT(batch_error(4, {.max_positions = 0, .max_tree_nodes = 64, .max_rows = 63}),
                Contains("max_rows 63 must be in [max_tree_nodes = 64, 65535]"));
   }
-  SECTION("tensor cores without bf16 rows of whole 16-element tiles") {
-    shape.config.hidden_dim = 136;  // 8 x 17: whole 16-byte rows, not whole tiles
+  SECTION("tensor cores without bf16 rows of whole 32-element k-blocks") {
+    shape.config.hidden_dim = 136;  // 8 x 17: whole 16-byte rows, not whole k-blocks
     CHECK_THAT(construction_error(shape, {.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0, .tensor_cores = true}),
-               Contains("tensor_cores needs bf16 weights (a synthetic shape) with dim and hidden_dim multiples of 16, "
+               Contains("tensor_cores needs bf16 weights (a synthetic shape) with dim and hidden_dim multiples of 32, "
                         "not bf16 with dim 64 and hidden_dim 136"));
   }
   SECTION("a header that cannot shape a layer") {

@@ -202,6 +202,72 @@ void speculative_equals_plain(Target& target, const std::vector<token_t>& prompt
   CHECK(speculative(target, prompt, count, 8, OracleDrafter(truth, 8, 0.0)) == plain);
 }
 
+// Operands of a tensor-core product (kernels::llama::MmaProduct) check: W [out][in] and x16 [n
+// rounded up to an MMA's tokens][in] in bf16, random in [-1, 1).
+struct MmaOperands {
+  int in = 0, out = 0, n = 0;
+  std::vector<std::uint16_t> w, x16;
+  MmaOperands(int in_, int out_, int n_, std::uint32_t seed) : in(in_), out(out_), n(n_) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const int rows = (n + kernels::llama::mma_tokens - 1) / kernels::llama::mma_tokens * kernels::llama::mma_tokens;
+    w.resize(static_cast<std::size_t>(out) * in);
+    x16.resize(static_cast<std::size_t>(rows) * in);
+    for (auto& v : w) v = synthetic::bf16_bits(u(rng));
+    for (auto& v : x16) v = synthetic::bf16_bits(u(rng));
+  }
+  /// The product y[t][o] checked against a double-precision one: within fp32 rounding of the sum
+  /// of |terms| (a fragment or k permutation off by one element errs by a whole term).
+  void check(const std::vector<float>& y) const {
+    REQUIRE(y.size() == static_cast<std::size_t>(n) * out);
+    int bad = 0;
+    double worst = 0;
+    for (int t = 0; t < n; ++t)
+      for (int o = 0; o < out; ++o) {
+        double exact = 0, magnitude = 0;
+        for (int k = 0; k < in; ++k) {
+          const double term = static_cast<double>(synthetic::bf16_value(w[static_cast<std::size_t>(o) * in + k])) *
+                              synthetic::bf16_value(x16[static_cast<std::size_t>(t) * in + k]);
+          exact += term;
+          magnitude += std::abs(term);
+        }
+        const double error = std::abs(y[static_cast<std::size_t>(t) * out + o] - exact) / magnitude;
+        worst = std::max(worst, error);
+        bad += error > 1e-5;
+      }
+    INFO(bad << " of " << n * out << " outputs off; worst error / sum of |terms| " << worst);
+    CHECK(bad == 0);
+  }
+};
+
+// Tensor-core products (DeviceLlamaOptions::tensor_cores on `tensor_cores`) compute the model of
+// the CUDA-core ones (`cuda_cores`, the same shape and seed): a branchy tree of `nodes` nodes behind
+// `prefix` cached tokens gets logits within 5 % of the largest, and not the same bits (the
+// activations were rounded to bf16: the other product ran).
+template <class Target>
+void tensor_cores_compute_the_model(Target& cuda_cores, Target& tensor_cores, int prefix, int nodes) {
+  REQUIRE(tensor_cores.tensor_cores());
+  REQUIRE(!cuda_cores.tensor_cores());
+  const int vocab = cuda_cores.vocab_size();
+  const std::vector<token_t> tokens = random_tokens(prefix, vocab, 13);
+  std::mt19937 rng(4);
+  const TreeOn<Target> tree(testing::LaidOutTree(random_parents(Shape::branchy, nodes, rng), random_tokens(nodes, vocab, 14)),
+                            prefix, cuda_cores.backend());
+  cuda_cores.prefill(tokens);
+  tensor_cores.prefill(tokens);
+  const std::vector<float> a = logits_on_host(cuda_cores, cuda_cores.forward(tree.view()), nodes);
+  const std::vector<float> b = logits_on_host(tensor_cores, tensor_cores.forward(tree.view()), nodes);
+  double largest = 0, worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    largest = std::max(largest, static_cast<double>(std::abs(a[i])));
+    worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+  }
+  INFO("largest logit " << largest << ", largest difference " << worst);
+  CHECK(largest > 0);
+  CHECK(worst < 0.05 * largest);
+  CHECK(a != b);
+}
+
 // Launch graphs (DeviceLlamaOptions::graphs) change nothing: make(graphs) builds the same target
 // with the option. Trees padded to their bucket give the same bits as without, and greedy
 // decoding on the graphs' K/V, plain and speculative, gives the same `count` tokens after `prompt`.

@@ -8,6 +8,8 @@
 //  - the backend-target conformance kits, single and batch (fewer, smaller trees than the GPU's);
 //  - speculative greedy decoding equals plain greedy decoding, alone and in SpeculativeBatch;
 //  - a batched forward's rows equal each tree forwarded alone;
+//  - the tensor-core product (its MMAs emulated) computes W x with the same bits for a token
+//    whatever shares its MMAs, and with it the forward stays bit-exact and lossless;
 //  - bad input is one sentence, and the target works after it.
 #include <catch2/catch.hpp>
 
@@ -24,6 +26,7 @@
 
 #include "support/data.hpp"
 #include "targets/device_llama_checks.hpp"
+#include "targets/mma_product_on_host.hpp"
 
 using namespace specdec;
 using namespace specdec::device_llama_checks;
@@ -177,6 +180,51 @@ TEST_CASE("emulated, a batched forward's rows equal each tree forwarded alone, b
 TEST_CASE("emulated: bad input is one sentence, and the target still works after it") {
   EmulatedLlamaTarget target = EmulatedLlamaTarget::synthetic(tiny_shape(), 9, {}, {.max_positions = 64});
   bad_input_is_one_sentence(target);
-  CHECK_THROWS_WITH(EmulatedLlamaTarget::synthetic(tiny_shape(), 1, {}, {.tensor_cores = true}),
-                    "EmulatedLlamaTarget: synthetic tiny: tensor_cores needs the CUDA backend (WMMA has no host form)");
+  SyntheticShape narrow = tiny_shape();
+  narrow.config.hidden_dim = 80;  // whole 16-byte rows, not whole k-blocks of 32
+  CHECK_THROWS_WITH(EmulatedLlamaTarget::synthetic(narrow, 1, {}, {.tensor_cores = true}),
+                    "EmulatedLlamaTarget: synthetic tiny: tensor_cores needs bf16 weights (a synthetic shape) with dim "
+                    "and hidden_dim multiples of 32, not bf16 with dim 64 and hidden_dim 80");
+}
+
+TEST_CASE("emulated: the tensor-core product computes W x, the same bits whatever tokens share its MMAs") {
+  struct Case {
+    int in, out;
+  };
+  // 3 k-blocks (warps 0-2 only) and 10 (warps 0 and 1 twice); outputs that end inside a block.
+  for (const Case c : {Case{96, 37}, Case{320, 16}}) {
+    for (const int n : {1, 5, 8, 9, 70}) {  // Tiles 1; 8 in one pass, and in two
+      INFO("in " << c.in << ", out " << c.out << ", " << n << " tokens");
+      const MmaOperands op(c.in, c.out, n, static_cast<std::uint32_t>(c.in + n));
+      const int tiles = n <= kernels::llama::mma_tokens ? 1 : 8;
+      const std::vector<float> y = mma_product_on_host(op.w, op.x16, c.in, c.out, n, tiles, {}, false);
+      op.check(y);
+      if (tiles == 1) CHECK(mma_product_on_host(op.w, op.x16, c.in, c.out, n, 8, {}, false) == y);
+      // Accumulating: y0 + (W x) in one rounding.
+      std::vector<float> y0(y.size());
+      for (std::size_t i = 0; i < y0.size(); ++i) y0[i] = static_cast<float>(i % 7) - 3.25f;
+      const std::vector<float> sum = mma_product_on_host(op.w, op.x16, c.in, c.out, n, tiles, y0, true);
+      int wrong = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) wrong += sum[i] != y0[i] + y[i];
+      CHECK(wrong == 0);
+      // Each token alone, in the first column of an MMA of zeros: its outputs' bits.
+      for (const int t : {0, n / 2, n - 1}) {
+        std::vector<std::uint16_t> alone(op.x16.size() / static_cast<std::size_t>((n + 7) / 8), 0);
+        std::copy_n(op.x16.begin() + static_cast<std::ptrdiff_t>(t) * c.in, c.in, alone.begin());
+        const std::vector<float> one = mma_product_on_host(op.w, alone, c.in, c.out, 1, 1, {}, false);
+        CHECK(std::equal(one.begin(), one.end(), y.begin() + static_cast<std::ptrdiff_t>(t) * c.out));
+      }
+    }
+  }
+}
+
+TEST_CASE("emulated, tensor-core products: every node equals its path's single-token forward, and the model holds") {
+  const DeviceLlamaOptions tc{.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0, .tensor_cores = true};
+  EmulatedLlamaTarget target = EmulatedLlamaTarget::synthetic(tiny_shape(), 5, {}, tc);
+  constexpr int sizes[] = {1, 4, 12};  // MmaProduct<1>, and <8> from 9 rows
+  bit_exact_sweep(target, random_tokens(30, target.vocab_size(), 3), 22, sizes);
+  EmulatedLlamaTarget cuda_cores = EmulatedLlamaTarget::synthetic(tiny_shape(), 5);
+  EmulatedLlamaTarget tensor_cores = EmulatedLlamaTarget::synthetic(tiny_shape(), 5, {}, tc);
+  tensor_cores_compute_the_model(cuda_cores, tensor_cores, 20, 12);
+  if (!sanitized) speculative_equals_plain(target, random_tokens(8, target.vocab_size(), 15), 24);
 }

@@ -20,4 +20,9 @@ std::vector<float> emulated_logits(const std::filesystem::path& checkpoint, cons
                                    std::uint64_t seed, const std::vector<token_t>& prefix,
                                    const testing::LaidOutTree& tree);
 
+/// y [n][out] = W x16ᵀ by kernels::llama::MmaProduct on the emulated grid (`Tiles` 1 or 8), from
+/// `y` as it is when `accumulate`.
+std::vector<float> emulated_mma_product(const std::vector<std::uint16_t>& w, const std::vector<std::uint16_t>& x16,
+                                        int in, int out, int n, int tiles, std::vector<float> y, bool accumulate);
+
 }  // namespace specdec::device_llama_checks

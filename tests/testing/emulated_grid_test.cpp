@@ -1,6 +1,7 @@
 // The host's emulated grid (testing/emulated_grid.hpp): indices, shared memory, barriers, the
 // warp butterfly and the block trees bit for bit against references written here from the
-// contract in kernels/grid.hpp, divergence and exceptions.
+// contract in kernels/grid.hpp, the warp MMA against PTX's fragment tables, divergence and
+// exceptions.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -172,6 +173,63 @@ TEST_CASE("emulated grid: warp_sums is the butterfly of grid.hpp, bit for bit, i
   SECTION("N = 16") { check_warp_sums<16>(); }
 }
 
+namespace {
+
+// PTX's fragments of mma.m16n8k16 with .bf16 operands and .f32 accumulators, written out here as
+// the ISA's tables state them (element i of a lane's fragment, low half of a register first),
+// independently of kernels/grid.hpp's mma_* functions, which the emulator uses.
+int a_row(int lane, int i) { return lane / 4 + ((i < 2 || (i >= 4 && i < 6)) ? 0 : 8); }
+int a_col(int lane, int i) { return (lane % 4) * 2 + (i & 1) + (i >= 4 ? 8 : 0); }
+int b_row(int lane, int i) { return (lane % 4) * 2 + (i & 1) + (i >= 2 ? 8 : 0); }
+int b_col(int lane) { return lane / 4; }
+int d_row(int lane, int i) { return lane / 4 + (i >= 2 ? 8 : 0); }
+int d_col(int lane, int i) { return (lane % 4) * 2 + (i & 1); }
+
+std::uint16_t bf16_of(float x) {  // x is a small integer: exact in bf16
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+}  // namespace
+
+TEST_CASE("emulated grid: mma_bf16 is D = A B + C in PTX's m16n8k16 fragments, in every lane") {
+  // Small integers: every product and sum is exact, so the order of the sums cannot hide a
+  // misplaced element.
+  float A[16][16], B[16][8], C[16][8];
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> small(-8, 8);
+  for (auto& row : A) for (float& x : row) x = static_cast<float>(small(rng));
+  for (auto& row : B) for (float& x : row) x = static_cast<float>(small(rng));
+  for (auto& row : C) for (float& x : row) x = static_cast<float>(small(rng));
+  std::vector<float> d(2 * 32 * 4);  // two warps, the second with C = D of the first: chained
+  launch_grid(host{}, LaunchShape{1, 1, 64, 0}, [&](const auto& th) {
+    const int lane = th.thread() % 32;
+    std::uint32_t a[4], b[2];
+    float acc[4];
+    for (int r = 0; r < 4; ++r)
+      a[r] = bf16_of(A[a_row(lane, 2 * r)][a_col(lane, 2 * r)]) |
+             static_cast<std::uint32_t>(bf16_of(A[a_row(lane, 2 * r + 1)][a_col(lane, 2 * r + 1)])) << 16;
+    for (int r = 0; r < 2; ++r)
+      b[r] = bf16_of(B[b_row(lane, 2 * r)][b_col(lane)]) |
+             static_cast<std::uint32_t>(bf16_of(B[b_row(lane, 2 * r + 1)][b_col(lane)])) << 16;
+    for (int i = 0; i < 4; ++i) acc[i] = C[d_row(lane, i)][d_col(lane, i)];
+    th.mma_bf16(acc, a, b);
+    if (th.thread() >= 32) th.mma_bf16(acc, a, b);
+    for (int i = 0; i < 4; ++i) d[static_cast<std::size_t>(th.thread() * 4 + i)] = acc[i];
+  });
+  int wrong = 0;
+  for (int t = 0; t < 64; ++t)
+    for (int i = 0; i < 4; ++i) {
+      const int row = d_row(t % 32, i), col = d_col(t % 32, i);
+      float product = 0;
+      for (int k = 0; k < 16; ++k) product += A[row][k] * B[k][col];
+      const float expected = C[row][col] + product * (t < 32 ? 1.0f : 2.0f);
+      wrong += d[static_cast<std::size_t>(t * 4 + i)] != expected;
+    }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("emulated grid: block_sum and block_max are the pairwise tree, bit for bit") {
   const int threads = GENERATE(128, 256);
   const int blocks = 3;
@@ -215,6 +273,16 @@ TEST_CASE("emulated grid: threads that wait at barriers the others never reach a
                                     else th.block_sum(part.data());
                                   }),
                       Contains("block (0, 0) diverged"));
+  }
+  SECTION("half a warp in mma_bf16, the other half in warp_sums") {
+    CHECK_THROWS_WITH(launch_grid(host{}, LaunchShape{1, 1, 32, 0},
+                                  [&](const auto& th) {
+                                    float v[4] = {};
+                                    const std::uint32_t a[4] = {}, b[2] = {};
+                                    if (th.thread() < 16) th.mma_bf16(v, a, b);
+                                    else th.warp_sums(v);
+                                  }),
+                      Contains("diverged"));
   }
   SECTION("half a warp in warp_sums, the other half returned") {
     CHECK_THROWS_WITH(launch_grid(host{}, LaunchShape{1, 1, threads, 0},

@@ -20,14 +20,14 @@
 // Batch-invariant bit for bit: every output's reduction order is fixed independently of the tree
 // (kernels/llama_forward.hpp states the rule), so a node's logits equal a single-token forward of
 // its path. Activations, the KV cache and the logits are fp32; bf16 weights are widened exactly
-// and accumulated in fp32 (DeviceLlamaOptions::tensor_cores, CUDA only: WMMA products of
-// bf16-rounded activations instead).
+// and accumulated in fp32 (DeviceLlamaOptions::tensor_cores: MMA products of bf16-rounded
+// activations instead; on the host the emulated grid's MMA, whose sums are ordered but not the
+// tensor core's).
 //
 // DeviceLlamaBatchTarget is the same model as a BackendBatchTarget: one cache per slot, the trees
 // of up to 64 requests in one forward (SpeculativeBatch, step/backend_step.hpp).
 //
-// Not done yet: CUDA graphs for the ~9 launches per layer, weights staged through shared memory,
-// a node's positions split over attention blocks.
+// Not done yet: a node's positions split over attention blocks.
 #pragma once
 
 #include <algorithm>
@@ -64,9 +64,10 @@ struct DeviceLlamaOptions {
   /// Nodes of all trees in one forward (what the activation buffers hold); 0: max_tree_nodes for
   /// one slot, else slots * max_tree_nodes up to 1024 (and at least max_tree_nodes).
   int max_rows = 0;
-  /// Weight products on tensor cores (WMMA, activations rounded to bf16; kernels/llama_forward.cuh
-  /// states their fixed order): the CUDA backend and bf16 weights with dim and hidden_dim multiples
-  /// of 16 only. Off: CUDA-core fmaf with fp32 activations.
+  /// Weight products on tensor cores (kernels::llama::MmaProduct: activations rounded to bf16, the
+  /// fixed order of kernels/llama_forward.hpp): bf16 weights with dim and hidden_dim multiples of
+  /// 32 only, and on CUDA a device of compute capability 8.0 or later. Off: CUDA-core fmaf with
+  /// fp32 activations.
   bool tensor_cores = false;
   /// Which attention kernel runs (kernels/llama_forward.hpp): NodeAttention for forwards of few
   /// rows and TiledAttention from kernels::llama::tiled_attention_rows rows (automatic), or one of
@@ -297,14 +298,22 @@ class DeviceLlamaModel {
     refuse_shape(name, options);
     if (const backend::status s = backend::select_device(tag_); s != backend::status::ok)
       throw error(who_ + ": no usable CUDA device (" + backend::describe(tag_, s) + ")");
+    if (tensor_cores_) {
+      std::string device;
+      if (const backend::status s = backend::bf16_mma_support(tag_, device); s != backend::status::ok)
+        throw error(who_ + ": cannot read the device's compute capability (" + backend::describe(tag_, s) + ")");
+      if (!device.empty())
+        throw error(who_ + ": " + name + ": tensor_cores needs bf16 MMA (compute capability 8.0 or later), which " +
+                    device + " lacks");
+    }
     refuse_unless_it_fits(name);
 
     const std::uint64_t element = format_ == WeightFormat::bf16 ? 2 : 4;
-    weights_ = allocate_device((layout_.matrix_elements + weight_slack()) * element);
+    weights_ = allocate_device(layout_.matrix_elements * element);
     if (tensor_cores_) {
+      // An MMA's tokens past n read rows nothing converted: zeros, never memory nothing wrote.
       x16_ = allocate_device(x16_elements() * 2);
-      if constexpr (on_cuda)
-        check(clear(tag_, x16_.data(), x16_elements() * sizeof(kernels::llama::bf16)), "clearing");
+      check(clear(tag_, x16_.data(), x16_elements() * sizeof(kernels::llama::bf16)), "clearing");
     }
     norms_ = allocate_device(layout_.norm_floats * sizeof(float));
     const core::KvCacheLayout kv = kv_layout();
@@ -355,10 +364,10 @@ class DeviceLlamaModel {
     if (why.empty() && (max_tree_ < 1 || max_tree_ > kernels::llama::max_tree_nodes))
       why = "max_tree_nodes " + std::to_string(max_tree_) + " must be in [1, " +
             std::to_string(kernels::llama::max_tree_nodes) + "]";
-    if (why.empty() && tensor_cores_ && !on_cuda)
-      why = "tensor_cores needs the CUDA backend (WMMA has no host form)";
-    if (why.empty() && tensor_cores_ && (format_ != WeightFormat::bf16 || c.dim % 16 != 0 || c.hidden_dim % 16 != 0))
-      why = "tensor_cores needs bf16 weights (a synthetic shape) with dim and hidden_dim multiples of 16, not " +
+    if (why.empty() && tensor_cores_ &&
+        (format_ != WeightFormat::bf16 || c.dim % kernels::llama::mma_k_block != 0 ||
+         c.hidden_dim % kernels::llama::mma_k_block != 0))
+      why = "tensor_cores needs bf16 weights (a synthetic shape) with dim and hidden_dim multiples of 32, not " +
             std::string(weight_format_name(format_)) + " with dim " + std::to_string(c.dim) + " and hidden_dim " +
             std::to_string(c.hidden_dim);
     if (why.empty() && (slots_ < 1 || slots_ > 32767))
@@ -372,7 +381,7 @@ class DeviceLlamaModel {
   void refuse_unless_it_fits(const std::string& name) {
     const std::uint64_t element = format_ == WeightFormat::bf16 ? 2 : 4;
     const std::uint64_t weights =
-        (layout_.matrix_elements + weight_slack()) * element + layout_.norm_floats * sizeof(float);
+        layout_.matrix_elements * element + layout_.norm_floats * sizeof(float);
     const std::uint64_t cache =
         2 * static_cast<std::uint64_t>(kv_layout().sequence_stride) * static_cast<std::uint64_t>(slots_);
     const std::uint64_t T = static_cast<std::uint64_t>(max_tree_);
@@ -405,14 +414,9 @@ class DeviceLlamaModel {
                   ")");
   }
 
-  // Elements after the matrices that a tensor-core tile may read past a matrix's last row.
-  std::uint64_t weight_slack() const {
-    return static_cast<std::uint64_t>(kernels::llama::tc_tile) *
-           static_cast<std::uint64_t>(std::max(layout_.config.dim, layout_.config.hidden_dim));
-  }
-  // The tensor-core products' bf16 activations: rows rounded up to whole tiles, the widest input.
+  // The tensor-core products' bf16 activations: rows rounded up to a whole MMA, the widest input.
   std::uint64_t x16_elements() const {
-    const std::uint64_t tile = kernels::llama::tc_tile;
+    const std::uint64_t tile = kernels::llama::mma_tokens;
     return (static_cast<std::uint64_t>(max_rows_) + tile - 1) / tile * tile *
            static_cast<std::uint64_t>(std::max(layout_.config.dim, layout_.config.hidden_dim));
   }
@@ -539,9 +543,13 @@ class DeviceLlamaModel {
     a.ldy = ldy;
     a.accumulate = accumulate;
     // A launch error shows in run_as's check_launch.
-    if constexpr (on_cuda && std::is_same_v<W, kernels::llama::bf16>) {
+    if constexpr (std::is_same_v<W, kernels::llama::bf16>) {
       if (tensor_cores_) {
-        product_tensor_cores(tag_, a, reinterpret_cast<kernels::llama::bf16*>(x16_.data()));
+        auto* x16 = reinterpret_cast<kernels::llama::bf16*>(x16_.data());
+        launch(kernels::llama::ToBf16{x, ldx, in, n, x16});
+        a.x = nullptr;
+        if (n <= kernels::llama::mma_tokens) launch(kernels::llama::MmaProduct<1>{a, x16});
+        else launch(kernels::llama::MmaProduct<8>{a, x16});
         return;
       }
     }

@@ -4,7 +4,7 @@
 // same bits on the CPU (kernels/grid.cuh is the device executor; the orders below are its).
 //
 // Scheduling: a block's fibers run round robin, each until it waits at a barrier (sync(), a
-// reduction, warp_sums) or returns, then switches to the next one that can run. When none can
+// reduction, warp_sums, mma_bf16) or returns, then switches to the next one that can run. When none can
 // (a full round finds every thread waiting at a barrier that has not opened) the threads
 // diverged (some wait at a barrier the others never reach), reported as a specdec::error. A
 // thread's exception stops the launch and leaves launch_grid. Either way the block's other fibers
@@ -287,13 +287,15 @@ struct Fiber {
 };
 
 /// A warp's barrier: the lanes' arrays, so that the last lane to arrive writes every lane's sums
-/// in place. Those arrays live on the waiting lanes' stacks (or wherever their caller keeps
-/// them), which stay put while they wait, so no lane can clobber another's results.
+/// (or MMA results) in place. Those arrays live on the waiting lanes' stacks (or wherever their
+/// caller keeps them), which stay put while they wait, so no lane can clobber another's results.
 struct Warp {
   std::uint64_t generation = 0;
   int arrived = 0;
-  int n = 0;  // the arrays' length, set by the first lane to arrive
+  int n = 0;  // warp_sums: the arrays' length, set by the first lane to arrive; mma_bf16: -1
   float* lanes[kernels::warp_threads] = {};
+  const std::uint32_t* a[kernels::warp_threads] = {};  // mma_bf16's fragments
+  const std::uint32_t* b[kernels::warp_threads] = {};
 };
 
 enum class BarrierKind { sync, sum, max };
@@ -319,8 +321,17 @@ class Runtime {
   unsigned char* shared() const { return shared_; }
   float barrier(int thread, BarrierKind kind, float* part);
   void warp_sums(int thread, float* v, int n);
+  void warp_mma(int thread, float* d, const std::uint32_t* a, const std::uint32_t* b);
 
  private:
+  /// Counts `thread` in at its warp's barrier (n: warp_sums' length, -1 for mma_bf16); true for
+  /// the last lane, which then does the warp's work and calls open(). A lane that arrives at
+  /// another kind of warp barrier than the others waits for good: divergence (see barrier()).
+  bool arrive(Warp& w, int thread, int n);
+  void open(Warp& w) {
+    w.arrived = 0;
+    ++w.generation;
+  }
   friend void fiber_main(Fiber* fiber);
 
   void run_block();
@@ -368,6 +379,9 @@ class EmulatedThread {
   template <int N>
   void warp_sums(float (&v)[N]) const {
     runtime_->warp_sums(thread_, v, N);
+  }
+  void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) const {
+    runtime_->warp_mma(thread_, d, a, b);
   }
   float block_sum(float* part) const { return runtime_->barrier(thread_, grid_detail::BarrierKind::sum, part); }
   float block_max(float* part) const { return runtime_->barrier(thread_, grid_detail::BarrierKind::max, part); }
@@ -476,7 +490,7 @@ inline Context& Runtime::next(int thread) {
 
 inline void Runtime::diverged() const {
   throw error("emulated grid: the threads of block (" + std::to_string(block_x_) + ", " + std::to_string(block_y_) +
-              ") diverged at a barrier (some wait at sync(), a block reduction or warp_sums that others never reach)");
+              ") diverged at a barrier (some wait at sync(), a block reduction, warp_sums or mma_bf16 that others never reach)");
 }
 
 /// Suspends the thread until `generation` changes.
@@ -521,17 +535,20 @@ float Runtime::tree(float* part, Op op) const {
   return part[0];
 }
 
+inline bool Runtime::arrive(Warp& w, int thread, int n) {
+  if (w.arrived == 0) w.n = n;
+  else if (n != w.n) wait(thread, w.generation);  // never opens: see barrier()
+  if (++w.arrived == kernels::warp_threads) return true;
+  wait(thread, w.generation);
+  return false;
+}
+
 inline void Runtime::warp_sums(int thread, float* v, int n) {
   constexpr int lanes = kernels::warp_threads;
   if (threads_ % lanes != 0) refuse_block("warp_sums needs whole warps", threads_);
   Warp& w = warps_[static_cast<std::size_t>(thread / lanes)];
-  if (w.arrived == 0) w.n = n;
-  else if (n != w.n) wait(thread, w.generation);  // never opens: see barrier()
   w.lanes[thread % lanes] = v;
-  if (++w.arrived < lanes) {
-    wait(thread, w.generation);
-    return;
-  }
+  if (!arrive(w, thread, n)) return;
   // The last lane: the butterfly v += shfl_xor(v, m), m = 16, ..., 1, of every element. After the
   // stage of m, lanes l and l ^ m hold the same sum (addition is commutative, bit for bit), so a
   // lane's value depends on l mod m only and lane 0's halving tree is every lane's result.
@@ -542,8 +559,42 @@ inline void Runtime::warp_sums(int thread, float* v, int n) {
       for (int l = 0; l < m; ++l) cur[l] = cur[l] + cur[l + m];
     for (int l = 0; l < lanes; ++l) w.lanes[l][i] = cur[0];
   }
-  w.arrived = 0;
-  ++w.generation;
+  open(w);
+}
+
+/// The last lane computes the warp's m16n8k16 product from every lane's fragments: each D
+/// element is fmaf over k = 0, ..., 15 in increasing order, from its C (bf16 products are exact in
+/// fp32, so only the order of the additions differs from a tensor core's).
+inline void Runtime::warp_mma(int thread, float* d, const std::uint32_t* a, const std::uint32_t* b) {
+  using namespace kernels;
+  constexpr int lanes = warp_threads;
+  if (threads_ % lanes != 0) refuse_block("mma_bf16 needs whole warps", threads_);
+  Warp& w = warps_[static_cast<std::size_t>(thread / lanes)];
+  w.lanes[thread % lanes] = d;
+  w.a[thread % lanes] = a;
+  w.b[thread % lanes] = b;
+  if (!arrive(w, thread, -1)) return;
+  const auto half = [](std::uint32_t word, int h) {
+    const std::uint32_t bits = (h ? word >> 16 : word & 0xffffu) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  };
+  float A[16][16], B[16][8], D[16][8];
+  for (int l = 0; l < lanes; ++l) {
+    for (int r = 0; r < 4; ++r) {
+      for (int h = 0; h < 2; ++h) A[mma_a_row(l, r)][mma_a_col(l, r, h)] = half(w.a[l][r], h);
+      D[mma_d_row(l, r)][mma_d_col(l, r)] = w.lanes[l][r];
+    }
+    for (int r = 0; r < 2; ++r)
+      for (int h = 0; h < 2; ++h) B[mma_b_k(l, r, h)][mma_b_col(l)] = half(w.b[l][r], h);
+  }
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j)
+      for (int k = 0; k < 16; ++k) D[i][j] = std::fma(A[i][k], B[k][j], D[i][j]);
+  for (int l = 0; l < lanes; ++l)
+    for (int r = 0; r < 4; ++r) w.lanes[l][r] = D[mma_d_row(l, r)][mma_d_col(l, r)];
+  open(w);
 }
 
 }  // namespace grid_detail

@@ -3,14 +3,16 @@
 // kernel code as CudaLlamaTarget's CUDA-core path, with the same bits, at emulation speed (a
 // forward of stories260K takes tens of milliseconds): for CI, which has no GPU, to check the
 // device forward's batch invariance, its conformance as a backend target and lossless decoding
-// on it; and for a GPU run to compare the device's logits with, bit for bit. Tensor-core products
-// are CUDA only. Plain C++: no CUDA toolkit needed.
+// on it; and for a GPU run to compare the device's logits with, bit for bit. With tensor_cores the
+// products' MMAs are the emulated grid's (kernels/grid.hpp): the same rule, other sums than a
+// tensor core's. Plain C++: no CUDA toolkit needed.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include <unistd.h>
 
@@ -27,6 +29,12 @@ inline status free_memory(host, std::uint64_t& bytes) {
   const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   bytes = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
                                 : std::numeric_limits<std::uint64_t>::max();
+  return status::ok;
+}
+
+/// The emulated grid has mma_bf16 (its host form).
+inline status bf16_mma_support(host, std::string& lacking) {
+  lacking.clear();
   return status::ok;
 }
 
