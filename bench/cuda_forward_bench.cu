@@ -9,7 +9,7 @@
 // products at the middle one. The tree is a binary heap (node i's parent (i - 1) / 2: shallow and
 // wide, like merged drafts). c(1) at context 512 is the plain decoding step.
 // Part 2, per shape: the attention kernels' share: forwards of n = 1, 2, 4, 8, 16, 32, 64, 128
-// nodes with NodeAttention and with TiledAttention forced (the same bits; which is quicker from
+// nodes with SplitAttention and with TiledAttention forced (the same bits; which is quicker from
 // how many rows sets kernels::llama::tiled_attention_rows), at the middle and the longest context;
 // and forwards launched against the same replayed as CUDA graphs (DeviceLlamaOptions::graphs: the
 // tree padded to its bucket), at the middle context.

@@ -29,13 +29,17 @@
 //    tree over the 256 partials.
 //  - attention of (node, head): the node's attended positions are the cached slots 0 .. base - 1,
 //    then its ancestors root first and itself (from the tree's mask), L in all: the sequence a
-//    single-token forward of its path attends to, in the same order. Scores: a sequential fmaf
-//    dot over the head (e = 0, 1, ...), times the scale; the max (exact in any order); weights
-//    exp(s - max) summed in 128 lanes, lane p % 128 taking p in increasing order, then the
-//    pairwise tree over the 128 lane sums; values: output (e, part) with parts = 128 / head_size
-//    sums weight * value by fmaf over p = part, part + parts, ... in increasing p, then the parts
-//    are added in increasing order, and divided by the total. So the order is fixed by L,
-//    head_size and the constant 128, never by a number of chunks chosen by size. NodeAttention
+//    single-token forward of its path attends to, in the same order. They are taken in splits of
+//    128 positions (p = 128 s .. 128 s + 127), each reduced alone: scores, a sequential fmaf dot
+//    over the head (e = 0, 1, ...) times the scale; the split's max m_s (exact in any order);
+//    weights exp(score - m_s); their total l_s, the pairwise tree over 128 lanes (lane p % 128: one
+//    weight each, 0 past L); values: output (e, part), parts = 128 / head_size, sums weight *
+//    value by fmaf over the split's p = part, part + parts, ... in increasing p, then the parts are
+//    added in increasing order (from 0). The splits are then folded in increasing s: the run
+//    (M, l, o) starts as split 0's; split s scales both to M' = max(M, m_s) by a = exp(M - M') and
+//    b = exp(m_s - M'): l = l a + l_s b, o(e) = o(e) a + o_s(e) b (each product and sum rounded),
+//    M = M'. The output is o(e) / l. So the order is fixed by L, head_size and the constant 128,
+//    never by a number of splits chosen by size or occupancy. SplitAttention (with AttentionFold)
 //    and TiledAttention both compute exactly this: the same bits, whichever runs.
 #pragma once
 
@@ -56,7 +60,7 @@ inline constexpr int product_warps = 8;   // warps per block
 inline constexpr int product_rows = 2;    // output rows per warp
 inline constexpr int product_tokens = 8;  // tokens per pass over a row
 inline constexpr int max_tree_nodes = 256;
-inline constexpr int max_attended = 8192;  // positions a NodeAttention block holds scores for
+inline constexpr int max_attended = 8192;  // positions a node may attend to (the cache's most)
 
 inline constexpr int max_forward_trees = 64;  // trees (requests) in one forward
 inline constexpr int mma_warps = 8;     // warps per block of MmaProduct, each its share of k
@@ -147,22 +151,48 @@ SPECDEC_HD inline int tree_ancestors(const std::uint32_t* mask, int words, int i
   return count;
 }
 
-/// Shared memory of a NodeAttention block: the reduction partials, the query, the node's ancestors
-/// and how many positions it attends to, then one score per attended position.
-struct NodeAttentionShared {
-  static constexpr int part = 0;
-  static constexpr int query = part + attention_threads * 4;
-  static constexpr int ancestors = query + attention_threads * 4;
-  static constexpr int attended = ancestors + max_tree_nodes * 4;
-  static constexpr int scores = attended + 16;
-};
-
-/// Shared memory of a NodeAttention launch whose nodes attend to at most `positions`.
-SPECDEC_HD inline int node_attention_shared_bytes(int positions) {
-  return NodeAttentionShared::scores + positions * static_cast<int>(sizeof(float));
+/// How many ancestors node i has in the ancestor mask, itself included.
+SPECDEC_HD inline int ancestor_count(const std::uint32_t* mask, int words, int i) {
+  int count = 0;
+  for (int j = 0; j <= i; ++j) count += core::is_ancestor(mask, words, j, i) ? 1 : 0;
+  return count;
 }
 
-/// From how many rows a forward's attention is TiledAttention rather than NodeAttention (the same
+/// Positions per split of the attention rule (one a thread of an attention block).
+inline constexpr int attention_split = attention_threads;
+
+/// Splits of `attended` positions.
+SPECDEC_HD inline int attention_splits(int attended) { return (attended + attention_split - 1) / attention_split; }
+
+/// Floats of a split's partial in SplitAttention's output: its max, its weights' total, then the
+/// head's value sums.
+SPECDEC_HD inline int split_partial_floats(int head_size) { return head_size + 2; }
+
+/// The rule's fold of a split into the run of the splits before it: the factors that bring both
+/// to their common max.
+struct SplitFold {
+  float keep, take, max;  ///< the run's factor, the split's, and the new max
+};
+SPECDEC_HD inline SplitFold split_fold(float run_max, float split_max) {
+  const float m = fmaxf(run_max, split_max);
+  return {core::exp_portable(core::sub_rn(run_max, m)), core::exp_portable(core::sub_rn(split_max, m)), m};
+}
+SPECDEC_HD inline float folded(float run, float split, const SplitFold& f) {
+  return core::add_rn(core::mul_rn(run, f.keep), core::mul_rn(split, f.take));
+}
+
+/// Shared memory of a SplitAttention block: the node's ancestors, how many positions it attends
+/// to, the query, the split's weights and the reductions' partials.
+struct SplitAttentionShared {
+  static constexpr int ancestors = 0;
+  static constexpr int attended = ancestors + max_tree_nodes * 4;
+  static constexpr int query = attended + 16;
+  static constexpr int weights = query + attention_threads * 4;
+  static constexpr int part = weights + attention_threads * 4;
+  static constexpr int bytes = part + attention_threads * 4;
+};
+
+/// From how many rows a forward's attention is TiledAttention rather than SplitAttention (the same
 /// bits either way; a guess until cuda_forward_bench times both).
 inline constexpr int tiled_attention_rows = 16;
 
@@ -174,12 +204,13 @@ inline constexpr int attention_chunk = 16;
 
 /// Where a TiledAttention block keeps what it shares (floats unless said), for head size hs: the
 /// chunk's prefix K and V rows, the queries, the chunk's scores (then weights), each query's 128
-/// lane sums of the weights (then the value parts), its max and total, how many positions it
+/// lane weights of the split (then its value parts), the split's max and total, the run of the
+/// splits before (its max and total; its values stay in the threads), how many positions it
 /// attends to (int), and each node's ancestors (16-bit, max_tree_nodes per node; a tile holds at
-/// most attention_queries nodes). Rows are hs + 4 floats apart: 16-byte aligned, and not all in
-/// one shared-memory bank.
+/// most attention_queries nodes).
+/// Rows are hs + 4 floats apart: 16-byte aligned, and not all in one shared-memory bank.
 struct TiledAttentionShared {
-  int stride, k, v, q, w, lanes, max, total, length, ancestors, bytes;
+  int stride, k, v, q, w, lanes, max, total, run_max, run_total, length, ancestors, bytes;
   SPECDEC_HD explicit TiledAttentionShared(int hs) : stride(hs + 4) {
     k = 0;
     v = k + attention_chunk * stride * 4;
@@ -188,7 +219,9 @@ struct TiledAttentionShared {
     lanes = w + attention_queries * attention_chunk * 4;
     max = lanes + attention_queries * attention_threads * 4;
     total = max + attention_queries * 4;
-    length = total + attention_queries * 4;
+    run_max = total + attention_queries * 4;
+    run_total = run_max + attention_queries * 4;
+    length = run_total + attention_queries * 4;
     ancestors = length + attention_queries * 4;
     bytes = ancestors + attention_queries * max_tree_nodes * 2;
   }
@@ -202,6 +235,10 @@ SPECDEC_HD inline int tiled_attention_shared_bytes(int head_size) { return Tiled
 /// kernels call it, so their scores have the same bits.
 SPECDEC_HD inline float attention_score(const float* query, const float* key, int head_size, float scale) {
   float s = 0.0f;
+  // Unrolled for loads in flight; the sum keeps its order.
+#if defined(__CUDA_ARCH__)
+#pragma unroll 8
+#endif
   for (int e = 0; e < head_size; e += 4) {
     alignas(16) float k4[4];
     copy16(k4, key + e);
@@ -460,82 +497,125 @@ struct RopeStore {
   }
 };
 
-/// Attention, one block per (row, head): blocks (heads, rows) of attention_threads,
-/// node_attention_shared_bytes(the most positions a row attends to) of shared memory. Its threads
-/// take the node's positions side by side: quick for few rows. The order of every sum is the
-/// file's rule.
-struct NodeAttention {
+/// Attention for few rows, one block per (head, split, row): blocks (heads x splits, rows) of
+/// attention_threads, thread i on position 128 s + i of its row's split s, SplitAttentionShared of
+/// shared memory. Each block writes its split's partial (max, total, values) to `partials`, and
+/// AttentionFold folds each row's splits: one node's attention to a long cache spreads over
+/// heads x L / 128 blocks. The order of every sum is the file's rule.
+struct SplitAttention {
   AttentionArgs a;
-  int rows, attended;  ///< rows of the launch; the most positions one of them may attend to
+  int rows, splits;  ///< rows of the launch; splits of the most positions one of them may attend to
+  int split_stride;  ///< splits between two (row, head) partials
+  float* partials;   ///< [row][head][split_stride][split_partial_floats(head_size)]
 
   LaunchShape shape() const {
-    return {static_cast<unsigned>(a.heads), static_cast<unsigned>(rows), attention_threads,
-            static_cast<std::size_t>(node_attention_shared_bytes(attended))};
+    return {static_cast<unsigned>(a.heads * splits), static_cast<unsigned>(rows), attention_threads,
+            static_cast<std::size_t>(SplitAttentionShared::bytes)};
   }
   template <class Thread>
   SPECDEC_HD void operator()(const Thread& th) const {
-    using S = NodeAttentionShared;
+    using S = SplitAttentionShared;
     unsigned char* shared = th.shared();
-    float* part = reinterpret_cast<float*>(shared + S::part);
-    float* query = reinterpret_cast<float*>(shared + S::query);
     int* ancestors = reinterpret_cast<int*>(shared + S::ancestors);
-    int* attended_here = reinterpret_cast<int*>(shared + S::attended);
-    float* scores = reinterpret_cast<float*>(shared + S::scores);
-    const int h = th.block_x(), t = th.block_y(), tid = th.thread();
+    int* attended = reinterpret_cast<int*>(shared + S::attended);
+    float* query = reinterpret_cast<float*>(shared + S::query);
+    float* weights = reinterpret_cast<float*>(shared + S::weights);
+    float* part = reinterpret_cast<float*>(shared + S::part);
+    const int h = th.block_x() % a.heads, split = th.block_x() / a.heads, t = th.block_y(), tid = th.thread();
     if (t >= a.trees->rows) return;  // a bucket's padding (the whole block)
     const ForwardTree& tree = a.trees->tree[a.trees->tree_of(t)];
-    const int i = t - tree.first_row, base = tree.base;
+    const int i = t - tree.first_row, base = tree.base, first = split * attention_split;
     const int hs = a.head_size, group = a.heads / a.kv_heads, g = h / group;
-    if (tid == 0) *attended_here = base + tree_ancestors(tree.mask, tree.words_per_row, i, ancestors);
+    if (tid == 0) *attended = base + tree_ancestors(tree.mask, tree.words_per_row, i, ancestors);
     if (tid < hs) query[tid] = a.qkv[t * a.ld_qkv + h * hs + tid];
     th.sync();
-    const int L = *attended_here;
+    const int L = *attended;
+    if (first >= L) return;  // past this row's splits (the whole block)
     const long long row_stride = static_cast<long long>(a.kv_heads) * hs;
-    const float* k_cache = a.k_cache + tree.cache_offset;
-    const float* v_cache = a.v_cache + tree.cache_offset;
+    const float* k_cache = a.k_cache + tree.cache_offset + g * hs;
+    const float* v_cache = a.v_cache + tree.cache_offset + g * hs;
 
-    float best = core::float_from_bits(0xff800000u);  // -inf
-    for (int p = tid; p < L; p += attention_threads) {
-      const float s =
-          attention_score(query, k_cache + attended_slot(p, base, ancestors) * row_stride + g * hs, hs, a.scale);
-      scores[p] = s;
-      best = fmaxf(best, s);
-    }
-    part[tid] = best;
-    const float max_score = th.block_max(part);
+    const int p = first + tid;
+    const float score = p < L ? attention_score(query, k_cache + attended_slot(p, base, ancestors) * row_stride, hs, a.scale)
+                              : core::float_from_bits(0xff800000u);  // -inf
+    part[tid] = score;
+    const float split_max = th.block_max(part);
+    const float w = p < L ? core::exp_portable(core::sub_rn(score, split_max)) : 0.0f;
+    weights[tid] = w;
+    part[tid] = w;
+    const float total = th.block_sum(part);  // its barrier also publishes every weight
 
-    float sum = 0.0f;
-    for (int p = tid; p < L; p += attention_threads) {
-      const float e = core::exp_portable(core::sub_rn(scores[p], max_score));
-      scores[p] = e;
-      sum = core::add_rn(sum, e);
-    }
-    part[tid] = sum;
-    const float total = th.block_sum(part);  // its barrier also publishes every score
-
-    const int parts = attention_threads / hs, e = tid % hs, my_part = tid / hs;
+    // Values: thread (my_part, e) over the split's p = my_part, my_part + parts, ...; `ahead`
+    // positions' loads issued before their sums, which keep their order.
+    const int parts = attention_threads / hs, e = tid % hs, my_part = tid / hs, end = min_of(L, first + attention_split);
+    const auto value = [&](int q) { return v_cache[attended_slot(q, base, ancestors) * row_stride + e]; };
+    constexpr int ahead = 8;
     float acc = 0.0f;
-    for (int p = my_part; p < L; p += parts) {
-      const float* v = v_cache + attended_slot(p, base, ancestors) * row_stride + g * hs;
-      acc = fmaf(scores[p], v[e], acc);
+    int q = first + my_part;
+    for (; q + (ahead - 1) * parts < end; q += ahead * parts) {
+      float v[ahead];
+      SPECDEC_UNROLL
+      for (int j = 0; j < ahead; ++j) v[j] = value(q + j * parts);
+      SPECDEC_UNROLL
+      for (int j = 0; j < ahead; ++j) acc = fmaf(weights[q + j * parts - first], v[j], acc);
     }
+    for (; q < end; q += parts) acc = fmaf(weights[q - first], value(q), acc);
     part[tid] = acc;  // part[my_part * hs + e]
     th.sync();
     if (tid < hs) {
       float o = 0.0f;
-      for (int q = 0; q < parts; ++q) o = core::add_rn(o, part[q * hs + tid]);
-      a.out[t * static_cast<long long>(a.heads) * hs + h * hs + tid] = core::div_rn(o, total);
+      for (int r = 0; r < parts; ++r) o = core::add_rn(o, part[r * hs + tid]);
+      float* out = partials + ((static_cast<long long>(t) * a.heads + h) * split_stride + split) * split_partial_floats(hs);
+      if (tid == 0) {
+        out[0] = split_max;
+        out[1] = total;
+      }
+      out[2 + tid] = o;
     }
+  }
+};
+
+/// SplitAttention's second launch: one block per (head, row) of attention_threads, thread e of the
+/// head folds the row's splits in increasing order (the file's rule) and writes value / total.
+struct AttentionFold {
+  AttentionArgs a;
+  int rows, split_stride;
+  const float* partials;  ///< SplitAttention's
+
+  LaunchShape shape() const {
+    return {static_cast<unsigned>(a.heads), static_cast<unsigned>(rows), attention_threads, 16};
+  }
+  template <class Thread>
+  SPECDEC_HD void operator()(const Thread& th) const {
+    int* attended = reinterpret_cast<int*>(th.shared());
+    const int h = th.block_x(), t = th.block_y(), e = th.thread(), hs = a.head_size;
+    if (t >= a.trees->rows) return;  // a bucket's padding (the whole block)
+    const ForwardTree& tree = a.trees->tree[a.trees->tree_of(t)];
+    if (e == 0) *attended = tree.base + ancestor_count(tree.mask, tree.words_per_row, t - tree.first_row);
+    th.sync();
+    if (e >= hs) return;
+    const int stride = split_partial_floats(hs), splits = attention_splits(*attended);
+    const float* split = partials + (static_cast<long long>(t) * a.heads + h) * split_stride * stride;
+    float run_max = split[0], total = split[1], value = split[2 + e];
+    for (int s = 1; s < splits; ++s) {
+      split += stride;
+      const SplitFold f = split_fold(run_max, split[0]);
+      total = folded(total, split[1], f);
+      value = folded(value, split[2 + e], f);
+      run_max = f.max;
+    }
+    a.out[t * static_cast<long long>(a.heads) * hs + h * hs + e] = core::div_rn(value, total);
   }
 };
 
 /// Attention, one block per (KV head, tile of attention_queries queries of one tree): blocks
 /// (KV heads, the tiles of every tree in turn) of attention_threads,
-/// tiled_attention_shared_bytes(head size) of shared memory. A block reads each cached prefix row
-/// of its KV head once per pass (two: the max, then the weights and values) for all its queries,
-/// 16 positions at a time; a node's ancestors' rows (the tree's own slots) it reads per node. The
-/// same sums in the same order as NodeAttention (the file's rule), so the same bits: which of the
-/// two runs is a matter of speed only.
+/// tiled_attention_shared_bytes(head size) of shared memory. Split by split (the file's rule), a
+/// block reads each cached prefix row of its KV head once per pass (two: the split's max, then its
+/// weights and values) for all its queries, 16 positions at a time, and folds the split into each
+/// query's run; a node's ancestors' rows (the tree's own slots) it reads per node. The same sums
+/// in the same order as SplitAttention and AttentionFold, so the same bits: which of the two runs
+/// is a matter of speed only.
 struct TiledAttention {
   AttentionArgs a;
   int tile_blocks;  ///< of the launch: at least the trees' tiles (tiles_of), the rest skipped
@@ -577,8 +657,10 @@ struct TiledAttention {
     float* qs = reinterpret_cast<float*>(shared + S.q);
     float* ws = reinterpret_cast<float*>(shared + S.w);
     float* lanes = reinterpret_cast<float*>(shared + S.lanes);  // [query][lane]
-    float* maxs = reinterpret_cast<float*>(shared + S.max);
-    float* totals = reinterpret_cast<float*>(shared + S.total);
+    float* maxs = reinterpret_cast<float*>(shared + S.max);      // the split's
+    float* totals = reinterpret_cast<float*>(shared + S.total);  // the split's
+    float* run_max = reinterpret_cast<float*>(shared + S.run_max);
+    float* run_total = reinterpret_cast<float*>(shared + S.run_total);
     int* length = reinterpret_cast<int*>(shared + S.length);
     auto* ancestors = reinterpret_cast<std::uint16_t*>(shared + S.ancestors);  // [tile node][depth]
 
@@ -598,8 +680,6 @@ struct TiledAttention {
       const int head = g * group + (first_query + q) % group;
       qs[q * S.stride + e] = a.qkv[(tree.first_row + first_node + node_of(q)) * a.ld_qkv + head * hs + e];
     }
-    for (int idx = tid; idx < queries * attention_threads; idx += attention_threads) lanes[idx] = 0.0f;
-    for (int q = tid; q < queries; q += attention_threads) maxs[q] = core::float_from_bits(0xff800000u);  // -inf
     th.sync();
     int longest = 0;
     for (int q = 0; q < queries; ++q) longest = max_of(longest, length[q]);
@@ -627,58 +707,89 @@ struct TiledAttention {
       }
     };
 
-    // Pass 1: each query's max score.
-    for (int p0 = 0; p0 < longest; p0 += attention_chunk) {
-      stage(p0, false);
-      th.sync();
-      scores(p0);
-      th.sync();
-      for (int q = tid; q < queries; q += attention_threads)
-        for (int p = 0; p < attention_chunk; ++p) maxs[q] = fmaxf(maxs[q], ws[q * attention_chunk + p]);
-      th.sync();
-    }
-    // Pass 2: weights exp(s - max) into the lane sums (lane p % 128, increasing p), and the value
-    // parts: output (q, e, part) sums p = part, part + parts, ... (parts = 128 / hs). Thread tid
-    // holds part tid / hs of element tid % hs for every query.
     const int parts = attention_threads / hs, e_of = tid % hs, part_of = tid / hs;
-    float acc[attention_queries];
-    for (float& x : acc) x = 0.0f;
-    for (int p0 = 0; p0 < longest; p0 += attention_chunk) {
-      stage(p0, true);
+    // The run's values: thread tid keeps (query, element) idx = tid + 128 j as run[j].
+    float run[attention_queries] = {};
+    for (int s0 = 0; s0 < longest; s0 += attention_split) {
+      const int s_end = min_of(s0 + attention_split, longest);
+      for (int idx = tid; idx < queries * attention_threads; idx += attention_threads) lanes[idx] = 0.0f;
+      for (int q = tid; q < queries; q += attention_threads) maxs[q] = core::float_from_bits(0xff800000u);  // -inf
       th.sync();
-      scores(p0);
-      th.sync();
-      for (int idx = tid; idx < queries * attention_chunk; idx += attention_threads) {
-        const int q = idx / attention_chunk, p = p0 + idx % attention_chunk;
-        if (p >= length[q]) continue;
-        const float w = core::exp_portable(core::sub_rn(ws[idx], maxs[q]));
-        ws[idx] = w;
-        float& lane = lanes[q * attention_threads + p % attention_threads];  // one (q, p) per lane in a chunk
-        lane = add_rn(lane, w);
+      // Pass 1: each query's max score in the split.
+      for (int p0 = s0; p0 < s_end; p0 += attention_chunk) {
+        stage(p0, false);
+        th.sync();
+        scores(p0);
+        th.sync();
+        for (int q = tid; q < queries; q += attention_threads)
+          for (int p = 0; p < attention_chunk; ++p) maxs[q] = fmaxf(maxs[q], ws[q * attention_chunk + p]);
+        th.sync();
+      }
+      // Pass 2: weights exp(s - max) into the lanes (lane p % 128: one a position of the split), and
+      // the value parts: output (q, e, part) sums the split's p = part, part + parts, ... (parts =
+      // 128 / hs). Thread tid holds part tid / hs of element tid % hs for every query.
+      float acc[attention_queries];
+      for (float& x : acc) x = 0.0f;
+      for (int p0 = s0; p0 < s_end; p0 += attention_chunk) {
+        stage(p0, true);
+        th.sync();
+        scores(p0);
+        th.sync();
+        for (int idx = tid; idx < queries * attention_chunk; idx += attention_threads) {
+          const int q = idx / attention_chunk, p = p0 + idx % attention_chunk;
+          if (p >= length[q]) continue;
+          const float w = core::exp_portable(core::sub_rn(ws[idx], maxs[q]));
+          ws[idx] = w;
+          lanes[q * attention_threads + p % attention_threads] = w;
+        }
+        th.sync();
+        for (int q = 0; q < queries; ++q)
+          for (int p = p0 + (part_of - p0 % parts + parts) % parts; p < min_of(p0 + attention_chunk, length[q]); p += parts)
+            acc[q] = fmaf(ws[q * attention_chunk + (p - p0)], row(vs, v_cache, q, p)[e_of], acc[q]);
+        th.sync();  // the next chunk rewrites the staged rows and the weights
+      }
+      // The split's total per query: the pairwise tree over its 128 lanes (block_sum's order).
+      for (int q = tid; q < queries; q += attention_threads) {
+        float* part = lanes + q * attention_threads;
+        for (int s = attention_threads / 2; s >= 1; s /= 2)
+          for (int i = 0; i < s; ++i) part[i] = add_rn(part[i], part[i + s]);
+        totals[q] = part[0];
       }
       th.sync();
-      for (int q = 0; q < queries; ++q)
-        for (int p = p0 + (part_of - p0 % parts + parts) % parts; p < min_of(p0 + attention_chunk, length[q]); p += parts)
-          acc[q] = fmaf(ws[q * attention_chunk + (p - p0)], row(vs, v_cache, q, p)[e_of], acc[q]);
-      th.sync();  // the next chunk rewrites the staged rows and the weights
+      for (int q = 0; q < queries; ++q) lanes[q * attention_threads + tid] = acc[q];  // [query][part * hs + e]
+      th.sync();
+      // The split's values, folded into the run of each query that reaches the split; then its max
+      // and total.
+      SPECDEC_UNROLL
+      for (int j = 0; j < attention_queries; ++j) {
+        const int idx = tid + j * attention_threads, q = idx / hs, e = idx % hs;
+        if (idx >= queries * hs) break;
+        if (s0 >= length[q]) continue;
+        float o = 0.0f;
+        for (int part = 0; part < parts; ++part) o = add_rn(o, lanes[q * attention_threads + part * hs + e]);
+        run[j] = s0 == 0 ? o : folded(run[j], o, split_fold(run_max[q], maxs[q]));
+      }
+      th.sync();
+      for (int q = tid; q < queries; q += attention_threads) {
+        if (s0 >= length[q]) continue;
+        if (s0 == 0) {
+          run_max[q] = maxs[q];
+          run_total[q] = totals[q];
+        } else {
+          const SplitFold f = split_fold(run_max[q], maxs[q]);
+          run_total[q] = folded(run_total[q], totals[q], f);
+          run_max[q] = f.max;
+        }
+      }
+      th.sync();
     }
-    // Each query's total: the pairwise tree over its 128 lane sums (block_sum's order).
-    for (int q = tid; q < queries; q += attention_threads) {
-      float* part = lanes + q * attention_threads;
-      for (int s = attention_threads / 2; s >= 1; s /= 2)
-        for (int i = 0; i < s; ++i) part[i] = add_rn(part[i], part[i + s]);
-      totals[q] = part[0];
-    }
-    th.sync();
-    for (int q = 0; q < queries; ++q) lanes[q * attention_threads + tid] = acc[q];  // [query][part * hs + e]
-    th.sync();
-    for (int idx = tid; idx < queries * hs; idx += attention_threads) {
-      const int q = idx / hs, e = idx % hs;
-      float o = 0.0f;
-      for (int part = 0; part < parts; ++part) o = add_rn(o, lanes[q * attention_threads + part * hs + e]);
+    SPECDEC_UNROLL
+    for (int j = 0; j < attention_queries; ++j) {
+      const int idx = tid + j * attention_threads, q = idx / hs, e = idx % hs;
+      if (idx >= queries * hs) break;
       const int head = g * group + (first_query + q) % group;
       a.out[(tree.first_row + first_node + node_of(q)) * static_cast<long long>(a.heads) * hs + head * hs + e] =
-          core::div_rn(o, totals[q]);
+          core::div_rn(run[j], run_total[q]);
     }
   }
 };

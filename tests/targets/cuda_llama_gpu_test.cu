@@ -89,10 +89,10 @@ TEST_CASE("the GPU forward equals its emulation on the host, bit for bit") {
   const auto compare = [&](CudaLlamaTarget& gpu, const std::filesystem::path& checkpoint, const SyntheticShape& shape,
                            std::uint64_t seed) {
     const int vocab = gpu.vocab_size();
-    const std::vector<token_t> prefix = random_tokens(40, vocab, 21);
+    const std::vector<token_t> prefix = random_tokens(140, vocab, 21);  // two attention splits
     const testing::LaidOutTree tree(random_parents(Shape::branchy, 20, rng), random_tokens(20, vocab, 22));
     gpu.prefill(prefix);
-    const TreeOn<CudaLlamaTarget> device_tree(tree, 40);
+    const TreeOn<CudaLlamaTarget> device_tree(tree, 140);
     const std::vector<float> device = logits_on_host(gpu, gpu.forward(device_tree.view()), 20);
     const std::vector<float> host = emulated_logits(checkpoint, shape, seed, prefix, tree);
     REQUIRE(host.size() == device.size());

@@ -132,11 +132,12 @@ TEST_CASE("a forward's row belongs to the tree whose rows hold it") {
 
 TEST_CASE("the attention launches' shared memory fits a block's 48 KB at the largest cache and head") {
   namespace k = specdec::kernels::llama;
-  CHECK(k::node_attention_shared_bytes(k::max_attended) <= 48 * 1024);
+  CHECK(k::SplitAttentionShared::bytes <= 48 * 1024);
   CHECK(k::tiled_attention_shared_bytes(k::attention_threads) <= 48 * 1024);
   // Kernel parameters: the kernels travel by value (the trees by pointer), within the 4 KB every
   // launch may pass.
-  CHECK(sizeof(k::NodeAttention) <= 4096);
+  CHECK(sizeof(k::SplitAttention) <= 4096);
+  CHECK(sizeof(k::AttentionFold) <= 4096);
   CHECK(sizeof(k::TiledAttention) <= 4096);
   CHECK(sizeof(k::RopeStore) <= 4096);
   CHECK(sizeof(k::Embed<k::bf16>) <= 4096);

@@ -154,7 +154,7 @@ void forwards_agree(A& a, B& b, int prefix, std::span<const int> sizes, int forw
   }
 }
 
-// The two attention kernels (NodeAttention and TiledAttention) give the same bits: make(kind)
+// The two attention kernels (SplitAttention and TiledAttention) give the same bits: make(kind)
 // builds the same target with DeviceLlamaOptions::attention = kind.
 template <class Make>
 void attention_kernels_agree(Make make, int prefix, std::span<const int> sizes) {

@@ -98,14 +98,15 @@ TEST_CASE("emulated: the per-node and the tiled attention kernels give the same 
       return EmulatedLlamaTarget::load(*path, {}, {.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0,
                                                    .tensor_cores = false, .attention = kind});
     };
-    attention_kernels_agree(make, 150, sizes);  // more positions than the 128 lanes
+    attention_kernels_agree(make, 150, sizes);  // two splits of 128 positions, the last partial
   }
   const auto make = [](DeviceLlamaOptions::Attention kind) {  // head size 16, 2 heads a KV head, bf16
-    return EmulatedLlamaTarget::synthetic(tiny_shape(), 3, {}, {.max_positions = 0, .max_tree_nodes = 256,
+    return EmulatedLlamaTarget::synthetic(tiny_shape(), 3, {}, {.max_positions = 400, .max_tree_nodes = 256,
                                                                  .max_rows = 0, .tensor_cores = false,
                                                                  .attention = kind});
   };
   attention_kernels_agree(make, 21, sizes);
+  attention_kernels_agree(make, 300, sizes);  // three splits, folded twice
 }
 
 TEST_CASE("emulated: launch graphs (trees padded to their bucket) give the same bits and the same decoding") {
