@@ -14,8 +14,8 @@
 // and forwards launched against the same replayed as CUDA graphs (DeviceLlamaOptions::graphs: the
 // tree padded to its bucket), at the middle context.
 // Part 3, per shape: each weight product (qkv, o, w1|w3, w2, classifier) of n = 1, 16, 64, 128
-// tokens: ours on CUDA cores (fp32 activations) and on tensor cores (bf16 activations, rounding
-// included), both batch-invariant, against cublasGemmEx (bf16 x bf16, fp32 accumulation and
+// tokens: ours on CUDA cores (fp32 activations) and on tensor cores (the same bf16 activations as
+// cuBLAS), both batch-invariant, against cublasGemmEx (bf16 x bf16, fp32 accumulation and
 // output, cuBLAS's own choice of algorithm), and the weight bytes per second ours reach. Exits 0
 // with a message when there is no device.
 #include <algorithm>
@@ -192,8 +192,6 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
     must(cudaMalloc(&w, weights * 2), "cudaMalloc");
     must(cudaMalloc(&x, sizeof(float) * max_n * p.in), "cudaMalloc");
     must(cudaMalloc(&x16, 2ull * max_n * p.in), "cudaMalloc");
-    k::bf16* x16_ours = nullptr;  // the tensor-core product's own rounding of x
-    must(cudaMalloc(&x16_ours, 2ull * max_n * p.in), "cudaMalloc");
     must(cudaMalloc(&y, sizeof(float) * max_n * p.out), "cudaMalloc");
     const auto fill = [&](auto kernel) { launch(specdec::backend::cuda{stream}, kernel); };
     const auto activations = static_cast<unsigned long long>(max_n) * p.in;
@@ -214,9 +212,10 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
       const specdec::backend::cuda gpu{stream};
       const double ours = time_ms(stream, reps, [&] { launch(gpu, k::Product<k::bf16>{a}); });
       must(cudaGetLastError(), "our product");
-      // As the target runs it: the activations rounded to bf16, then the MMA product.
+      // On cuBLAS's bf16 operands: the target's kernels write the activations in bf16 as they
+      // make them.
+      const auto* x16_ours = reinterpret_cast<const k::bf16*>(x16);
       const double ours_tc = time_ms(stream, reps, [&] {
-        launch(gpu, k::ToBf16{a.x, a.ldx, a.in, n, x16_ours});
         if (n <= k::mma_tokens) launch(gpu, k::MmaProduct<1>{a, x16_ours});
         else launch(gpu, k::MmaProduct<8>{a, x16_ours});
       });
@@ -236,7 +235,6 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
     cudaFree(w);
     cudaFree(x);
     cudaFree(x16);
-    cudaFree(x16_ours);
     cudaFree(y);
   }
 }

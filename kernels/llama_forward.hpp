@@ -134,6 +134,7 @@ struct AttentionArgs {
   int heads = 0, kv_heads = 0, head_size = 0;
   float scale = 0;  ///< 1 / sqrt(head_size)
   float* out = nullptr;  ///< [n][heads * head_size]
+  bf16* out16 = nullptr;  ///< out rounded to bf16 too, for a tensor-core product (or none)
 };
 
 /// The cache slot of attended position p of a node: the prefix, then its ancestors' slots.
@@ -288,7 +289,8 @@ struct Embed {
   }
 };
 
-/// One block of norm_threads per row: out[t] = weight * (x[t] / rms(x[t])), eps 1e-5.
+/// One block of norm_threads per row: out[t] = weight * (x[t] / rms(x[t])), eps 1e-5; out16 (if
+/// any, rows dim apart) the same rounded to bf16, for a tensor-core product.
 struct RmsNorm {
   const float* x;
   long long ldx;
@@ -296,6 +298,7 @@ struct RmsNorm {
   int dim, rows;
   float* out;
   long long ldo;
+  bf16* out16 = nullptr;
 
   LaunchShape shape() const { return {static_cast<unsigned>(rows), 1, norm_threads, norm_threads * sizeof(float)}; }
   template <class Thread>
@@ -308,7 +311,11 @@ struct RmsNorm {
     part[i] = ss;
     const float total = th.block_sum(part);
     const float scale = core::div_rn(1.0f, sqrtf(core::add_rn(core::div_rn(total, static_cast<float>(dim)), 1e-5f)));
-    for (int j = i; j < dim; j += norm_threads) out[t * ldo + j] = core::mul_rn(weight[j], core::mul_rn(scale, xt[j]));
+    for (int j = i; j < dim; j += norm_threads) {
+      const float v = core::mul_rn(weight[j], core::mul_rn(scale, xt[j]));
+      out[t * ldo + j] = v;
+      if (out16) out16[t * dim + j] = synthetic::bf16_bits(v);
+    }
   }
 };
 
@@ -371,25 +378,8 @@ struct Product {
   }
 };
 
-/// Grid-stride over n * in: x16[t][k] = x[t][k] rounded to bf16 (nearest even), rows `in` apart.
-struct ToBf16 {
-  const float* x;
-  long long ldx;
-  int in, n;
-  bf16* x16;
-
-  LaunchShape shape() const { return {stride_blocks(static_cast<long long>(n) * in), 1, 256, 0}; }
-  template <class Thread>
-  SPECDEC_HD void operator()(const Thread& th) const {
-    const long long total = static_cast<long long>(n) * in;
-    for (long long idx = th.block_x() * static_cast<long long>(th.threads()) + th.thread(); idx < total;
-         idx += static_cast<long long>(th.blocks_x()) * th.threads())
-      x16[idx] = synthetic::bf16_bits(x[(idx / in) * ldx + idx % in]);
-  }
-};
-
 /// The tensor-core product of bf16 weights: y[t][o] (+)= sum_k W[o][k] x16[t][k] (x16: the
-/// activations in bf16, ToBf16; rows `in` apart, allocated to a whole MMA of tokens past n).
+/// activations rounded to bf16 by the kernel that made them; rows `in` apart).
 /// A block owns mma_rows rows; its mma_warps warps split k into k-blocks of 32 (warp w takes
 /// j = w, w + 8, ...), each warp's partial sums of Tiles MMAs of 8 tokens stay in registers, and
 /// the block adds the warps' partials in warp order: the rule at the top of this file. Tiles
@@ -431,8 +421,8 @@ struct MmaProduct {
         SPECDEC_UNROLL
         for (int tt = 0; tt < Tiles; ++tt) {
           if (tt >= tiles) break;
-          alignas(16) std::uint32_t x[4];
-          copy16(x, x16 + static_cast<long long>(t0 + tt * mma_tokens + g) * a.in + k);
+          alignas(16) std::uint32_t x[4] = {};  // an MMA's tokens past n: zeros
+          if (t0 + tt * mma_tokens + g < a.n) copy16(x, x16 + static_cast<long long>(t0 + tt * mma_tokens + g) * a.in + k);
           th.mma_bf16(acc[tt], {lo[0], hi[0], lo[1], hi[1]}, {x[0], x[1]});
           th.mma_bf16(acc[tt], {lo[2], hi[2], lo[3], hi[3]}, {x[2], x[3]});
         }
@@ -604,7 +594,10 @@ struct AttentionFold {
       value = folded(value, split[2 + e], f);
       run_max = f.max;
     }
-    a.out[t * static_cast<long long>(a.heads) * hs + h * hs + e] = core::div_rn(value, total);
+    const long long at = t * static_cast<long long>(a.heads) * hs + h * hs + e;
+    const float v = core::div_rn(value, total);
+    a.out[at] = v;
+    if (a.out16) a.out16[at] = synthetic::bf16_bits(v);
   }
 };
 
@@ -788,17 +781,22 @@ struct TiledAttention {
       const int idx = tid + j * attention_threads, q = idx / hs, e = idx % hs;
       if (idx >= queries * hs) break;
       const int head = g * group + (first_query + q) % group;
-      a.out[(tree.first_row + first_node + node_of(q)) * static_cast<long long>(a.heads) * hs + head * hs + e] =
-          core::div_rn(run[j], run_total[q]);
+      const long long at =
+          (tree.first_row + first_node + node_of(q)) * static_cast<long long>(a.heads) * hs + head * hs + e;
+      const float v = core::div_rn(run[j], run_total[q]);
+      a.out[at] = v;
+      if (a.out16) a.out16[at] = synthetic::bf16_bits(v);
     }
   }
 };
 
-/// Grid-stride over rows * hidden: out[t][j] = silu(h13[t][j]) * h13[t][hidden + j].
+/// Grid-stride over rows * hidden: out[t][j] = silu(h13[t][j]) * h13[t][hidden + j]; out16 (if
+/// any) the same rounded to bf16, for a tensor-core product.
 struct SwiGlu {
   const float* h13;
   int hidden, rows;
   float* out;
+  bf16* out16 = nullptr;
 
   LaunchShape shape() const { return {stride_blocks(static_cast<long long>(rows) * hidden), 1, 256, 0}; }
   template <class Thread>
@@ -808,7 +806,9 @@ struct SwiGlu {
          idx += static_cast<long long>(th.blocks_x()) * th.threads()) {
       const long long t = idx / hidden, j = idx % hidden;
       const float a = h13[t * 2 * hidden + j], b = h13[t * 2 * hidden + hidden + j];
-      out[idx] = core::mul_rn(core::div_rn(a, core::add_rn(1.0f, core::exp_portable(-a))), b);
+      const float v = core::mul_rn(core::div_rn(a, core::add_rn(1.0f, core::exp_portable(-a))), b);
+      out[idx] = v;
+      if (out16) out16[idx] = synthetic::bf16_bits(v);
     }
   }
 };

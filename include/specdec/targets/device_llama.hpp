@@ -311,11 +311,7 @@ class DeviceLlamaModel {
 
     const std::uint64_t element = format_ == WeightFormat::bf16 ? 2 : 4;
     weights_ = allocate_device(layout_.matrix_elements * element);
-    if (tensor_cores_) {
-      // An MMA's tokens past n read rows nothing converted: zeros, never memory nothing wrote.
-      x16_ = allocate_device(x16_elements() * 2);
-      check(clear(tag_, x16_.data(), x16_elements() * sizeof(kernels::llama::bf16)), "clearing");
-    }
+    if (tensor_cores_) x16_ = allocate_device(x16_elements() * 2);
     norms_ = allocate_device(layout_.norm_floats * sizeof(float));
     const core::KvCacheLayout kv = kv_layout();
     k_cache_ = allocate_device(static_cast<std::uint64_t>(kv.sequence_stride) * static_cast<std::uint64_t>(slots_));
@@ -417,11 +413,14 @@ class DeviceLlamaModel {
                   ")");
   }
 
-  // The tensor-core products' bf16 activations: rows rounded up to a whole MMA, the widest input.
+  // The tensor-core products' bf16 activations: every row, the widest input.
   std::uint64_t x16_elements() const {
-    const std::uint64_t tile = kernels::llama::mma_tokens;
-    return (static_cast<std::uint64_t>(max_rows_) + tile - 1) / tile * tile *
+    return static_cast<std::uint64_t>(max_rows_) *
            static_cast<std::uint64_t>(std::max(layout_.config.dim, layout_.config.hidden_dim));
+  }
+  // Where the kernel before a tensor-core product writes its output in bf16 too (none without).
+  kernels::llama::bf16* x16() const {
+    return tensor_cores_ ? reinterpret_cast<kernels::llama::bf16*>(x16_.data()) : nullptr;
   }
 
   // Per token: x, xb, att [dim]; qkv [dim + 2 kv_dim]; h13 [2 hidden]; hb [hidden]; logits [vocab].
@@ -563,12 +562,10 @@ class DeviceLlamaModel {
     a.accumulate = accumulate;
     // A launch error shows in run_as's check_launch.
     if constexpr (std::is_same_v<W, kernels::llama::bf16>) {
-      if (tensor_cores_) {
-        auto* x16 = reinterpret_cast<kernels::llama::bf16*>(x16_.data());
-        launch(kernels::llama::ToBf16{x, ldx, in, n, x16});
+      if (tensor_cores_) {  // x in bf16: x16(), which the kernel that made x wrote too
         a.x = nullptr;
-        if (n <= kernels::llama::mma_tokens) launch(kernels::llama::MmaProduct<1>{a, x16});
-        else launch(kernels::llama::MmaProduct<8>{a, x16});
+        if (n <= kernels::llama::mma_tokens) launch(kernels::llama::MmaProduct<1>{a, x16()});
+        else launch(kernels::llama::MmaProduct<8>{a, x16()});
         return;
       }
     }
@@ -624,7 +621,7 @@ class DeviceLlamaModel {
       const std::uint64_t at = layout_.layers + static_cast<std::uint64_t>(l) * layout_.layer_elements;
       float* k_layer = reinterpret_cast<float*>(k_cache_.data() + l * cache.layer_stride);
       float* v_layer = reinterpret_cast<float*>(v_cache_.data() + l * cache.layer_stride);
-      launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_att, l).first, d, n, xb(), d});
+      launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_att, l).first, d, n, xb(), d, x16()});
       product<W>(at + layout_.wqkv, d, qkv_width, xb(), d, qkv(), qkv_width, n, false);
       launch(k::RopeStore{qkv(), qkv_width, trees, reinterpret_cast<const float*>(rope_.data()), n, d, kv, hs, k_layer,
                           v_layer});
@@ -639,6 +636,7 @@ class DeviceLlamaModel {
       a.head_size = hs;
       a.scale = 1.0f / std::sqrt(static_cast<float>(hs));
       a.out = att();
+      a.out16 = x16();
       if (tiled_attention(n)) {
         launch(k::TiledAttention{a, cover.tiles});
       } else {
@@ -647,13 +645,13 @@ class DeviceLlamaModel {
         launch(k::AttentionFold{a, n, split_stride(), partials});
       }
       product<W>(at + layout_.wo, d, d, att(), d, x(), d, n, true);
-      launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_ffn, l).first, d, n, xb(), d});
+      launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_ffn, l).first, d, n, xb(), d, x16()});
       product<W>(at + layout_.w13, d, 2 * hid, xb(), d, h13(), 2 * hid, n, false);
-      launch(k::SwiGlu{h13(), hid, n, hb()});
+      launch(k::SwiGlu{h13(), hid, n, hb(), x16()});
       product<W>(at + layout_.w2, hid, d, hb(), hid, x(), d, n, true);
     }
     if (want_logits) {
-      launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_final, 0).first, d, n, xb(), d});
+      launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_final, 0).first, d, n, xb(), d, x16()});
       product<W>(layout_.classifier, d, c.vocab_size, xb(), d, logits(), c.vocab_size, n, false);
     }
     check_launch("the forward's launches");
