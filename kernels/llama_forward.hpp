@@ -205,13 +205,12 @@ inline constexpr int attention_chunk = 16;
 
 /// Where a TiledAttention block keeps what it shares (floats unless said), for head size hs: the
 /// chunk's prefix K and V rows, the queries, the chunk's scores (then weights), each query's 128
-/// lane weights of the split (then its value parts), the split's max and total, the run of the
-/// splits before (its max and total; its values stay in the threads), how many positions it
-/// attends to (int), and each node's ancestors (16-bit, max_tree_nodes per node; a tile holds at
-/// most attention_queries nodes).
+/// lane weights of the split (then its value parts), the split's max and total, how many
+/// positions it attends to (int), and each node's ancestors (16-bit, max_tree_nodes per node; a
+/// tile holds at most attention_queries nodes).
 /// Rows are hs + 4 floats apart: 16-byte aligned, and not all in one shared-memory bank.
 struct TiledAttentionShared {
-  int stride, k, v, q, w, lanes, max, total, run_max, run_total, length, ancestors, bytes;
+  int stride, k, v, q, w, lanes, max, total, length, ancestors, bytes;
   SPECDEC_HD explicit TiledAttentionShared(int hs) : stride(hs + 4) {
     k = 0;
     v = k + attention_chunk * stride * 4;
@@ -220,9 +219,7 @@ struct TiledAttentionShared {
     lanes = w + attention_queries * attention_chunk * 4;
     max = lanes + attention_queries * attention_threads * 4;
     total = max + attention_queries * 4;
-    run_max = total + attention_queries * 4;
-    run_total = run_max + attention_queries * 4;
-    length = run_total + attention_queries * 4;
+    length = total + attention_queries * 4;
     ancestors = length + attention_queries * 4;
     bytes = ancestors + attention_queries * max_tree_nodes * 2;
   }
@@ -238,7 +235,7 @@ SPECDEC_HD inline float attention_score(const float* query, const float* key, in
   float s = 0.0f;
   // Unrolled for loads in flight; the sum keeps its order.
 #if defined(__CUDA_ARCH__)
-#pragma unroll 8
+#pragma unroll 16
 #endif
   for (int e = 0; e < head_size; e += 4) {
     alignas(16) float k4[4];
@@ -539,7 +536,7 @@ struct SplitAttention {
     // positions' loads issued before their sums, which keep their order.
     const int parts = attention_threads / hs, e = tid % hs, my_part = tid / hs, end = min_of(L, first + attention_split);
     const auto value = [&](int q) { return v_cache[attended_slot(q, base, ancestors) * row_stride + e]; };
-    constexpr int ahead = 8;
+    constexpr int ahead = 32;
     float acc = 0.0f;
     int q = first + my_part;
     for (; q + (ahead - 1) * parts < end; q += ahead * parts) {
@@ -565,12 +562,13 @@ struct SplitAttention {
   }
 };
 
-/// SplitAttention's second launch: one block per (head, row) of attention_threads, thread e of the
-/// head folds the row's splits in increasing order (the file's rule) and writes value / total.
+/// The attention's second launch, after SplitAttention or TiledAttention: one block per (head, row)
+/// of attention_threads, thread e of the head folds the row's splits in increasing order (the
+/// file's rule) and writes value / total.
 struct AttentionFold {
   AttentionArgs a;
   int rows, split_stride;
-  const float* partials;  ///< SplitAttention's
+  const float* partials;  ///< SplitAttention's or TiledAttention's
 
   LaunchShape shape() const {
     return {static_cast<unsigned>(a.heads), static_cast<unsigned>(rows), attention_threads, 16};
@@ -601,17 +599,20 @@ struct AttentionFold {
   }
 };
 
-/// Attention, one block per (KV head, tile of attention_queries queries of one tree): blocks
-/// (KV heads, the tiles of every tree in turn) of attention_threads,
-/// tiled_attention_shared_bytes(head size) of shared memory. Split by split (the file's rule), a
-/// block reads each cached prefix row of its KV head once per pass (two: the split's max, then its
-/// weights and values) for all its queries, 16 positions at a time, and folds the split into each
-/// query's run; a node's ancestors' rows (the tree's own slots) it reads per node. The same sums
-/// in the same order as SplitAttention and AttentionFold, so the same bits: which of the two runs
-/// is a matter of speed only.
+/// Attention for many rows, one block per (KV head, split, tile of attention_queries queries of one
+/// tree): blocks (KV heads x splits, the tiles of every tree in turn) of attention_threads,
+/// tiled_attention_shared_bytes(head size) of shared memory. A block reads each cached prefix row
+/// of its KV head and split once per pass (two: the split's max, then its weights and values) for
+/// all its queries, 16 positions at a time, and writes each query's split partial as
+/// SplitAttention does, for AttentionFold; a node's ancestors' rows (the tree's own slots) it
+/// reads per node. The same sums in the same order as SplitAttention, so the same bits: which of
+/// the two runs is a matter of speed only.
 struct TiledAttention {
   AttentionArgs a;
-  int tile_blocks;  ///< of the launch: at least the trees' tiles (tiles_of), the rest skipped
+  int tile_blocks;   ///< of the launch: at least the trees' tiles (tiles_of), the rest skipped
+  int splits;        ///< splits of the most positions a row of the launch may attend to
+  int split_stride;  ///< as SplitAttention's
+  float* partials;   ///< as SplitAttention's
 
   /// Tiles of a tree of `nodes` nodes with `group` query heads per KV head.
   SPECDEC_HD static int tiles(int nodes, int group) {
@@ -624,14 +625,15 @@ struct TiledAttention {
     return all;
   }
   LaunchShape shape() const {
-    return {static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(tile_blocks), attention_threads,
+    return {static_cast<unsigned>(a.kv_heads * splits), static_cast<unsigned>(tile_blocks), attention_threads,
             static_cast<std::size_t>(tiled_attention_shared_bytes(a.head_size))};
   }
 
   template <class Thread>
   SPECDEC_HD void operator()(const Thread& th) const {
     using core::add_rn;
-    const int g = th.block_x(), tid = th.thread(), hs = a.head_size, group = a.heads / a.kv_heads;
+    const int g = th.block_x() % a.kv_heads, s0 = th.block_x() / a.kv_heads * attention_split;
+    const int tid = th.thread(), hs = a.head_size, group = a.heads / a.kv_heads;
     // This block's tree and tile; query q of the tile is query first_query + q of the tree, its
     // node (first_query + q) / group, its head g * group + (first_query + q) % group.
     const ForwardTrees& trees = *a.trees;
@@ -650,10 +652,8 @@ struct TiledAttention {
     float* qs = reinterpret_cast<float*>(shared + S.q);
     float* ws = reinterpret_cast<float*>(shared + S.w);
     float* lanes = reinterpret_cast<float*>(shared + S.lanes);  // [query][lane]
-    float* maxs = reinterpret_cast<float*>(shared + S.max);      // the split's
-    float* totals = reinterpret_cast<float*>(shared + S.total);  // the split's
-    float* run_max = reinterpret_cast<float*>(shared + S.run_max);
-    float* run_total = reinterpret_cast<float*>(shared + S.run_total);
+    float* maxs = reinterpret_cast<float*>(shared + S.max);
+    float* totals = reinterpret_cast<float*>(shared + S.total);
     int* length = reinterpret_cast<int*>(shared + S.length);
     auto* ancestors = reinterpret_cast<std::uint16_t*>(shared + S.ancestors);  // [tile node][depth]
 
@@ -668,14 +668,20 @@ struct TiledAttention {
       for (int q = 0; q < queries; ++q)
         if (node_of(q) == j) length[q] = base + count;
     }
+    // Query q's row and head.
+    const auto row_of = [&](int q) { return tree.first_row + first_node + node_of(q); };
+    const auto head_of = [&](int q) { return g * group + (first_query + q) % group; };
     for (int idx = tid; idx < queries * hs; idx += attention_threads) {
       const int q = idx / hs, e = idx % hs;
-      const int head = g * group + (first_query + q) % group;
-      qs[q * S.stride + e] = a.qkv[(tree.first_row + first_node + node_of(q)) * a.ld_qkv + head * hs + e];
+      qs[q * S.stride + e] = a.qkv[row_of(q) * a.ld_qkv + head_of(q) * hs + e];
     }
+    for (int idx = tid; idx < queries * attention_threads; idx += attention_threads) lanes[idx] = 0.0f;
+    for (int q = tid; q < queries; q += attention_threads) maxs[q] = core::float_from_bits(0xff800000u);  // -inf
     th.sync();
     int longest = 0;
     for (int q = 0; q < queries; ++q) longest = max_of(longest, length[q]);
+    if (s0 >= longest) return;  // past every query's splits (the whole block)
+    const int s_end = min_of(s0 + attention_split, longest);
 
     // A query's K or V row at attended position p: the staged prefix row, or its node's ancestor's.
     const auto row = [&](const float* staged, const float* cache, int q, int p) {
@@ -701,91 +707,60 @@ struct TiledAttention {
     };
 
     const int parts = attention_threads / hs, e_of = tid % hs, part_of = tid / hs;
-    // The run's values: thread tid keeps (query, element) idx = tid + 128 j as run[j].
-    float run[attention_queries] = {};
-    for (int s0 = 0; s0 < longest; s0 += attention_split) {
-      const int s_end = min_of(s0 + attention_split, longest);
-      for (int idx = tid; idx < queries * attention_threads; idx += attention_threads) lanes[idx] = 0.0f;
-      for (int q = tid; q < queries; q += attention_threads) maxs[q] = core::float_from_bits(0xff800000u);  // -inf
+    // Pass 1: each query's max score in the split.
+    for (int p0 = s0; p0 < s_end; p0 += attention_chunk) {
+      stage(p0, false);
       th.sync();
-      // Pass 1: each query's max score in the split.
-      for (int p0 = s0; p0 < s_end; p0 += attention_chunk) {
-        stage(p0, false);
-        th.sync();
-        scores(p0);
-        th.sync();
-        for (int q = tid; q < queries; q += attention_threads)
-          for (int p = 0; p < attention_chunk; ++p) maxs[q] = fmaxf(maxs[q], ws[q * attention_chunk + p]);
-        th.sync();
-      }
-      // Pass 2: weights exp(s - max) into the lanes (lane p % 128: one a position of the split), and
-      // the value parts: output (q, e, part) sums the split's p = part, part + parts, ... (parts =
-      // 128 / hs). Thread tid holds part tid / hs of element tid % hs for every query.
-      float acc[attention_queries];
-      for (float& x : acc) x = 0.0f;
-      for (int p0 = s0; p0 < s_end; p0 += attention_chunk) {
-        stage(p0, true);
-        th.sync();
-        scores(p0);
-        th.sync();
-        for (int idx = tid; idx < queries * attention_chunk; idx += attention_threads) {
-          const int q = idx / attention_chunk, p = p0 + idx % attention_chunk;
-          if (p >= length[q]) continue;
-          const float w = core::exp_portable(core::sub_rn(ws[idx], maxs[q]));
-          ws[idx] = w;
-          lanes[q * attention_threads + p % attention_threads] = w;
-        }
-        th.sync();
-        for (int q = 0; q < queries; ++q)
-          for (int p = p0 + (part_of - p0 % parts + parts) % parts; p < min_of(p0 + attention_chunk, length[q]); p += parts)
-            acc[q] = fmaf(ws[q * attention_chunk + (p - p0)], row(vs, v_cache, q, p)[e_of], acc[q]);
-        th.sync();  // the next chunk rewrites the staged rows and the weights
-      }
-      // The split's total per query: the pairwise tree over its 128 lanes (block_sum's order).
-      for (int q = tid; q < queries; q += attention_threads) {
-        float* part = lanes + q * attention_threads;
-        for (int s = attention_threads / 2; s >= 1; s /= 2)
-          for (int i = 0; i < s; ++i) part[i] = add_rn(part[i], part[i + s]);
-        totals[q] = part[0];
-      }
+      scores(p0);
       th.sync();
-      for (int q = 0; q < queries; ++q) lanes[q * attention_threads + tid] = acc[q];  // [query][part * hs + e]
-      th.sync();
-      // The split's values, folded into the run of each query that reaches the split; then its max
-      // and total.
-      SPECDEC_UNROLL
-      for (int j = 0; j < attention_queries; ++j) {
-        const int idx = tid + j * attention_threads, q = idx / hs, e = idx % hs;
-        if (idx >= queries * hs) break;
-        if (s0 >= length[q]) continue;
-        float o = 0.0f;
-        for (int part = 0; part < parts; ++part) o = add_rn(o, lanes[q * attention_threads + part * hs + e]);
-        run[j] = s0 == 0 ? o : folded(run[j], o, split_fold(run_max[q], maxs[q]));
-      }
-      th.sync();
-      for (int q = tid; q < queries; q += attention_threads) {
-        if (s0 >= length[q]) continue;
-        if (s0 == 0) {
-          run_max[q] = maxs[q];
-          run_total[q] = totals[q];
-        } else {
-          const SplitFold f = split_fold(run_max[q], maxs[q]);
-          run_total[q] = folded(run_total[q], totals[q], f);
-          run_max[q] = f.max;
-        }
-      }
+      for (int q = tid; q < queries; q += attention_threads)
+        for (int p = 0; p < attention_chunk; ++p) maxs[q] = fmaxf(maxs[q], ws[q * attention_chunk + p]);
       th.sync();
     }
-    SPECDEC_UNROLL
-    for (int j = 0; j < attention_queries; ++j) {
-      const int idx = tid + j * attention_threads, q = idx / hs, e = idx % hs;
-      if (idx >= queries * hs) break;
-      const int head = g * group + (first_query + q) % group;
-      const long long at =
-          (tree.first_row + first_node + node_of(q)) * static_cast<long long>(a.heads) * hs + head * hs + e;
-      const float v = core::div_rn(run[j], run_total[q]);
-      a.out[at] = v;
-      if (a.out16) a.out16[at] = synthetic::bf16_bits(v);
+    // Pass 2: weights exp(s - max) into the lanes (lane p % 128: one a position of the split), and
+    // the value parts: output (q, e, part) sums the split's p = part, part + parts, ... (parts =
+    // 128 / hs). Thread tid holds part tid / hs of element tid % hs for every query.
+    float acc[attention_queries];
+    for (float& x : acc) x = 0.0f;
+    for (int p0 = s0; p0 < s_end; p0 += attention_chunk) {
+      stage(p0, true);
+      th.sync();
+      scores(p0);
+      th.sync();
+      for (int idx = tid; idx < queries * attention_chunk; idx += attention_threads) {
+        const int q = idx / attention_chunk, p = p0 + idx % attention_chunk;
+        if (p >= length[q]) continue;
+        const float w = core::exp_portable(core::sub_rn(ws[idx], maxs[q]));
+        ws[idx] = w;
+        lanes[q * attention_threads + p % attention_threads] = w;
+      }
+      th.sync();
+      for (int q = 0; q < queries; ++q)
+        for (int p = p0 + (part_of - p0 % parts + parts) % parts; p < min_of(p0 + attention_chunk, length[q]); p += parts)
+          acc[q] = fmaf(ws[q * attention_chunk + (p - p0)], row(vs, v_cache, q, p)[e_of], acc[q]);
+      th.sync();  // the next chunk rewrites the staged rows and the weights
+    }
+    // Each query's total: the pairwise tree over its 128 lanes (block_sum's order).
+    for (int q = tid; q < queries; q += attention_threads) {
+      float* part = lanes + q * attention_threads;
+      for (int s = attention_threads / 2; s >= 1; s /= 2)
+        for (int i = 0; i < s; ++i) part[i] = add_rn(part[i], part[i + s]);
+      totals[q] = part[0];
+    }
+    th.sync();
+    for (int q = 0; q < queries; ++q) lanes[q * attention_threads + tid] = acc[q];  // [query][part * hs + e]
+    th.sync();
+    // The partial of each query that reaches the split: its max, total and values.
+    const int split = s0 / attention_split, stride = split_partial_floats(hs);
+    for (int idx = tid; idx < queries * (hs + 2); idx += attention_threads) {
+      const int q = idx / (hs + 2), f = idx % (hs + 2);
+      if (s0 >= length[q]) continue;
+      float v = f == 0 ? maxs[q] : totals[q];
+      if (f >= 2) {
+        v = 0.0f;
+        for (int part = 0; part < parts; ++part) v = add_rn(v, lanes[q * attention_threads + part * hs + f - 2]);
+      }
+      partials[((static_cast<long long>(row_of(q)) * a.heads + head_of(q)) * split_stride + split) * stride + f] = v;
     }
   }
 };

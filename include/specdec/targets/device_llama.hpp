@@ -14,11 +14,11 @@
 //
 // One forward per step for a tree of 1 .. max_tree_nodes nodes: every weight matrix, classifier
 // included, is multiplied by all nodes in one launch; tree attention reads the cached prefix and
-// each node's ancestors (from the tree's mask), in splits of 128 positions: below 16 rows a block
-// per node, head and split (SplitAttention, then AttentionFold), from 16 rows on each cached
-// prefix row read once per pass for 16 queries of a KV head (TiledAttention); node i writes its
-// K/V at cache slot base_position + i; the logits of every node stay on the device (rows of
-// vocab_size floats).
+// each node's ancestors (from the tree's mask), in splits of 128 positions, then the splits
+// folded (AttentionFold): below 16 rows a block per node, head and split (SplitAttention), from 16
+// rows on a block per KV head, split and 16 queries, reading each cached prefix row once per pass
+// for them (TiledAttention); node i writes its K/V at cache slot base_position + i; the logits of
+// every node stay on the device (rows of vocab_size floats).
 // Batch-invariant bit for bit: every output's reduction order is fixed independently of the tree
 // (kernels/llama_forward.hpp states the rule), so a node's logits equal a single-token forward of
 // its path. Activations, the KV cache and the logits are fp32; bf16 weights are widened exactly
@@ -69,10 +69,11 @@ struct DeviceLlamaOptions {
   /// 32 only, and on CUDA a device of compute capability 8.0 or later. Off: CUDA-core fmaf with
   /// fp32 activations.
   bool tensor_cores = false;
-  /// Which attention kernel runs (kernels/llama_forward.hpp): SplitAttention (a block per node,
-  /// head and split of 128 positions, then AttentionFold) for forwards of few rows and
-  /// TiledAttention from kernels::llama::tiled_attention_rows rows (automatic), or one of them
-  /// always. The same bits whichever runs.
+  /// Which attention kernel runs before AttentionFold (kernels/llama_forward.hpp): SplitAttention
+  /// (a block per node, head and split of 128 positions) for forwards of few rows and
+  /// TiledAttention (a block per KV head, split and 16 queries) from
+  /// kernels::llama::tiled_attention_rows rows (automatic), or one of them always. The same bits
+  /// whichever runs.
   enum class Attention { automatic, per_node, tiled };
   Attention attention = Attention::automatic;
   /// Launch graphs (backend::launch_graphs: CUDA graphs): a forward of one tree with its logits
@@ -318,7 +319,7 @@ class DeviceLlamaModel {
     v_cache_ = allocate_device(static_cast<std::uint64_t>(kv.sequence_stride) * static_cast<std::uint64_t>(slots_));
     const std::uint64_t T = static_cast<std::uint64_t>(max_tree_);
     activations_ = allocate_device(static_cast<std::uint64_t>(max_rows_) * activation_floats() * sizeof(float));
-    if (split_rows() > 0) split_partials_ = allocate_device(split_partial_bytes());
+    split_partials_ = allocate_device(split_partial_bytes());
     // A bucket's padding rows compute on whatever their activations hold: zeros, never memory
     // nothing wrote.
     if (graphs_on_)
@@ -424,18 +425,12 @@ class DeviceLlamaModel {
   }
 
   // Per token: x, xb, att [dim]; qkv [dim + 2 kv_dim]; h13 [2 hidden]; hb [hidden]; logits [vocab].
-  // SplitAttention's partials: for the rows it may run (below TiledAttention's threshold, or all
-  // with Attention::per_node), every head and split of max_positions.
-  int split_rows() const {
-    using A = DeviceLlamaOptions::Attention;
-    return attention_ == A::tiled      ? 0
-           : attention_ == A::per_node ? max_rows_
-                                       : std::min(max_rows_, kernels::llama::tiled_attention_rows - 1);
-  }
+  // The attention's split partials (kernels/llama_forward.hpp): every row, head and split of
+  // max_positions.
   int split_stride() const { return kernels::llama::attention_splits(max_positions_); }
   std::uint64_t split_partial_bytes() const {
     const LlamaConfig& c = layout_.config;
-    return static_cast<std::uint64_t>(split_rows()) * static_cast<std::uint64_t>(c.n_heads) *
+    return static_cast<std::uint64_t>(max_rows_) * static_cast<std::uint64_t>(c.n_heads) *
            static_cast<std::uint64_t>(split_stride()) *
            static_cast<std::uint64_t>(kernels::llama::split_partial_floats(c.head_size())) * sizeof(float);
   }
@@ -637,13 +632,11 @@ class DeviceLlamaModel {
       a.scale = 1.0f / std::sqrt(static_cast<float>(hs));
       a.out = att();
       a.out16 = x16();
-      if (tiled_attention(n)) {
-        launch(k::TiledAttention{a, cover.tiles});
-      } else {
-        auto* partials = reinterpret_cast<float*>(split_partials_.data());
-        launch(k::SplitAttention{a, n, k::attention_splits(cover.attended), split_stride(), partials});
-        launch(k::AttentionFold{a, n, split_stride(), partials});
-      }
+      auto* partials = reinterpret_cast<float*>(split_partials_.data());
+      const int splits = k::attention_splits(cover.attended);
+      if (tiled_attention(n)) launch(k::TiledAttention{a, cover.tiles, splits, split_stride(), partials});
+      else launch(k::SplitAttention{a, n, splits, split_stride(), partials});
+      launch(k::AttentionFold{a, n, split_stride(), partials});
       product<W>(at + layout_.wo, d, d, att(), d, x(), d, n, true);
       launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_ffn, l).first, d, n, xb(), d, x16()});
       product<W>(at + layout_.w13, d, 2 * hid, xb(), d, h13(), 2 * hid, n, false);
@@ -671,7 +664,7 @@ class DeviceLlamaModel {
   std::uint64_t device_bytes_ = 0;
   backend::buffer<Backend> weights_, norms_, k_cache_, v_cache_, activations_, chain_, rope_;
   backend::buffer<Backend> x16_;  // bf16 activations of the tensor-core products
-  backend::buffer<Backend> split_partials_;  // SplitAttention's, for AttentionFold
+  backend::buffer<Backend> split_partials_;  // the attention's, for AttentionFold
   backend::buffer<Backend> trees_;  // the forward's ForwardTrees
   backend::launch_graphs<Backend> graphs_;
 };
