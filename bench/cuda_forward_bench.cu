@@ -216,8 +216,7 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
       // make them.
       const auto* x16_ours = reinterpret_cast<const k::bf16*>(x16);
       const double ours_tc = time_ms(stream, reps, [&] {
-        if (n <= k::mma_tokens) launch(gpu, k::MmaProduct<1>{a, x16_ours});
-        else launch(gpu, k::MmaProduct<8>{a, x16_ours});
+        k::launch_mma_product(a, x16_ours, [&](const auto& kernel) { launch(gpu, kernel); });
       });
       must(cudaGetLastError(), "our tensor-core product");
       // Y^T [out][n] = W [out][in] · X^T: column-major, W is a transposed (in x out) matrix.

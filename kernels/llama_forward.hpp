@@ -377,70 +377,96 @@ struct Product {
 
 /// The tensor-core product of bf16 weights: y[t][o] (+)= sum_k W[o][k] x16[t][k] (x16: the
 /// activations rounded to bf16 by the kernel that made them; rows `in` apart).
-/// A block owns mma_rows rows; its mma_warps warps split k into k-blocks of 32 (warp w takes
-/// j = w, w + 8, ...), each warp's partial sums of Tiles MMAs of 8 tokens stay in registers, and
-/// the block adds the warps' partials in warp order: the rule at the top of this file. Tiles
-/// (tokens a pass, / 8) is a matter of registers and speed only: 1 for a plain step, 8 for trees.
+/// A block owns RowTiles x 16 rows; its mma_warps warps split k into k-blocks of 32 (warp w takes
+/// j = w, w + 8, ...), each warp's partial sums of RowTiles x Tiles MMAs of 16 rows and 8 tokens
+/// stay in registers, and the block adds the warps' partials in warp order: the rule at the top
+/// of this file. Tiles (tokens a pass, / 8) and RowTiles are a matter of registers and speed only
+/// (no output's sums depend on them): <1, 1> for a plain step, whose weights are all there is to
+/// read; <8, 2> for trees, where every block reads all the tokens' rows (from L2), so two row tiles
+/// a block halve those reads.
 ///
-/// Each k-block is one 16-byte load a lane of each of two weight rows (lane group g: rows g and
-/// g + 8, lane q of the group: elements 8q .. 8q + 7) and one of each token (token g of the MMA,
-/// the same elements), fed to two MMAs without a shuffle: MMA s takes elements 8q + 4s + 0..3,
-/// which the fragments (kernels/grid.hpp) see as k = 2q, 2q + 1, 2q + 8, 2q + 9. The same fixed
-/// permutation of k for the weights and the tokens, whatever n is.
-template <int Tiles>
+/// Each k-block is one 16-byte load a lane of each of two weight rows a row tile (lane group g:
+/// rows g and g + 8, lane q of the group: elements 8q .. 8q + 7) and one of each token (token g of
+/// the MMA, the same elements), fed to two MMAs without a shuffle: MMA s takes elements
+/// 8q + 4s + 0..3, which the fragments (kernels/grid.hpp) see as k = 2q, 2q + 1, 2q + 8, 2q + 9.
+/// The same fixed permutation of k for the weights and the tokens, whatever n is.
+template <int Tiles, int RowTiles>
 struct MmaProduct {
   ProductArgs a;  ///< a.x unused: the tokens come as x16
   const bf16* x16;
 
-  static constexpr int tokens = Tiles * mma_tokens;  // a pass
+  static constexpr int tokens = Tiles * mma_tokens;   // a pass
+  static constexpr int rows = RowTiles * mma_rows;    // a block
   LaunchShape shape() const {
-    return {static_cast<unsigned>((a.out + mma_rows - 1) / mma_rows), 1, warp_threads * mma_warps,
+    return {static_cast<unsigned>((a.out + rows - 1) / rows), 1, warp_threads * mma_warps,
             static_cast<std::size_t>(mma_warps) * mma_rows * tokens * sizeof(float)};
   }
   template <class Thread>
   SPECDEC_HD void operator()(const Thread& th) const {
     const int warp = th.thread() / warp_threads, lane = th.thread() % warp_threads;
-    const int g = lane / 4, q = lane % 4, row0 = th.block_x() * mma_rows;
-    float* partial = reinterpret_cast<float*>(th.shared());  // [warp][row][token of the pass]
+    const int g = lane / 4, q = lane % 4, block_row = th.block_x() * rows;
+    float* partial = reinterpret_cast<float*>(th.shared());  // [warp][row of a tile][token of the pass]
     const bf16* w = static_cast<const bf16*>(a.w);
     const int k_blocks = a.in / mma_k_block;
     for (int t0 = 0; t0 < a.n; t0 += tokens) {
       const int tiles = min_of(Tiles, (a.n - t0 + mma_tokens - 1) / mma_tokens);
-      float acc[Tiles][4] = {};
+      float acc[RowTiles][Tiles][4] = {};
 #if defined(__CUDA_ARCH__)
 #pragma unroll 4
 #endif
       for (int j = warp; j < k_blocks; j += mma_warps) {
         const int k = j * mma_k_block + q * 8;
-        alignas(16) std::uint32_t lo[4] = {}, hi[4] = {};  // rows g and g + 8; past `out`: zeros
-        if (row0 + g < a.out) copy16(lo, w + static_cast<long long>(row0 + g) * a.in + k);
-        if (row0 + g + 8 < a.out) copy16(hi, w + static_cast<long long>(row0 + g + 8) * a.in + k);
+        alignas(16) std::uint32_t lo[RowTiles][4] = {}, hi[RowTiles][4] = {};  // rows g, g + 8; past `out`: zeros
+        SPECDEC_UNROLL
+        for (int rt = 0; rt < RowTiles; ++rt) {
+          const int row = block_row + rt * mma_rows + g;
+          if (row < a.out) copy16(lo[rt], w + static_cast<long long>(row) * a.in + k);
+          if (row + 8 < a.out) copy16(hi[rt], w + static_cast<long long>(row + 8) * a.in + k);
+        }
         SPECDEC_UNROLL
         for (int tt = 0; tt < Tiles; ++tt) {
           if (tt >= tiles) break;
+          const int token = t0 + tt * mma_tokens + g;
           alignas(16) std::uint32_t x[4] = {};  // an MMA's tokens past n: zeros
-          if (t0 + tt * mma_tokens + g < a.n) copy16(x, x16 + static_cast<long long>(t0 + tt * mma_tokens + g) * a.in + k);
-          th.mma_bf16(acc[tt], {lo[0], hi[0], lo[1], hi[1]}, {x[0], x[1]});
-          th.mma_bf16(acc[tt], {lo[2], hi[2], lo[3], hi[3]}, {x[2], x[3]});
+          if (token < a.n) copy16(x, x16 + static_cast<long long>(token) * a.in + k);
+          SPECDEC_UNROLL
+          for (int rt = 0; rt < RowTiles; ++rt) {
+            th.mma_bf16(acc[rt][tt], {lo[rt][0], hi[rt][0], lo[rt][1], hi[rt][1]}, {x[0], x[1]});
+            th.mma_bf16(acc[rt][tt], {lo[rt][2], hi[rt][2], lo[rt][3], hi[rt][3]}, {x[2], x[3]});
+          }
         }
       }
+      // The warps' partials, a row tile at a time (shared memory for one).
       SPECDEC_UNROLL
-      for (int tt = 0; tt < Tiles; ++tt)
-        for (int r = 0; r < 4; ++r)
-          partial[(warp * mma_rows + mma_d_row(lane, r)) * tokens + tt * mma_tokens + mma_d_col(lane, r)] = acc[tt][r];
-      th.sync();
-      for (int idx = th.thread(); idx < mma_rows * tokens; idx += th.threads()) {
-        const int r = idx / tokens, t = idx % tokens;
-        if (row0 + r >= a.out || t0 + t >= a.n) continue;
-        float v = partial[r * tokens + t];
-        for (int p = 1; p < mma_warps; ++p) v = core::add_rn(v, partial[(p * mma_rows + r) * tokens + t]);
-        float* y = a.y + (t0 + t) * a.ldy + row0 + r;
-        *y = a.accumulate ? core::add_rn(*y, v) : v;
+      for (int rt = 0; rt < RowTiles; ++rt) {
+        const int row0 = block_row + rt * mma_rows;
+        SPECDEC_UNROLL
+        for (int tt = 0; tt < Tiles; ++tt)
+          for (int r = 0; r < 4; ++r)
+            partial[(warp * mma_rows + mma_d_row(lane, r)) * tokens + tt * mma_tokens + mma_d_col(lane, r)] =
+                acc[rt][tt][r];
+        th.sync();
+        for (int idx = th.thread(); idx < mma_rows * tokens; idx += th.threads()) {
+          const int r = idx / tokens, t = idx % tokens;
+          if (row0 + r >= a.out || t0 + t >= a.n) continue;
+          float v = partial[r * tokens + t];
+          for (int p = 1; p < mma_warps; ++p) v = core::add_rn(v, partial[(p * mma_rows + r) * tokens + t]);
+          float* y = a.y + (t0 + t) * a.ldy + row0 + r;
+          *y = a.accumulate ? core::add_rn(*y, v) : v;
+        }
+        th.sync();  // the partials are rewritten by the next row tile or pass
       }
-      th.sync();  // the partials are rewritten by the next pass
     }
   }
 };
+
+/// The tensor-core product `a` of n tokens as the target runs it: the variant for n (the same
+/// bits whichever runs).
+template <class Launch>
+void launch_mma_product(const ProductArgs& a, const bf16* x16, Launch launch) {
+  if (a.n <= mma_tokens) launch(MmaProduct<1, 1>{a, x16});
+  else launch(MmaProduct<8, 2>{a, x16});
+}
 
 /// One block per row: rotates row t's q and k by RoPE at its node's position (base + depth[i],
 /// node i of its tree) and writes its k and v rows at its sequence's cache slot base + i of this

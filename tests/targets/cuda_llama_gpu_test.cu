@@ -184,7 +184,7 @@ TEST_CASE("a short sweep, small enough for compute-sanitizer", "[sanitize]") {
 
 namespace {
 
-// MmaProduct<tiles> on the device: y [n][out] = W x16ᵀ.
+// MmaProduct on the device: y [n][out] = W x16ᵀ, by <1, 1> (tiles 1) or <8, 2> (tiles 8).
 std::vector<float> device_mma_product(const MmaOperands& op, int n, const std::vector<std::uint16_t>& x16, int tiles) {
   const auto bytes = [](const auto& v) { return v.size() * sizeof(v[0]); };
   std::vector<float> y(static_cast<std::size_t>(n) * op.out);
@@ -203,8 +203,8 @@ std::vector<float> device_mma_product(const MmaOperands& op, int n, const std::v
   a.ldy = op.out;
   const auto* x16_device = static_cast<const kernels::llama::bf16*>(x);
   const auto run = [&](const auto& kernel) { backend::launch_grid(backend::cuda{}, kernel.shape(), kernel); };
-  if (tiles == 1) run(kernels::llama::MmaProduct<1>{a, x16_device});
-  else run(kernels::llama::MmaProduct<8>{a, x16_device});
+  if (tiles == 1) run(kernels::llama::MmaProduct<1, 1>{a, x16_device});
+  else run(kernels::llama::MmaProduct<8, 2>{a, x16_device});
   REQUIRE(cudaGetLastError() == cudaSuccess);
   REQUIRE(cudaMemcpy(y.data(), out, bytes(y), cudaMemcpyDeviceToHost) == cudaSuccess);
   cudaFree(w);
@@ -226,7 +226,7 @@ TEST_CASE("the tensor-core product on the device computes W x, as its emulation 
     const std::vector<float> device = device_mma_product(op, n, op.x16, tiles);
     op.check(device);
     op.check(emulated_mma_product(op.w, op.x16, op.in, op.out, n, tiles, {}, false));
-    if (tiles == 1) CHECK(device_mma_product(op, n, op.x16, 8) == device);
+    CHECK(device_mma_product(op, n, op.x16, tiles == 1 ? 8 : 1) == device);  // the other variant: the same bits
     for (const int t : {0, n - 1}) {
       std::vector<std::uint16_t> alone(static_cast<std::size_t>(kernels::llama::mma_tokens) * op.in, 0);
       std::copy_n(op.x16.begin() + static_cast<std::ptrdiff_t>(t) * op.in, op.in, alone.begin());

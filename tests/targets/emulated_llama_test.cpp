@@ -200,7 +200,8 @@ TEST_CASE("emulated: the tensor-core product computes W x, the same bits whateve
       const int tiles = n <= kernels::llama::mma_tokens ? 1 : 8;
       const std::vector<float> y = mma_product_on_host(op.w, op.x16, c.in, c.out, n, tiles, {}, false);
       op.check(y);
-      if (tiles == 1) CHECK(mma_product_on_host(op.w, op.x16, c.in, c.out, n, 8, {}, false) == y);
+      // The other variant: other passes, other row tiles a block, the same bits.
+      CHECK(mma_product_on_host(op.w, op.x16, c.in, c.out, n, tiles == 1 ? 8 : 1, {}, false) == y);
       // Accumulating: y0 + (W x) in one rounding.
       std::vector<float> y0(y.size());
       for (std::size_t i = 0; i < y0.size(); ++i) y0[i] = static_cast<float>(i % 7) - 3.25f;
@@ -222,7 +223,7 @@ TEST_CASE("emulated: the tensor-core product computes W x, the same bits whateve
 TEST_CASE("emulated, tensor-core products: every node equals its path's single-token forward, and the model holds") {
   const DeviceLlamaOptions tc{.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0, .tensor_cores = true};
   EmulatedLlamaTarget target = EmulatedLlamaTarget::synthetic(tiny_shape(), 5, {}, tc);
-  constexpr int sizes[] = {1, 4, 12};  // MmaProduct<1>, and <8> from 9 rows
+  constexpr int sizes[] = {1, 4, 12};  // MmaProduct<1, 1>, and <8, 2> from 9 rows
   bit_exact_sweep(target, random_tokens(30, target.vocab_size(), 3), 22, sizes);
   EmulatedLlamaTarget cuda_cores = EmulatedLlamaTarget::synthetic(tiny_shape(), 5);
   EmulatedLlamaTarget tensor_cores = EmulatedLlamaTarget::synthetic(tiny_shape(), 5, {}, tc);

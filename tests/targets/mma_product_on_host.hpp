@@ -10,8 +10,8 @@
 
 namespace specdec::device_llama_checks {
 
-/// y [n][out] = W x16ᵀ by MmaProduct<1> or <8> (`tiles`) on the emulated grid: W [out][in] and
-/// x16 [n rounded up to 8][in] in bf16; from `y` as it is when `accumulate`.
+/// y [n][out] = W x16ᵀ by MmaProduct<1, 1> or <8, 2> (`tiles` 1 or 8) on the emulated grid: W
+/// [out][in] and x16 [n rounded up to 8][in] in bf16; from `y` as it is when `accumulate`.
 inline std::vector<float> mma_product_on_host(const std::vector<std::uint16_t>& w, const std::vector<std::uint16_t>& x16,
                                               int in, int out, int n, int tiles, std::vector<float> y, bool accumulate) {
   y.resize(static_cast<std::size_t>(n) * out);
@@ -24,8 +24,8 @@ inline std::vector<float> mma_product_on_host(const std::vector<std::uint16_t>& 
   a.ldy = out;
   a.accumulate = accumulate;
   const auto run = [&](const auto& kernel) { backend::launch_grid(backend::host{}, kernel.shape(), kernel); };
-  if (tiles == 1) run(kernels::llama::MmaProduct<1>{a, x16.data()});
-  else run(kernels::llama::MmaProduct<8>{a, x16.data()});
+  if (tiles == 1) run(kernels::llama::MmaProduct<1, 1>{a, x16.data()});
+  else run(kernels::llama::MmaProduct<8, 2>{a, x16.data()});
   return y;
 }
 

@@ -559,8 +559,7 @@ class DeviceLlamaModel {
     if constexpr (std::is_same_v<W, kernels::llama::bf16>) {
       if (tensor_cores_) {  // x in bf16: x16(), which the kernel that made x wrote too
         a.x = nullptr;
-        if (n <= kernels::llama::mma_tokens) launch(kernels::llama::MmaProduct<1>{a, x16()});
-        else launch(kernels::llama::MmaProduct<8>{a, x16()});
+        kernels::llama::launch_mma_product(a, x16(), [&](const auto& kernel) { launch(kernel); });
         return;
       }
     }
