@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <specdec/backend.hpp>
+#include <specdec/kernels/stochastic_verify.cuh>  // stochastic_launch: which form a batch gets
 
 using namespace specdec;
 

@@ -27,16 +27,18 @@
 #include <specdec/core/stochastic_batch.hpp>
 #include <specdec/error.hpp>
 
-#if defined(__CUDACC__)
+#if defined(SPECDEC_CUDA_KERNELS_EXTERN) && !defined(SPECDEC_CUDA_KERNELS_IMPLEMENTATION)
+// The kernels are compiled elsewhere (specdec::cuda_kernels): their declarations only, without
+// the kernels' code and CUB (a few seconds of nvcc a file), for nvcc and the host compiler alike.
+#include <cuda_runtime_api.h>
+
+#include <specdec/kernels/launchers.hpp>
+#elif defined(__CUDACC__)
 #include <specdec/kernels/greedy_verify.cuh>
 #include <specdec/kernels/kv_compaction.cuh>
 #include <specdec/kernels/stochastic_verify.cuh>
 #include <specdec/kernels/suffix_match.cuh>
 #include <specdec/kernels/tree_build.cuh>
-#elif defined(SPECDEC_CUDA_KERNELS_EXTERN)
-#include <cuda_runtime_api.h>
-
-#include <specdec/kernels/launchers.hpp>  // compiled elsewhere (specdec::cuda_kernels)
 #endif
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*; declared so host-only code can name the tag
@@ -234,7 +236,7 @@ class launch_graphs {
 // ---- cuda ---------------------------------------------------------------------------------------
 
 #if defined(__CUDACC__) || defined(SPECDEC_CUDA_KERNELS_EXTERN)
-#if defined(__CUDACC__)
+#if SPECDEC_CUDA_KERNELS_DEFINED  // where the kernels' headers are included
 static_assert(max_suffix_match == kernels::suffix_max_match && max_suffix_k == kernels::suffix_max_k &&
                   max_tree_nodes == kernels::max_tree_nodes &&
                   max_compaction_nodes * 16 == kernels::detail::compaction_shared_bytes &&
