@@ -297,22 +297,41 @@ struct RmsNorm {
   long long ldo;
   bf16* out16 = nullptr;
 
+  /// Elements a thread holds in registers (dim up to 8192); past them it reads memory again.
+  static constexpr int held = 32;
+
   LaunchShape shape() const { return {static_cast<unsigned>(rows), 1, norm_threads, norm_threads * sizeof(float)}; }
   template <class Thread>
   SPECDEC_HD void operator()(const Thread& th) const {
     float* part = reinterpret_cast<float*>(th.shared());
     const int t = th.block_x(), i = th.thread();
     const float* xt = x + t * ldx;
+    // Every load first: the stores below may alias x as far as the compiler knows, so loads
+    // interleaved with them would wait for each other.
+    float xs[held], ws[held];
+    SPECDEC_UNROLL
+    for (int c = 0; c < held; ++c) {
+      const int j = i + c * norm_threads;
+      xs[c] = j < dim ? xt[j] : 0.0f;
+      ws[c] = j < dim ? weight[j] : 0.0f;
+    }
     float ss = 0.0f;
-    for (int j = i; j < dim; j += norm_threads) ss = fmaf(xt[j], xt[j], ss);
+    SPECDEC_UNROLL
+    for (int c = 0; c < held; ++c)
+      if (i + c * norm_threads < dim) ss = fmaf(xs[c], xs[c], ss);
+    for (int j = i + held * norm_threads; j < dim; j += norm_threads) ss = fmaf(xt[j], xt[j], ss);
     part[i] = ss;
     const float total = th.block_sum(part);
     const float scale = core::div_rn(1.0f, sqrtf(core::add_rn(core::div_rn(total, static_cast<float>(dim)), 1e-5f)));
-    for (int j = i; j < dim; j += norm_threads) {
-      const float v = core::mul_rn(weight[j], core::mul_rn(scale, xt[j]));
+    const auto put = [&](int j, float w, float xj) {
+      const float v = core::mul_rn(w, core::mul_rn(scale, xj));
       out[t * ldo + j] = v;
       if (out16) out16[t * dim + j] = synthetic::bf16_bits(v);
-    }
+    };
+    SPECDEC_UNROLL
+    for (int c = 0; c < held; ++c)
+      if (i + c * norm_threads < dim) put(i + c * norm_threads, ws[c], xs[c]);
+    for (int j = i + held * norm_threads; j < dim; j += norm_threads) put(j, weight[j], xt[j]);
   }
 };
 
@@ -492,21 +511,45 @@ struct RopeStore {
     const int position = tree.base + tree.depth[i];
     const float* angles = cos_sin + static_cast<long long>(position) * head_size;  // head_size / 2 pairs
     const long long slot_offset = tree.cache_offset + static_cast<long long>(tree.base + i) * kv_dim;
-    // Pairs of q, then of k; one thread per pair.
-    for (int pair = th.thread(); pair < (dim + kv_dim) / 2; pair += th.threads()) {
-      const int col = 2 * pair;  // q columns [0, dim), k columns [dim, dim + kv_dim)
-      const int in_head = (col < dim ? col : col - dim) % head_size;
-      const float c = angles[in_head], s = angles[in_head + 1];
-      const float v0 = row[col], v1 = row[col + 1];
-      const float r0 = core::sub_rn(mul_rn(v0, c), mul_rn(v1, s)), r1 = core::add_rn(mul_rn(v0, s), mul_rn(v1, c));
-      row[col] = r0;
-      row[col + 1] = r1;
-      if (col >= dim) {
-        k_cache[slot_offset + col - dim] = r0;
-        k_cache[slot_offset + col - dim + 1] = r1;
+    // Pairs of q, then of k; one thread per pair, `batch` pairs a thread loaded before any is
+    // stored (the stores may alias the loads as far as the compiler knows).
+    constexpr int batch = 8;
+    const int pairs = (dim + kv_dim) / 2, threads = th.threads();
+    for (int first = th.thread(); first < pairs; first += batch * threads) {
+      float v0[batch], v1[batch], c[batch], s[batch];
+      SPECDEC_UNROLL
+      for (int b = 0; b < batch; ++b) {
+        const int col = 2 * (first + b * threads);  // q columns [0, dim), k columns [dim, dim + kv_dim)
+        if (col >= 2 * pairs) break;
+        const int in_head = (col < dim ? col : col - dim) % head_size;
+        c[b] = angles[in_head];
+        s[b] = angles[in_head + 1];
+        v0[b] = row[col];
+        v1[b] = row[col + 1];
+      }
+      SPECDEC_UNROLL
+      for (int b = 0; b < batch; ++b) {
+        const int col = 2 * (first + b * threads);
+        if (col >= 2 * pairs) break;
+        const float r0 = core::sub_rn(mul_rn(v0[b], c[b]), mul_rn(v1[b], s[b]));
+        const float r1 = core::add_rn(mul_rn(v0[b], s[b]), mul_rn(v1[b], c[b]));
+        row[col] = r0;
+        row[col + 1] = r1;
+        if (col >= dim) {
+          k_cache[slot_offset + col - dim] = r0;
+          k_cache[slot_offset + col - dim + 1] = r1;
+        }
       }
     }
-    for (int j = th.thread(); j < kv_dim; j += th.threads()) v_cache[slot_offset + j] = row[dim + kv_dim + j];
+    for (int first = th.thread(); first < kv_dim; first += batch * threads) {
+      float v[batch];
+      SPECDEC_UNROLL
+      for (int b = 0; b < batch; ++b)
+        if (first + b * threads < kv_dim) v[b] = row[dim + kv_dim + first + b * threads];
+      SPECDEC_UNROLL
+      for (int b = 0; b < batch; ++b)
+        if (first + b * threads < kv_dim) v_cache[slot_offset + first + b * threads] = v[b];
+    }
   }
 };
 
