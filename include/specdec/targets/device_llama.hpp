@@ -424,7 +424,6 @@ class DeviceLlamaModel {
     return tensor_cores_ ? reinterpret_cast<kernels::llama::bf16*>(x16_.data()) : nullptr;
   }
 
-  // Per token: x, xb, att [dim]; qkv [dim + 2 kv_dim]; h13 [2 hidden]; hb [hidden]; logits [vocab].
   // The attention's split partials (kernels/llama_forward.hpp): every row, head and split of
   // max_positions.
   int split_stride() const { return kernels::llama::attention_splits(max_positions_); }
@@ -435,6 +434,7 @@ class DeviceLlamaModel {
            static_cast<std::uint64_t>(kernels::llama::split_partial_floats(c.head_size())) * sizeof(float);
   }
 
+  // Per token: x, xb, att [dim]; qkv [dim + 2 kv_dim]; h13 [2 hidden]; hb [hidden]; logits [vocab].
   std::uint64_t activation_floats() const {
     const LlamaConfig& c = layout_.config;
     return 3ull * c.dim + (c.dim + 2ull * c.kv_dim()) + 3ull * c.hidden_dim + static_cast<std::uint64_t>(c.vocab_size);
