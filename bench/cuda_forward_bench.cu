@@ -1,7 +1,8 @@
 // CudaLlamaTarget's forward cost c(n) for trees of n nodes, and its weight products against
 // cuBLAS, on the synthetic shapes (bf16 weights made on the device; timing only):
 //
-//   cuda_forward_bench [--shapes A,B,...] [--contexts 128,512,2048] [--reps N]
+//   cuda_forward_bench [--shapes A,B,...] [--contexts 128,512,2048] [--reps N] [--nodes 1,16]
+//                      [--forward-only]
 //
 // Part 1, per shape and context: milliseconds per forward (CUDA events around `reps` forwards
 // after one warm-up) of a tree of n nodes on a cache of `context` tokens, for n = 1..16, 24, 32,
@@ -18,6 +19,9 @@
 // cuBLAS), both batch-invariant, against cublasGemmEx (bf16 x bf16, fp32 accumulation and
 // output, cuBLAS's own choice of algorithm), and the weight bytes per second ours reach. Exits 0
 // with a message when there is no device.
+// --nodes replaces Part 1's tree sizes and --forward-only runs Part 1 alone, with tensor cores:
+// under a profiler (the GPU bundle's `nsys profile --stats=true`), the time of each kernel of a
+// plain step (--nodes 1) or of a tree's forward.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -97,10 +101,8 @@ testing::LaidOutTree heap_tree(int n, int vocab) {
   return testing::LaidOutTree(std::move(parent), std::move(token));
 }
 
-const int kSizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 48, 64, 96, 128};
-
-void forward_costs(const SyntheticShape& shape, const std::vector<int>& contexts, int reps, cudaStream_t stream,
-                   bool tensor_cores) {
+void forward_costs(const SyntheticShape& shape, const std::vector<int>& contexts, const std::vector<int>& sizes,
+                   int reps, cudaStream_t stream, bool tensor_cores) {
   const int longest = *std::max_element(contexts.begin(), contexts.end());
   CudaLlamaTarget target = CudaLlamaTarget::synthetic(
       shape, 1, backend::cuda{stream},
@@ -112,11 +114,11 @@ void forward_costs(const SyntheticShape& shape, const std::vector<int>& contexts
     std::vector<token_t> prompt(static_cast<std::size_t>(context));
     for (int i = 0; i < context; ++i) prompt[static_cast<std::size_t>(i)] = (31 * i + 5) % target.vocab_size();
     target.prefill(prompt);
-    double c1 = 0;
-    for (int n : kSizes) {
+    double c1 = 0;  // c(1), or the first size's
+    for (int n : sizes) {
       const testing::DeviceTree tree(heap_tree(n, target.vocab_size()), context);
       const double ms = time_ms(stream, reps, [&] { target.forward(tree.view()); });
-      if (n == 1) c1 = ms;
+      if (c1 == 0) c1 = ms;
       std::printf("%8d %5d %10.3f %9.3f\n", context, n, ms, ms / c1);
     }
   }
@@ -247,6 +249,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> shapes{"Llama-2-7B", "Llama-3-8B", "TinyLlama-1.1B", "stories110M"};
   std::vector<int> contexts{128, 512, 2048};
   int reps = 3;
+  std::vector<int> sizes{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32, 48, 64, 96, 128};
+  bool forward_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
@@ -254,11 +258,21 @@ int main(int argc, char** argv) {
     else if (arg == "--contexts" && has_value) {
       contexts.clear();
       for (const std::string& s : split(argv[++i])) contexts.push_back(std::atoi(s.c_str()));
+    } else if (arg == "--nodes" && has_value) {
+      sizes.clear();
+      for (const std::string& s : split(argv[++i])) sizes.push_back(std::clamp(std::atoi(s.c_str()), 1, 128));
     } else if (arg == "--reps" && has_value) reps = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--forward-only") forward_only = true;
     else {
-      std::fprintf(stderr, "usage: cuda_forward_bench [--shapes A,B] [--contexts 128,512,2048] [--reps N]\n");
+      std::fprintf(stderr,
+                   "usage: cuda_forward_bench [--shapes A,B] [--contexts 128,512,2048] [--reps N] [--nodes 1,16] "
+                   "[--forward-only]\n");
       return 2;
     }
+  }
+  if (contexts.empty() || sizes.empty() || shapes.empty()) {
+    std::fprintf(stderr, "cuda_forward_bench: --shapes, --contexts and --nodes each need at least one value\n");
+    return 2;
   }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -276,8 +290,9 @@ int main(int argc, char** argv) {
   try {
     for (const std::string& name : shapes) {
       const SyntheticShape& shape = synthetic_shape(name);
-      forward_costs(shape, contexts, reps, stream, /*tensor_cores=*/true);
-      forward_costs(shape, {contexts[contexts.size() / 2]}, reps, stream, /*tensor_cores=*/false);
+      forward_costs(shape, contexts, sizes, reps, stream, /*tensor_cores=*/true);
+      if (forward_only) continue;
+      forward_costs(shape, {contexts[contexts.size() / 2]}, sizes, reps, stream, /*tensor_cores=*/false);
       attention_costs(shape, {contexts[contexts.size() / 2], contexts.back()}, reps, stream);
       graph_costs(shape, {contexts[contexts.size() / 2]}, reps, stream);
       products_against_cublas(shape, reps, stream, blas);

@@ -5,7 +5,8 @@
 # in). cuBLAS (gpu_dense_search_gpu_test and specdec-dense-datastore's gpu-flat search) is too
 # large to carry: it comes from that machine's CUDA toolkit (/usr/local/cuda). On that machine:
 #   build/gpu-bundle/run.sh [LOG_DIR]    # every gpu test, then kernels_bench, decoder_step_bench and
-#                                        # cuda_forward_bench, and CudaLlamaTarget's kernels under
+#                                        # cuda_forward_bench (and, with nsys, its forwards profiled
+#                                        # kernel by kernel), and CudaLlamaTarget's kernels under
 #                                        # compute-sanitizer (memcheck, racecheck) on its small cases
 #   DENSE_DS=FILE build/gpu-bundle/run.sh  # also specdec-dense-datastore bench FILE --backend gpu-flat
 #   SANITIZE=1 build/gpu-bundle/run.sh [LOG_DIR]   # the gpu tests under compute-sanitizer instead
@@ -97,9 +98,18 @@ if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != only ]; then
   rc=$?
   echo "cuda_forward_bench: exit $rc" | tee -a "$logs/summary.txt"
   [ "$rc" -eq 0 ] || failed=1
+  # Where a plain step's and a 16-node tree's time goes, kernel by kernel (Llama-2-7B, context
+  # 512, tensor cores), if the machine has Nsight Systems: its table of kernels by total time.
+  export PATH="$PATH:/usr/local/cuda/bin"
+  if command -v nsys >/dev/null; then
+    timeout 90 nsys profile --stats=true --force-overwrite true -o "$logs/forward_profile" "$here/cuda_forward_bench" \
+      --forward-only --shapes Llama-2-7B --contexts 512 --nodes 1,16 --reps 20 >"$logs/forward_profile.txt" 2>&1
+    echo "nsys profile of the forward: exit $?" | tee -a "$logs/summary.txt"
+  else
+    echo "nsys not found: no kernel-by-kernel profile of the forward" | tee -a "$logs/summary.txt"
+  fi
   # CudaLlamaTarget's kernels under compute-sanitizer, on the test cases tagged [sanitize] (small
   # models, few forwards: a sanitizer makes every launch slow).
-  export PATH="$PATH:/usr/local/cuda/bin"
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
       timeout 75 compute-sanitizer --tool "$tool" --error-exitcode 99 "$here/cuda_llama_gpu_test" "[sanitize]" \
