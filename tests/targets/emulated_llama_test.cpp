@@ -1,6 +1,7 @@
 // The device Llama's kernels on the host's emulated grid (EmulatedLlamaTarget): the checks the GPU
 // test runs (device_llama_checks.hpp), at sizes CI can afford, on the same kernel code. What a GPU
-// adds beyond them is the hardware: its shared-memory limits, timing, and the tensor-core path.
+// adds beyond them is the hardware: its shared-memory limits, timing, and the tensor core's own
+// sums inside an MMA.
 //  - the emulated forward computes the host Llama2cTarget's model (close logits, the same greedy
 //    tokens), on stories260K;
 //  - every node of a tree equals a single-token forward of its path, bit for bit (fp32 stories260K
