@@ -652,14 +652,28 @@ struct AttentionFold {
     th.sync();
     if (e >= hs) return;
     const int stride = split_partial_floats(hs), splits = attention_splits(*attended);
-    const float* split = partials + (static_cast<long long>(t) * a.heads + h) * split_stride * stride;
-    float run_max = split[0], total = split[1], value = split[2 + e];
-    for (int s = 1; s < splits; ++s) {
-      split += stride;
-      const SplitFold f = split_fold(run_max, split[0]);
-      total = folded(total, split[1], f);
-      value = folded(value, split[2 + e], f);
-      run_max = f.max;
+    const float* partial = partials + (static_cast<long long>(t) * a.heads + h) * split_stride * stride;
+    float run_max = partial[0], total = partial[1], value = partial[2 + e];
+    // `batch` splits' loads issued before their folds, which keep their order.
+    constexpr int batch = 8;
+    for (int first = 1; first < splits; first += batch) {
+      float m[batch], l[batch], v[batch];
+      SPECDEC_UNROLL
+      for (int b = 0; b < batch; ++b) {
+        if (first + b >= splits) break;
+        const float* split = partial + (first + b) * stride;
+        m[b] = split[0];
+        l[b] = split[1];
+        v[b] = split[2 + e];
+      }
+      SPECDEC_UNROLL
+      for (int b = 0; b < batch; ++b) {
+        if (first + b >= splits) break;
+        const SplitFold f = split_fold(run_max, m[b]);
+        total = folded(total, l[b], f);
+        value = folded(value, v[b], f);
+        run_max = f.max;
+      }
     }
     const long long at = t * static_cast<long long>(a.heads) * hs + h * hs + e;
     const float v = core::div_rn(value, total);

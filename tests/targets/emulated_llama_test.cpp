@@ -110,6 +110,46 @@ TEST_CASE("emulated: the per-node and the tiled attention kernels give the same 
   attention_kernels_agree(make, 300, sizes);  // three splits, folded twice
 }
 
+TEST_CASE("emulated: AttentionFold folds a row's splits in increasing order, as many as there are") {
+  namespace k = kernels::llama;
+  constexpr int hs = 8, cached = 2500;  // one node behind 2500 positions: 20 splits
+  const int splits = k::attention_splits(cached + 1), stride = k::split_partial_floats(hs);
+  REQUIRE(splits == 20);
+  std::vector<float> partials(static_cast<std::size_t>(splits * stride));
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (int s = 0; s < splits; ++s)
+    for (int f = 0; f < stride; ++f)
+      partials[static_cast<std::size_t>(s * stride + f)] = f == 1 ? 1.0f + std::abs(u(rng)) : u(rng);
+  const token_t token = 0;
+  const int depth = 0;
+  const std::uint32_t mask = 1;  // the node is its own ancestor
+  k::ForwardTrees trees;
+  trees.count = 1;
+  trees.rows = 1;
+  trees.tree[0] = {&token, &depth, &mask, 1, cached, 0, 0};
+  std::vector<float> out(hs, -1.0f);
+  k::AttentionArgs a;
+  a.trees = &trees;
+  a.heads = a.kv_heads = 1;
+  a.head_size = hs;
+  a.out = out.data();
+  const k::AttentionFold fold{a, 1, splits, partials.data()};
+  backend::launch_grid(backend::host{}, fold.shape(), fold);
+  // The rule's fold, written out.
+  for (int e = 0; e < hs; ++e) {
+    float run_max = partials[0], total = partials[1], value = partials[static_cast<std::size_t>(2 + e)];
+    for (int s = 1; s < splits; ++s) {
+      const float* split = partials.data() + s * stride;
+      const k::SplitFold f = k::split_fold(run_max, split[0]);
+      total = k::folded(total, split[1], f);
+      value = k::folded(value, split[2 + e], f);
+      run_max = f.max;
+    }
+    CHECK(out[static_cast<std::size_t>(e)] == core::div_rn(value, total));
+  }
+}
+
 TEST_CASE("emulated: launch graphs (trees padded to their bucket) give the same bits and the same decoding") {
   constexpr int sizes[] = {1, 3, 5, 17};
   for (const bool tensor_cores : {false, true}) {  // padding rows feed the MMAs' bf16 rows too
