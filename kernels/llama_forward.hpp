@@ -465,13 +465,28 @@ struct MmaProduct {
             partial[(warp * mma_rows + mma_d_row(lane, r)) * tokens + tt * mma_tokens + mma_d_col(lane, r)] =
                 acc[rt][tt][r];
         th.sync();
-        for (int idx = th.thread(); idx < mma_rows * tokens; idx += th.threads()) {
-          const int r = idx / tokens, t = idx % tokens;
-          if (row0 + r >= a.out || t0 + t >= a.n) continue;
+        // A thread's outputs: idx = thread + 256 c. The residuals they add to are loaded before
+        // any is stored (the stores may alias them as far as the compiler knows).
+        constexpr int threads = warp_threads * mma_warps, each = (mma_rows * tokens + threads - 1) / threads;
+        const auto output = [&](int c) -> float* {
+          const int idx = th.thread() + c * threads, r = idx / tokens, t = idx % tokens;
+          const bool mine = idx < mma_rows * tokens && row0 + r < a.out && t0 + t < a.n;
+          return mine ? a.y + (t0 + t) * a.ldy + row0 + r : nullptr;
+        };
+        float residual[each];
+        SPECDEC_UNROLL
+        for (int c = 0; c < each; ++c) {
+          float* y = output(c);
+          residual[c] = y && a.accumulate ? *y : 0.0f;
+        }
+        SPECDEC_UNROLL
+        for (int c = 0; c < each; ++c) {
+          float* y = output(c);
+          if (!y) continue;
+          const int idx = th.thread() + c * threads, r = idx / tokens, t = idx % tokens;
           float v = partial[r * tokens + t];
           for (int p = 1; p < mma_warps; ++p) v = core::add_rn(v, partial[(p * mma_rows + r) * tokens + t]);
-          float* y = a.y + (t0 + t) * a.ldy + row0 + r;
-          *y = a.accumulate ? core::add_rn(*y, v) : v;
+          *y = a.accumulate ? core::add_rn(residual[c], v) : v;
         }
         th.sync();  // the partials are rewritten by the next row tile or pass
       }
