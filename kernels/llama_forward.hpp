@@ -152,13 +152,6 @@ SPECDEC_HD inline int tree_ancestors(const std::uint32_t* mask, int words, int i
   return count;
 }
 
-/// How many ancestors node i has in the ancestor mask, itself included.
-SPECDEC_HD inline int ancestor_count(const std::uint32_t* mask, int words, int i) {
-  int count = 0;
-  for (int j = 0; j <= i; ++j) count += core::is_ancestor(mask, words, j, i) ? 1 : 0;
-  return count;
-}
-
 /// Positions per split of the attention rule (one a thread of an attention block).
 inline constexpr int attention_split = attention_threads;
 
@@ -168,6 +161,20 @@ SPECDEC_HD inline int attention_splits(int attended) { return (attended + attent
 /// Floats of a split's partial in SplitAttention's output: its max, its weights' total, then the
 /// head's value sums.
 SPECDEC_HD inline int split_partial_floats(int head_size) { return head_size + 2; }
+
+/// Where (row, head)'s partial of `split` starts in the attention's partials:
+/// [row][head][split_stride][split_partial_floats(head_size)].
+SPECDEC_HD inline long long split_partial_at(int row, int head, int heads, int split_stride, int split, int head_size) {
+  return ((static_cast<long long>(row) * heads + head) * split_stride + split) * split_partial_floats(head_size);
+}
+
+/// A split's value sum for one element: its parts (`parts_of_e[r * head_size]`, r < 128 /
+/// head_size) added in increasing order from 0, as the rule says.
+SPECDEC_HD inline float split_value(const float* parts_of_e, int head_size) {
+  float o = 0.0f;
+  for (int r = 0; r < attention_threads / head_size; ++r) o = core::add_rn(o, parts_of_e[r * head_size]);
+  return o;
+}
 
 /// The rule's fold of a split into the run of the splits before it: the factors that bring both
 /// to their common max.
@@ -494,12 +501,17 @@ struct MmaProduct {
   }
 };
 
-/// The tensor-core product `a` of n tokens as the target runs it: the variant for n (the same
-/// bits whichever runs).
+/// The tensor-core product `a` by one variant: <8, 2> for `trees`, else <1, 1> (the same bits).
+template <class Launch>
+void launch_mma_variant(bool trees, const ProductArgs& a, const bf16* x16, Launch launch) {
+  if (trees) launch(MmaProduct<8, 2>{a, x16});
+  else launch(MmaProduct<1, 1>{a, x16});
+}
+
+/// The tensor-core product `a` of n tokens as the target runs it: the variant for n.
 template <class Launch>
 void launch_mma_product(const ProductArgs& a, const bf16* x16, Launch launch) {
-  if (a.n <= mma_tokens) launch(MmaProduct<1, 1>{a, x16});
-  else launch(MmaProduct<8, 2>{a, x16});
+  launch_mma_variant(a.n > mma_tokens, a, x16, launch);
 }
 
 /// One block per row: rotates row t's q and k by RoPE at its node's position (base + depth[i],
@@ -634,14 +646,12 @@ struct SplitAttention {
     part[tid] = acc;  // part[my_part * hs + e]
     th.sync();
     if (tid < hs) {
-      float o = 0.0f;
-      for (int r = 0; r < parts; ++r) o = core::add_rn(o, part[r * hs + tid]);
-      float* out = partials + ((static_cast<long long>(t) * a.heads + h) * split_stride + split) * split_partial_floats(hs);
+      float* out = partials + split_partial_at(t, h, a.heads, split_stride, split, hs);
       if (tid == 0) {
         out[0] = split_max;
         out[1] = total;
       }
-      out[2 + tid] = o;
+      out[2 + tid] = split_value(part + tid, hs);
     }
   }
 };
@@ -654,20 +664,24 @@ struct AttentionFold {
   int rows, split_stride;
   const float* partials;  ///< SplitAttention's or TiledAttention's
 
+  // Shared memory: the node's ancestors (as SplitAttention finds them), then how many positions it
+  // attends to.
+  static constexpr int attended_at = max_tree_nodes * 4;
   LaunchShape shape() const {
-    return {static_cast<unsigned>(a.heads), static_cast<unsigned>(rows), attention_threads, 16};
+    return {static_cast<unsigned>(a.heads), static_cast<unsigned>(rows), attention_threads, attended_at + 16};
   }
   template <class Thread>
   SPECDEC_HD void operator()(const Thread& th) const {
-    int* attended = reinterpret_cast<int*>(th.shared());
+    int* ancestors = reinterpret_cast<int*>(th.shared());
+    int* attended = reinterpret_cast<int*>(th.shared() + attended_at);
     const int h = th.block_x(), t = th.block_y(), e = th.thread(), hs = a.head_size;
     if (t >= a.trees->rows) return;  // a bucket's padding (the whole block)
     const ForwardTree& tree = a.trees->tree[a.trees->tree_of(t)];
-    if (e == 0) *attended = tree.base + ancestor_count(tree.mask, tree.words_per_row, t - tree.first_row);
+    if (e == 0) *attended = tree.base + tree_ancestors(tree.mask, tree.words_per_row, t - tree.first_row, ancestors);
     th.sync();
     if (e >= hs) return;
     const int stride = split_partial_floats(hs), splits = attention_splits(*attended);
-    const float* partial = partials + (static_cast<long long>(t) * a.heads + h) * split_stride * stride;
+    const float* partial = partials + split_partial_at(t, h, a.heads, split_stride, 0, hs);
     float run_max = partial[0], total = partial[1], value = partial[2 + e];
     // `batch` splits' loads issued before their folds, which keep their order.
     constexpr int batch = 8;
@@ -850,15 +864,11 @@ struct TiledAttention {
     th.sync();
     // The partial of each query that reaches the split: its max, total and values.
     const int split = s0 / attention_split, stride = split_partial_floats(hs);
-    for (int idx = tid; idx < queries * (hs + 2); idx += attention_threads) {
-      const int q = idx / (hs + 2), f = idx % (hs + 2);
+    for (int idx = tid; idx < queries * stride; idx += attention_threads) {
+      const int q = idx / stride, f = idx % stride;
       if (s0 >= length[q]) continue;
-      float v = f == 0 ? maxs[q] : totals[q];
-      if (f >= 2) {
-        v = 0.0f;
-        for (int part = 0; part < parts; ++part) v = add_rn(v, lanes[q * attention_threads + part * hs + f - 2]);
-      }
-      partials[((static_cast<long long>(row_of(q)) * a.heads + head_of(q)) * split_stride + split) * stride + f] = v;
+      partials[split_partial_at(row_of(q), head_of(q), a.heads, split_stride, split, hs) + f] =
+          f == 0 ? maxs[q] : f == 1 ? totals[q] : split_value(lanes + q * attention_threads + f - 2, hs);
     }
   }
 };

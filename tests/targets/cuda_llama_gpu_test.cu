@@ -122,16 +122,9 @@ TEST_CASE("the per-node and the tiled attention kernels give the same bits on th
 
 TEST_CASE("CUDA graphs (trees padded to their bucket) give the same bits and the same decoding on the GPU") {
   constexpr int sizes[] = {1, 3, 5, 17, 64, 200};
-  for (const bool tensor_cores : {false, true}) {
-    const auto make = [&](bool graphs) {  // head size 32, 4 heads a KV head, bf16
-      return CudaLlamaTarget::synthetic(small_shape(), 3, {},
-                                        {.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0,
-                                         .tensor_cores = tensor_cores,
-                                         .attention = DeviceLlamaOptions::Attention::automatic, .graphs = graphs});
-    };
-    INFO((tensor_cores ? "tensor-core" : "CUDA-core") << " products");
-    graphs_agree(make, 300, sizes, random_tokens(20, small_shape().config.vocab_size, 5), 24);
-  }
+  graphs_agree_with_each_product(  // head size 32, 4 heads a KV head, bf16
+      [](const CudaLlamaOptions& options) { return CudaLlamaTarget::synthetic(small_shape(), 3, {}, options); }, 300,
+      sizes, random_tokens(20, small_shape().config.vocab_size, 5), 24);
 }
 
 TEST_CASE("stories260K in fp32: every node of a tree equals a single-token forward of its path, bit for bit") {
@@ -202,9 +195,9 @@ std::vector<float> device_mma_product(const MmaOperands& op, int n, const std::v
   a.y = static_cast<float*>(out);
   a.ldy = op.out;
   const auto* x16_device = static_cast<const kernels::llama::bf16*>(x);
-  const auto run = [&](const auto& kernel) { backend::launch_grid(backend::cuda{}, kernel.shape(), kernel); };
-  if (tiles == 1) run(kernels::llama::MmaProduct<1, 1>{a, x16_device});
-  else run(kernels::llama::MmaProduct<8, 2>{a, x16_device});
+  kernels::llama::launch_mma_variant(tiles == 8, a, x16_device, [](const auto& kernel) {
+    backend::launch_grid(backend::cuda{}, kernel.shape(), kernel);
+  });
   REQUIRE(cudaGetLastError() == cudaSuccess);
   REQUIRE(cudaMemcpy(y.data(), out, bytes(y), cudaMemcpyDeviceToHost) == cudaSuccess);
   cudaFree(w);

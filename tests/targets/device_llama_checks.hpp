@@ -288,6 +288,22 @@ void graphs_agree(Make make, int prefix, std::span<const int> sizes, const std::
   CHECK(speculative(graphs, prompt, count, 16, OracleDrafter(truth, 6, 0.3, 2, 7)) == plain);
 }
 
+// graphs_agree with CUDA-core and with tensor-core products: make(options) builds the same model
+// with `options` (automatic attention; graphs and tensor_cores set here).
+template <class Make>
+void graphs_agree_with_each_product(Make make, int prefix, std::span<const int> sizes,
+                                    const std::vector<token_t>& prompt, int count) {
+  for (const bool tensor_cores : {false, true}) {  // padding rows feed the MMAs' bf16 rows too
+    INFO((tensor_cores ? "tensor-core" : "CUDA-core") << " products");
+    const auto make_with = [&](bool graphs) {
+      return make(DeviceLlamaOptions{.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0,
+                                     .tensor_cores = tensor_cores,
+                                     .attention = DeviceLlamaOptions::Attention::automatic, .graphs = graphs});
+    };
+    graphs_agree(make_with, prefix, sizes, prompt, count);
+  }
+}
+
 // One batched forward of `slots` trees (slots out of order, trees of 1 .. max_n nodes behind 0 ..
 // max_prefix cached tokens): each request's rows against its tree forwarded alone, bit for bit.
 // make_batch(slots) and make_single() build the same model.

@@ -152,17 +152,10 @@ TEST_CASE("emulated: AttentionFold folds a row's splits in increasing order, as 
 
 TEST_CASE("emulated: launch graphs (trees padded to their bucket) give the same bits and the same decoding") {
   constexpr int sizes[] = {1, 3, 5, 17};
-  for (const bool tensor_cores : {false, true}) {  // padding rows feed the MMAs' bf16 rows too
-    const auto make = [&](bool graphs) {  // head size 16, 2 heads a KV head, bf16
-      return EmulatedLlamaTarget::synthetic(tiny_shape(), 3, {},
-                                            {.max_positions = 0, .max_tree_nodes = 256, .max_rows = 0,
-                                             .tensor_cores = tensor_cores,
-                                             .attention = DeviceLlamaOptions::Attention::automatic, .graphs = graphs});
-    };
-    INFO((tensor_cores ? "tensor-core" : "CUDA-core") << " products");
-    graphs_agree(make, 21, std::span<const int>(sizes).first(sanitized ? 2 : std::size(sizes)),
-                 random_tokens(10, tiny_shape().config.vocab_size, 5), sanitized ? 6 : 12);
-  }
+  graphs_agree_with_each_product(  // head size 16, 2 heads a KV head, bf16
+      [](const DeviceLlamaOptions& options) { return EmulatedLlamaTarget::synthetic(tiny_shape(), 3, {}, options); },
+      21, std::span<const int>(sizes).first(sanitized ? 2 : std::size(sizes)),
+      random_tokens(10, tiny_shape().config.vocab_size, 5), sanitized ? 6 : 12);
 }
 
 TEST_CASE("emulated, stories260K passes the backend-target conformance kit") {

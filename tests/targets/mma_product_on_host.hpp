@@ -23,9 +23,9 @@ inline std::vector<float> mma_product_on_host(const std::vector<std::uint16_t>& 
   a.y = y.data();
   a.ldy = out;
   a.accumulate = accumulate;
-  const auto run = [&](const auto& kernel) { backend::launch_grid(backend::host{}, kernel.shape(), kernel); };
-  if (tiles == 1) run(kernels::llama::MmaProduct<1, 1>{a, x16.data()});
-  else run(kernels::llama::MmaProduct<8, 2>{a, x16.data()});
+  kernels::llama::launch_mma_variant(tiles == 8, a, x16.data(), [](const auto& kernel) {
+    backend::launch_grid(backend::host{}, kernel.shape(), kernel);
+  });
   return y;
 }
 
