@@ -20,12 +20,17 @@
 # RUN_BUDGET_S seconds (default 480) of its start. The Llama-2-7B table and replays run the
 # tensor-core products (--tensor-cores; TENSOR_CORES=0 runs them on CUDA cores). SPECBENCH=only
 # runs that check alone, SPECBENCH=skip leaves it out.
+# The Python module's GPU tests (ctest's python_gpu) run there too, with that machine's python3
+# (which has NumPy, pytest and PyTorch): the module is built here for its Python version,
+# BUNDLE_PYTHON (default: a python3.12 on PATH or under pyenv; the lent GPU machines run 3.12), with
+# pybind11 fetched from PyPI into the build folder. No such interpreter here: the bundle goes
+# without it, and run.sh says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake --preset cuda >/dev/null
-# Every test program labelled gpu (tests/CMakeLists.txt: named *_gpu_test). The Python module's
-# python_gpu runs pytest on a built module, not a program, and stays with the build tree.
+# Every test program labelled gpu (tests/CMakeLists.txt: named *_gpu_test).
+# python_gpu runs pytest on the module, not a program: it is built for the GPU machine's Python below.
 mapfile -t tests < <(ctest --test-dir build/cuda -L gpu -N | awk '/Test +#/ && $3 ~ /_gpu_test$/ {print $3}')
 [ "${#tests[@]}" -gt 0 ] || { echo "gpu-bundle: no test labelled gpu in build/cuda" >&2; exit 1; }
 cmake --build --preset cuda -j "$(nproc)" --target "${tests[@]}" kernels_bench decoder_step_bench cuda_forward_bench \
@@ -42,6 +47,37 @@ cp "${programs[@]}" "$bundle/"
 ldd "${programs[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
   grep -Ev '^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libcuda|libcublas|libcublasLt)\.so' |
   while read -r _ path; do cp -L "$path" "$bundle/"; done
+# The Python module for the GPU machine's interpreter, and the test files that hold gpu tests with
+# the helpers they import (conftest.py, device_memory.py).
+has_headers() { "$1" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' 2>/dev/null; }
+python=
+if [ -n "${BUNDLE_PYTHON:-}" ]; then
+  has_headers "$BUNDLE_PYTHON" || { echo "gpu-bundle: BUNDLE_PYTHON=$BUNDLE_PYTHON does not run, or has no Python.h" >&2; exit 1; }
+  python="$BUNDLE_PYTHON"
+else
+  for candidate in python3.12 "$(pyenv root 2>/dev/null || echo ~/.pyenv)"/versions/3.12*/bin/python3.12; do
+    if has_headers "$candidate"; then python="$candidate"; break; fi
+  done
+fi
+if [ -n "$python" ]; then
+  pydir=build/gpu-bundle-python
+  [ -d "$pydir/pybind11/pybind11" ] || "$python" -m pip install -q --disable-pip-version-check --root-user-action=ignore --target "$pydir/pybind11" 'pybind11>=2.11'
+  cmake -S . -B "$pydir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECDEC_CUDA=ON -DSPECDEC_PYTHON=ON \
+    -DSPECDEC_BUILD_TESTS=OFF -DSPECDEC_BUILD_EXAMPLES=OFF -DSPECDEC_BUILD_BENCH=OFF -DPython3_EXECUTABLE="$python" \
+    -Dpybind11_DIR="$PWD/$pydir/pybind11/pybind11/share/cmake/pybind11" >/dev/null
+  cmake --build "$pydir/build" -j "$(nproc)" --target specdec_python
+  mkdir -p "$bundle/python/tests"
+  cp "$pydir"/build/python/package/specdec.*.so "$bundle/python/"
+  "$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' >"$bundle/python/version"
+  for f in tests/python/*.py; do
+    case "$(basename "$f")" in test_*) grep -q 'pytest.mark.gpu' "$f" || continue ;; esac
+    cp "$f" "$bundle/python/tests/"
+  done
+else
+  echo "gpu-bundle: no Python 3.12 with its headers here (BUNDLE_PYTHON chooses one): python_gpu will not run" >&2
+fi
+# The programs without their symbol tables: the bundle and the working tree travel within 64 MiB.
+strip --strip-unneeded "${programs[@]/#*\//$bundle/}" $(ls "$bundle"/python/*.so 2>/dev/null)
 # The two small real models and their tokenizers (5 MB; not in git) for the GPU target's tests.
 data="${SPECDEC_DATA:-../shared/data}"
 mkdir -p "$bundle/data/models"
@@ -91,6 +127,22 @@ specbench_mode="${SPECBENCH:-after}"
   fi
 done
 if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != only ]; then
+  # The Python module's CUDA verification (ctest's python_gpu), with this machine's python3 if it
+  # is the version the module was built for and has NumPy, pytest and PyTorch.
+  if [ ! -f "$here/python/version" ]; then
+    echo "python_gpu: not run (the bundle holds no Python module)" | tee -a "$logs/summary.txt"
+    failed=1
+  elif ! python3 -c "import sys, numpy, pytest, torch; sys.exit('%d.%d' % sys.version_info[:2] != '$(cat "$here/python/version")')" 2>/dev/null; then
+    echo "python_gpu: not run (python3 is not Python $(cat "$here/python/version") with NumPy, pytest and PyTorch)" |
+      tee -a "$logs/summary.txt"
+    failed=1
+  else
+    PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" SPECDEC_SKIP_WITHOUT_RUN=1 timeout 240 python3 -m pytest "$here/python/tests" \
+      -q -p no:cacheprovider -m gpu -rs >"$logs/python_gpu.log" 2>&1
+    rc=$?
+    echo "python_gpu: exit $rc" | tee -a "$logs/summary.txt"
+    [ "$rc" -eq 0 ] || failed=1
+  fi
   "$here/kernels_bench" >"$logs/kernels_bench.txt" 2>&1 || failed=1
   "$here/decoder_step_bench" --tokens 128 >"$logs/decoder_step_bench.txt" 2>&1 || failed=1
   # At most 2 minutes (the whole run must fit in 6): a slower first version still leaves its lines.
