@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include <specdec/config.hpp>
 
@@ -64,16 +65,21 @@ SPECDEC_HD constexpr int mma_b_col(int lane) { return lane / 4; }
 SPECDEC_HD constexpr int mma_d_row(int lane, int r) { return lane / 4 + 8 * (r >> 1); }
 SPECDEC_HD constexpr int mma_d_col(int lane, int r) { return 2 * (lane % 4) + (r & 1); }
 
-/// Copies 16 bytes from `from` to `to`, both 16-byte aligned: one vector load on the device; on
-/// the host a check of the alignment the device would fault on, then the copy.
-SPECDEC_HD inline void copy16(void* to, const void* from) {
+/// Copies `Bytes` (8 or 16) bytes from `from` to `to`, both `Bytes`-aligned: one vector load on the
+/// device; on the host a check of the alignment the device would fault on, then the copy.
+template <int Bytes>
+SPECDEC_HD inline void copy_vector(void* to, const void* from) {
+  static_assert(Bytes == 8 || Bytes == 16, "copy_vector: 8 or 16 bytes");
 #if defined(__CUDA_ARCH__)
-  *static_cast<uint4*>(to) = *static_cast<const uint4*>(from);
+  if constexpr (Bytes == 16) *static_cast<uint4*>(to) = *static_cast<const uint4*>(from);
+  else *static_cast<uint2*>(to) = *static_cast<const uint2*>(from);
 #else
-  if ((reinterpret_cast<std::uintptr_t>(to) | reinterpret_cast<std::uintptr_t>(from)) % 16 != 0)
-    throw std::logic_error("copy16: an address is not 16-byte aligned (a misaligned vector load on a GPU)");
-  std::memcpy(to, from, 16);
+  if ((reinterpret_cast<std::uintptr_t>(to) | reinterpret_cast<std::uintptr_t>(from)) % Bytes != 0)
+    throw std::logic_error("copy" + std::to_string(Bytes) + ": an address is not " + std::to_string(Bytes) +
+                           "-byte aligned (a misaligned vector load on a GPU)");
+  std::memcpy(to, from, Bytes);
 #endif
 }
+SPECDEC_HD inline void copy16(void* to, const void* from) { copy_vector<16>(to, from); }
 
 }  // namespace specdec::kernels

@@ -76,7 +76,7 @@ struct ForwardTree {
   int words_per_row = 0;
   int base = 0;                         ///< positions cached for its sequence (its root's slot)
   int first_row = 0;                    ///< row of its node 0 in the forward's activations
-  long long cache_offset = 0;           ///< floats from a layer's rows of sequence 0 to its sequence's
+  long long cache_offset = 0;           ///< cache elements from a layer's rows of sequence 0 to its sequence's
 };
 
 /// The trees of one forward (about 3 KB), in device memory: the kernels take a pointer to them, so
@@ -122,20 +122,46 @@ struct ProductArgs {
   bool accumulate = false;  ///< y += W x (the residual add), else y = W x
 };
 
-/// Attention of a forward's rows over one layer of the cache.
+/// Attention of a forward's rows over one layer of the cache (the cache itself: KvLayer).
 struct AttentionArgs {
   const float* qkv = nullptr;  ///< [n][ld_qkv]: q (rotated) at column 0
   long long ld_qkv = 0;
-  /// This layer's rows of sequence 0: slot s, kv head g at (s * kv_heads + g) * head_size, plus
-  /// the tree's cache_offset.
-  const float* k_cache = nullptr;
-  const float* v_cache = nullptr;
   const ForwardTrees* trees = nullptr;
   int heads = 0, kv_heads = 0, head_size = 0;
   float scale = 0;  ///< 1 / sqrt(head_size)
   float* out = nullptr;  ///< [n][heads * head_size]
   bf16* out16 = nullptr;  ///< out rounded to bf16 too, for a tensor-core product (or none)
 };
+
+/// One layer's K and V rows of sequence 0, in the cache's element type K (fp32, or bf16 as its
+/// bits, the weights' format): slot s, kv head g at (s * kv_heads + g) * head_size, plus the
+/// tree's cache_offset.
+template <class K>
+struct KvLayer {
+  K* k = nullptr;
+  K* v = nullptr;
+};
+
+/// Four cache elements from `p` (16-byte aligned fp32, or 8-byte aligned bf16) as floats: one
+/// vector load.
+template <class K>
+SPECDEC_HD inline void load4(float* to, const K* p) {
+  if constexpr (sizeof(K) == 4) {
+    copy16(to, p);
+  } else {
+    alignas(8) K h[4];
+    copy_vector<8>(h, p);
+    for (int j = 0; j < 4; ++j) to[j] = to_float(h[j]);
+  }
+}
+
+/// `v` as a cache element: fp32 as it is, bf16 rounded to the nearest (the only rounding the
+/// cache adds: a node's K/V rows hold the same bits whichever forward wrote them).
+template <class K>
+SPECDEC_HD inline K to_cache(float v) {
+  if constexpr (sizeof(K) == 2) return synthetic::bf16_bits(v);
+  else return v;
+}
 
 /// The cache slot of attended position p of a node: the prefix, then its ancestors' slots.
 SPECDEC_HD inline int attended_slot(int p, int base, const int* ancestors) {
@@ -232,13 +258,25 @@ struct TiledAttentionShared {
   }
 };
 
+/// TiledAttention's tiles of a tree of `nodes` nodes with `group` query heads per KV head.
+SPECDEC_HD inline int attention_tiles(int nodes, int group) {
+  return (nodes * group + attention_queries - 1) / attention_queries;
+}
+/// The tiles of every tree of `trees` (host copy) in turn.
+inline int attention_tiles_of(const ForwardTrees& trees, int group) {
+  int all = 0;
+  for (int b = 0; b < trees.count; ++b) all += attention_tiles(trees.tree_size(b), group);
+  return all;
+}
+
 /// Shared memory of a TiledAttention launch, for head size hs.
 SPECDEC_HD inline int tiled_attention_shared_bytes(int head_size) { return TiledAttentionShared(head_size).bytes; }
 
-/// An attention score: the sequential fmaf dot of the query and the key over the head (16-byte
-/// loads of the key: head_size % 4 == 0, rows start on 16 bytes), times the scale. Both attention
-/// kernels call it, so their scores have the same bits.
-SPECDEC_HD inline float attention_score(const float* query, const float* key, int head_size, float scale) {
+/// An attention score: the sequential fmaf dot of the query and the key over the head (vector
+/// loads of 4 elements of the key: head_size % 4 == 0, rows aligned to 4 elements), times the
+/// scale. Both attention kernels call it, so their scores have the same bits.
+template <class K>
+SPECDEC_HD inline float attention_score(const float* query, const K* key, int head_size, float scale) {
   float s = 0.0f;
   // Unrolled for loads in flight; the sum keeps its order.
 #if defined(__CUDA_ARCH__)
@@ -246,7 +284,7 @@ SPECDEC_HD inline float attention_score(const float* query, const float* key, in
 #endif
   for (int e = 0; e < head_size; e += 4) {
     alignas(16) float k4[4];
-    copy16(k4, key + e);
+    load4(k4, key + e);
     for (int j = 0; j < 4; ++j) s = fmaf(query[e + j], k4[j], s);
   }
   return core::mul_rn(s, scale);
@@ -516,15 +554,15 @@ void launch_mma_product(const ProductArgs& a, const bf16* x16, Launch launch) {
 
 /// One block per row: rotates row t's q and k by RoPE at its node's position (base + depth[i],
 /// node i of its tree) and writes its k and v rows at its sequence's cache slot base + i of this
-/// layer. cos_sin: [position][head_size / 2] pairs (cos, sin).
+/// layer (K: the cache's element type). cos_sin: [position][head_size / 2] pairs (cos, sin).
+template <class K>
 struct RopeStore {
   float* qkv;
   long long ld_qkv;
   const ForwardTrees* trees;
   const float* cos_sin;
   int rows, dim, kv_dim, head_size;  ///< rows: of the launch
-  float* k_cache;
-  float* v_cache;
+  KvLayer<K> cache;
 
   LaunchShape shape() const { return {static_cast<unsigned>(rows), 1, 256, 0}; }
   template <class Thread>
@@ -563,8 +601,8 @@ struct RopeStore {
         row[col] = r0;
         row[col + 1] = r1;
         if (col >= dim) {
-          k_cache[slot_offset + col - dim] = r0;
-          k_cache[slot_offset + col - dim + 1] = r1;
+          cache.k[slot_offset + col - dim] = to_cache<K>(r0);
+          cache.k[slot_offset + col - dim + 1] = to_cache<K>(r1);
         }
       }
     }
@@ -575,7 +613,7 @@ struct RopeStore {
         if (first + b * threads < kv_dim) v[b] = row[dim + kv_dim + first + b * threads];
       SPECDEC_UNROLL
       for (int b = 0; b < batch; ++b)
-        if (first + b * threads < kv_dim) v_cache[slot_offset + first + b * threads] = v[b];
+        if (first + b * threads < kv_dim) cache.v[slot_offset + first + b * threads] = to_cache<K>(v[b]);
     }
   }
 };
@@ -585,8 +623,10 @@ struct RopeStore {
 /// shared memory. Each block writes its split's partial (max, total, values) to `partials`, and
 /// AttentionFold folds each row's splits: one node's attention to a long cache spreads over
 /// heads x L / 128 blocks. The order of every sum is the file's rule.
+template <class K>
 struct SplitAttention {
   AttentionArgs a;
+  KvLayer<K> cache;
   int rows, splits;  ///< rows of the launch; splits of the most positions one of them may attend to
   int split_stride;  ///< splits between two (row, head) partials
   float* partials;   ///< [row][head][split_stride][split_partial_floats(head_size)]
@@ -615,8 +655,8 @@ struct SplitAttention {
     const int L = *attended;
     if (first >= L) return;  // past this row's splits (the whole block)
     const long long row_stride = static_cast<long long>(a.kv_heads) * hs;
-    const float* k_cache = a.k_cache + tree.cache_offset + g * hs;
-    const float* v_cache = a.v_cache + tree.cache_offset + g * hs;
+    const K* k_cache = cache.k + tree.cache_offset + g * hs;
+    const K* v_cache = cache.v + tree.cache_offset + g * hs;
 
     const int p = first + tid;
     const float score = p < L ? attention_score(query, k_cache + attended_slot(p, base, ancestors) * row_stride, hs, a.scale)
@@ -631,7 +671,7 @@ struct SplitAttention {
     // Values: thread (my_part, e) over the split's p = my_part, my_part + parts, ...; `ahead`
     // positions' loads issued before their sums, which keep their order.
     const int parts = attention_threads / hs, e = tid % hs, my_part = tid / hs, end = min_of(L, first + attention_split);
-    const auto value = [&](int q) { return v_cache[attended_slot(q, base, ancestors) * row_stride + e]; };
+    const auto value = [&](int q) { return to_float(v_cache[attended_slot(q, base, ancestors) * row_stride + e]); };
     constexpr int ahead = 32;
     float acc = 0.0f;
     int q = first + my_part;
@@ -719,23 +759,15 @@ struct AttentionFold {
 /// SplitAttention does, for AttentionFold; a node's ancestors' rows (the tree's own slots) it
 /// reads per node. The same sums in the same order as SplitAttention, so the same bits: which of
 /// the two runs is a matter of speed only.
+template <class K>
 struct TiledAttention {
   AttentionArgs a;
-  int tile_blocks;   ///< of the launch: at least the trees' tiles (tiles_of), the rest skipped
+  KvLayer<K> cache;
+  int tile_blocks;   ///< of the launch: at least the trees' tiles (attention_tiles_of), the rest skipped
   int splits;        ///< splits of the most positions a row of the launch may attend to
   int split_stride;  ///< as SplitAttention's
   float* partials;   ///< as SplitAttention's
 
-  /// Tiles of a tree of `nodes` nodes with `group` query heads per KV head.
-  SPECDEC_HD static int tiles(int nodes, int group) {
-    return (nodes * group + attention_queries - 1) / attention_queries;
-  }
-  /// The tiles of every tree of `trees` (host copy) in turn.
-  static int tiles_of(const ForwardTrees& trees, int group) {
-    int all = 0;
-    for (int b = 0; b < trees.count; ++b) all += tiles(trees.tree_size(b), group);
-    return all;
-  }
   LaunchShape shape() const {
     return {static_cast<unsigned>(a.kv_heads * splits), static_cast<unsigned>(tile_blocks), attention_threads,
             static_cast<std::size_t>(tiled_attention_shared_bytes(a.head_size))};
@@ -750,7 +782,8 @@ struct TiledAttention {
     // node (first_query + q) / group, its head g * group + (first_query + q) % group.
     const ForwardTrees& trees = *a.trees;
     int b = 0, tile = th.block_y();
-    while (b < trees.count && tile >= tiles(trees.tree_size(b), group)) tile -= tiles(trees.tree_size(b++), group);
+    while (b < trees.count && tile >= attention_tiles(trees.tree_size(b), group))
+      tile -= attention_tiles(trees.tree_size(b++), group);
     if (b == trees.count) return;  // past the trees' tiles: a bucket's padding (the whole block)
     const ForwardTree& tree = trees.tree[b];
     const int base = tree.base, first_query = tile * attention_queries;
@@ -771,8 +804,8 @@ struct TiledAttention {
 
     const auto node_of = [&](int q) { return (first_query + q) / group - first_node; };  // within the tile
     const long long row_stride = static_cast<long long>(a.kv_heads) * hs;
-    const float* k_cache = a.k_cache + tree.cache_offset + g * hs;
-    const float* v_cache = a.v_cache + tree.cache_offset + g * hs;
+    const K* k_cache = cache.k + tree.cache_offset + g * hs;
+    const K* v_cache = cache.v + tree.cache_offset + g * hs;
     const int nodes = node_of(queries - 1) + 1;
     for (int j = tid; j < nodes; j += attention_threads) {
       const int count =
@@ -795,26 +828,27 @@ struct TiledAttention {
     if (s0 >= longest) return;  // past every query's splits (the whole block)
     const int s_end = min_of(s0 + attention_split, longest);
 
-    // A query's K or V row at attended position p: the staged prefix row, or its node's ancestor's.
-    const auto row = [&](const float* staged, const float* cache, int q, int p) {
-      return p < base ? staged + (p % attention_chunk) * S.stride
-                      : cache + (base + ancestors[node_of(q) * max_tree_nodes + (p - base)]) * row_stride;
+    // A query's attended position p at or past base: its node's ancestor's cache row.
+    const auto tree_row = [&](int q, int p) {
+      return (base + ancestors[node_of(q) * max_tree_nodes + (p - base)]) * row_stride;
     };
-    // Stages the chunk's prefix rows of K (and V) from p0.
+    // Stages the chunk's prefix rows of K (and V) from p0, as floats.
     const auto stage = [&](int p0, bool values) {
       const int staged = max_of(0, min_of(attention_chunk, base - p0));
       for (int idx = tid * 4; idx < staged * hs; idx += attention_threads * 4) {
         const int p = idx / hs, e = idx % hs;
-        copy16(ks + p * S.stride + e, k_cache + (p0 + p) * row_stride + e);
-        if (values) copy16(vs + p * S.stride + e, v_cache + (p0 + p) * row_stride + e);
+        load4(ks + p * S.stride + e, k_cache + (p0 + p) * row_stride + e);
+        if (values) load4(vs + p * S.stride + e, v_cache + (p0 + p) * row_stride + e);
       }
     };
     // The chunk's scores into ws; -inf past a query's positions.
     const auto scores = [&](int p0) {
       for (int idx = tid; idx < queries * attention_chunk; idx += attention_threads) {
         const int q = idx / attention_chunk, p = p0 + idx % attention_chunk;
-        ws[idx] = p < length[q] ? attention_score(qs + q * S.stride, row(ks, k_cache, q, p), hs, a.scale)
-                                : core::float_from_bits(0xff800000u);  // -inf
+        const float* query = qs + q * S.stride;
+        ws[idx] = p >= length[q] ? core::float_from_bits(0xff800000u)  // -inf
+                  : p < base     ? attention_score(query, ks + (p % attention_chunk) * S.stride, hs, a.scale)
+                                 : attention_score(query, k_cache + tree_row(q, p), hs, a.scale);
       }
     };
 
@@ -849,7 +883,9 @@ struct TiledAttention {
       th.sync();
       for (int q = 0; q < queries; ++q)
         for (int p = p0 + (part_of - p0 % parts + parts) % parts; p < min_of(p0 + attention_chunk, length[q]); p += parts)
-          acc[q] = fmaf(ws[q * attention_chunk + (p - p0)], row(vs, v_cache, q, p)[e_of], acc[q]);
+          acc[q] = fmaf(ws[q * attention_chunk + (p - p0)],
+                        p < base ? vs[(p % attention_chunk) * S.stride + e_of] : to_float(v_cache[tree_row(q, p) + e_of]),
+                        acc[q]);
       th.sync();  // the next chunk rewrites the staged rows and the weights
     }
     // Each query's total: the pairwise tree over its 128 lanes (block_sum's order).

@@ -136,10 +136,10 @@ TEST_CASE("the attention launches' shared memory fits a block's 48 KB at the lar
   CHECK(k::tiled_attention_shared_bytes(k::attention_threads) <= 48 * 1024);
   // Kernel parameters: the kernels travel by value (the trees by pointer), within the 4 KB every
   // launch may pass.
-  CHECK(sizeof(k::SplitAttention) <= 4096);
+  CHECK(sizeof(k::SplitAttention<float>) <= 4096);
   CHECK(sizeof(k::AttentionFold) <= 4096);
-  CHECK(sizeof(k::TiledAttention) <= 4096);
-  CHECK(sizeof(k::RopeStore) <= 4096);
+  CHECK(sizeof(k::TiledAttention<float>) <= 4096);
+  CHECK(sizeof(k::RopeStore<float>) <= 4096);
   CHECK(sizeof(k::Embed<k::bf16>) <= 4096);
 }
 

@@ -9,6 +9,8 @@
 //  - the backend-target conformance kits, single and batch (fewer, smaller trees than the GPU's);
 //  - speculative greedy decoding equals plain greedy decoding, alone and in SpeculativeBatch;
 //  - a batched forward's rows equal each tree forwarded alone;
+//  - a bf16 model's K/V cache holds its rows rounded to bf16, which both attention kernels read as
+//    an fp32 cache of the same values (the same bits);
 //  - the tensor-core product (its MMAs emulated) computes W x with the same bits for a token
 //    whatever shares its MMAs, and with it the forward stays bit-exact and lossless;
 //  - bad input is one sentence, and the target works after it.
@@ -148,6 +150,72 @@ TEST_CASE("emulated: AttentionFold folds a row's splits in increasing order, as 
     }
     CHECK(out[static_cast<std::size_t>(e)] == core::div_rn(value, total));
   }
+}
+
+TEST_CASE("emulated: a bf16 cache holds K/V rounded to bf16, and attention reads it as an fp32 cache of those values") {
+  namespace k = kernels::llama;
+  constexpr int heads = 4, kv_heads = 2, hs = 16, dim = heads * hs, kv = kv_heads * hs, width = dim + 2 * kv;
+  constexpr int base = 150, n = 3, positions = base + n;  // a chain behind 150 cached positions: two splits
+  const token_t tokens[n] = {};
+  const int depth[n] = {0, 1, 2};
+  const std::uint32_t mask[n] = {1, 3, 7};  // node i's ancestors: 0 .. i
+  k::ForwardTrees trees;
+  trees.count = 1;
+  trees.rows = n;
+  trees.tree[0] = {tokens, depth, mask, 1, base, 0, 0};
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> qkv(n * width), cos_sin(positions * hs);
+  for (float& v : qkv) v = u(rng);
+  for (int p = 0; p < positions; ++p)
+    for (int i = 0; i < hs / 2; ++i) {
+      const float angle = static_cast<float>(p) * std::pow(10000.0f, -2.0f * static_cast<float>(i) / hs);
+      cos_sin[static_cast<std::size_t>(p * hs + 2 * i)] = std::cos(angle);
+      cos_sin[static_cast<std::size_t>(p * hs + 2 * i + 1)] = std::sin(angle);
+    }
+  // The prefix's rows: bf16 values, in both caches.
+  std::vector<k::bf16> k16(positions * kv), v16(positions * kv);
+  std::vector<float> k32(positions * kv), v32(positions * kv);
+  for (int i = 0; i < base * kv; ++i) {
+    k16[static_cast<std::size_t>(i)] = synthetic::bf16_bits(u(rng));
+    v16[static_cast<std::size_t>(i)] = synthetic::bf16_bits(u(rng));
+    k32[static_cast<std::size_t>(i)] = synthetic::bf16_value(k16[static_cast<std::size_t>(i)]);
+    v32[static_cast<std::size_t>(i)] = synthetic::bf16_value(v16[static_cast<std::size_t>(i)]);
+  }
+  // RoPE and the store: the same rotated q and k either way; the bf16 cache holds the fp32 one's rows rounded.
+  std::vector<float> qkv32 = qkv, qkv16 = qkv;
+  const auto run = [](const auto& kernel) { backend::launch_grid(backend::host{}, kernel.shape(), kernel); };
+  run(k::RopeStore<float>{qkv32.data(), width, &trees, cos_sin.data(), n, dim, kv, hs, {k32.data(), v32.data()}});
+  run(k::RopeStore<k::bf16>{qkv16.data(), width, &trees, cos_sin.data(), n, dim, kv, hs, {k16.data(), v16.data()}});
+  CHECK(qkv32 == qkv16);
+  for (int i = base * kv; i < positions * kv; ++i) {
+    INFO("cache element " << i);
+    CHECK(k16[static_cast<std::size_t>(i)] == synthetic::bf16_bits(k32[static_cast<std::size_t>(i)]));
+    CHECK(v16[static_cast<std::size_t>(i)] == synthetic::bf16_bits(v32[static_cast<std::size_t>(i)]));
+    k32[static_cast<std::size_t>(i)] = synthetic::bf16_value(k16[static_cast<std::size_t>(i)]);
+    v32[static_cast<std::size_t>(i)] = synthetic::bf16_value(v16[static_cast<std::size_t>(i)]);
+  }
+  // Both attention kernels over either cache: the same partials, bit for bit.
+  k::AttentionArgs a;
+  a.qkv = qkv32.data();
+  a.ld_qkv = width;
+  a.trees = &trees;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_size = hs;
+  a.scale = 0.25f;
+  const int splits = k::attention_splits(positions), floats = n * heads * splits * k::split_partial_floats(hs);
+  REQUIRE(splits == 2);
+  std::vector<float> split32(static_cast<std::size_t>(floats), -1.0f), split16 = split32, tiled32 = split32,
+                     tiled16 = split32;
+  run(k::SplitAttention<float>{a, {k32.data(), v32.data()}, n, splits, splits, split32.data()});
+  run(k::SplitAttention<k::bf16>{a, {k16.data(), v16.data()}, n, splits, splits, split16.data()});
+  const int tiles = k::attention_tiles_of(trees, heads / kv_heads);
+  run(k::TiledAttention<float>{a, {k32.data(), v32.data()}, tiles, splits, splits, tiled32.data()});
+  run(k::TiledAttention<k::bf16>{a, {k16.data(), v16.data()}, tiles, splits, splits, tiled16.data()});
+  CHECK(std::memcmp(split32.data(), split16.data(), split32.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(split32.data(), tiled16.data(), split32.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(split32.data(), tiled32.data(), split32.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("emulated: launch graphs (trees padded to their bucket) give the same bits and the same decoding") {

@@ -21,10 +21,11 @@
 // every node stay on the device (rows of vocab_size floats).
 // Batch-invariant bit for bit: every output's reduction order is fixed independently of the tree
 // (kernels/llama_forward.hpp states the rule), so a node's logits equal a single-token forward of
-// its path. Activations, the KV cache and the logits are fp32; bf16 weights are widened exactly
-// and accumulated in fp32 (DeviceLlamaOptions::tensor_cores: MMA products of bf16-rounded
-// activations instead; on the host the emulated grid's MMA, whose sums are ordered but not the
-// tensor core's).
+// its path. Activations and the logits are fp32; bf16 weights are widened exactly and accumulated
+// in fp32 (DeviceLlamaOptions::tensor_cores: MMA products of bf16-rounded activations instead; on
+// the host the emulated grid's MMA, whose sums are ordered but not the tensor core's). The KV
+// cache holds the weights' format: fp32 for a checkpoint, bf16 (each K/V value rounded once, as
+// it is stored) for a synthetic shape, which halves its memory and the attention's reads.
 //
 // DeviceLlamaBatchTarget is the same model as a BackendBatchTarget: one cache per slot, the trees
 // of up to 64 requests in one forward (SpeculativeBatch, step/backend_step.hpp).
@@ -394,20 +395,21 @@ class DeviceLlamaModel {
       throw error(who_ + ": cannot read the device's free memory (" + backend::describe(tag_, s) + ")");
     if (device_bytes_ > free) {
       auto gb = [](std::uint64_t b) { return std::to_string(static_cast<double>(b) / 1e9).substr(0, 6); };
+      const std::string format = weight_format_name(format_);
       throw error(who_ + ": " + name + " needs " + gb(device_bytes_) + " GB of device memory (weights " +
-                  gb(weights) + " GB in " + weight_format_name(format_) + ", KV cache " + gb(cache) +
-                  " GB, buffers " + gb(buffers) + " GB) but the device has " + gb(free) + " GB free");
+                  gb(weights) + " GB in " + format + ", KV cache " + gb(cache) + " GB in " + format + ", buffers " +
+                  gb(buffers) + " GB) but the device has " + gb(free) + " GB free");
     }
   }
 
+  // The K/V caches hold the weights' format: fp32, or bf16 (half the bytes the attention reads).
+  int kv_element_bytes() const { return format_ == WeightFormat::bf16 ? 2 : 4; }
   core::KvCacheLayout kv_layout() const {
     const LlamaConfig& c = layout_.config;
-    return core::kv_layout(c.n_layers, max_positions_, c.n_kv_heads, c.head_size(), sizeof(float));
+    return core::kv_layout(c.n_layers, max_positions_, c.n_kv_heads, c.head_size(), kv_element_bytes());
   }
-  /// Floats from the cache's start to slot `slot`'s sequence.
-  long long sequence_offset(int slot) const {
-    return slot * (kv_layout().sequence_stride / static_cast<long long>(sizeof(float)));
-  }
+  /// Cache elements from the cache's start to slot `slot`'s sequence.
+  long long sequence_offset(int slot) const { return slot * (kv_layout().sequence_stride / kv_element_bytes()); }
   void check_slot(int slot, const char* what) const {
     if (slot < 0 || slot >= slots_)
       throw error(who_ + "::" + what + ": slot " + std::to_string(slot) + " is outside [0, " + std::to_string(slots_) +
@@ -582,11 +584,11 @@ class DeviceLlamaModel {
       int key = 0;  // the bucket's: the next power of two rows, 2^key, or max_tree_ past it
       while ((1 << key) < trees.rows) ++key;
       const int bucket = std::min(1 << key, max_tree_);
-      const Launch padded{bucket, max_positions_, kernels::llama::TiledAttention::tiles(bucket, group)};
+      const Launch padded{bucket, max_positions_, kernels::llama::attention_tiles(bucket, group)};
       check(graphs_.run(tag_, key, [&] { run_launches(padded, want_logits); }), "the forward's graph");
       return;
     }
-    run_launches({trees.rows, attended, kernels::llama::TiledAttention::tiles_of(trees, group)}, want_logits);
+    run_launches({trees.rows, attended, kernels::llama::attention_tiles_of(trees, group)}, want_logits);
   }
   void run_launches(const Launch& cover, bool want_logits) {
     if (format_ == WeightFormat::bf16) run_as<kernels::llama::bf16>(cover, want_logits);
@@ -613,17 +615,15 @@ class DeviceLlamaModel {
                        d});
     for (int l = 0; l < c.n_layers; ++l) {
       const std::uint64_t at = layout_.layers + static_cast<std::uint64_t>(l) * layout_.layer_elements;
-      float* k_layer = reinterpret_cast<float*>(k_cache_.data() + l * cache.layer_stride);
-      float* v_layer = reinterpret_cast<float*>(v_cache_.data() + l * cache.layer_stride);
+      const k::KvLayer<W> kv_layer{reinterpret_cast<W*>(k_cache_.data() + l * cache.layer_stride),
+                                   reinterpret_cast<W*>(v_cache_.data() + l * cache.layer_stride)};
       launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_att, l).first, d, n, xb(), d, x16()});
       product<W>(at + layout_.wqkv, d, qkv_width, xb(), d, qkv(), qkv_width, n, false);
-      launch(k::RopeStore{qkv(), qkv_width, trees, reinterpret_cast<const float*>(rope_.data()), n, d, kv, hs, k_layer,
-                          v_layer});
+      launch(k::RopeStore<W>{qkv(), qkv_width, trees, reinterpret_cast<const float*>(rope_.data()), n, d, kv, hs,
+                             kv_layer});
       k::AttentionArgs a;
       a.qkv = qkv();
       a.ld_qkv = qkv_width;
-      a.k_cache = k_layer;
-      a.v_cache = v_layer;
       a.trees = trees;
       a.heads = c.n_heads;
       a.kv_heads = c.n_kv_heads;
@@ -633,8 +633,8 @@ class DeviceLlamaModel {
       a.out16 = x16();
       auto* partials = reinterpret_cast<float*>(split_partials_.data());
       const int splits = k::attention_splits(cover.attended);
-      if (tiled_attention(n)) launch(k::TiledAttention{a, cover.tiles, splits, split_stride(), partials});
-      else launch(k::SplitAttention{a, n, splits, split_stride(), partials});
+      if (tiled_attention(n)) launch(k::TiledAttention<W>{a, kv_layer, cover.tiles, splits, split_stride(), partials});
+      else launch(k::SplitAttention<W>{a, kv_layer, n, splits, split_stride(), partials});
       launch(k::AttentionFold{a, n, split_stride(), partials});
       product<W>(at + layout_.wo, d, d, att(), d, x(), d, n, true);
       launch(k::RmsNorm{x(), d, norms + layout_.range(tensor::rms_ffn, l).first, d, n, xb(), d, x16()});
