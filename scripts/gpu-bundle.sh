@@ -49,7 +49,10 @@ ldd "${programs[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
   while read -r _ path; do cp -L "$path" "$bundle/"; done
 # The Python module for the GPU machine's interpreter, and the test files that hold gpu tests with
 # the helpers they import (conftest.py, device_memory.py).
-has_headers() { "$1" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' 2>/dev/null; }
+has_headers() {  # PYTHON: it runs, and has its development headers
+  "$1" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
+    2>/dev/null
+}
 python=
 if [ -n "${BUNDLE_PYTHON:-}" ]; then
   has_headers "$BUNDLE_PYTHON" || { echo "gpu-bundle: BUNDLE_PYTHON=$BUNDLE_PYTHON does not run, or has no Python.h" >&2; exit 1; }
@@ -61,7 +64,8 @@ else
 fi
 if [ -n "$python" ]; then
   pydir=build/gpu-bundle-python
-  [ -d "$pydir/pybind11/pybind11" ] || "$python" -m pip install -q --disable-pip-version-check --root-user-action=ignore --target "$pydir/pybind11" 'pybind11>=2.11'
+  [ -d "$pydir/pybind11/pybind11" ] || "$python" -m pip install -q --disable-pip-version-check \
+    --root-user-action=ignore --target "$pydir/pybind11" 'pybind11>=2.11'
   cmake -S . -B "$pydir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECDEC_CUDA=ON -DSPECDEC_PYTHON=ON \
     -DSPECDEC_BUILD_TESTS=OFF -DSPECDEC_BUILD_EXAMPLES=OFF -DSPECDEC_BUILD_BENCH=OFF -DPython3_EXECUTABLE="$python" \
     -Dpybind11_DIR="$PWD/$pydir/pybind11/pybind11/share/cmake/pybind11" >/dev/null
@@ -137,8 +141,8 @@ if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != only ]; then
       tee -a "$logs/summary.txt"
     failed=1
   else
-    PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" SPECDEC_SKIP_WITHOUT_RUN=1 timeout 240 python3 -m pytest "$here/python/tests" \
-      -q -p no:cacheprovider -m gpu -rs >"$logs/python_gpu.log" 2>&1
+    PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" SPECDEC_SKIP_WITHOUT_RUN=1 timeout 240 \
+      python3 -m pytest "$here/python/tests" -q -p no:cacheprovider -m gpu -rs >"$logs/python_gpu.log" 2>&1
     rc=$?
     echo "python_gpu: exit $rc" | tee -a "$logs/summary.txt"
     [ "$rc" -eq 0 ] || failed=1

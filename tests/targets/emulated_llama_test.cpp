@@ -16,6 +16,7 @@
 //  - bad input is one sentence, and the target works after it.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <span>
@@ -213,6 +214,7 @@ TEST_CASE("emulated: a bf16 cache holds K/V rounded to bf16, and attention reads
   const int tiles = k::attention_tiles_of(trees, heads / kv_heads);
   run(k::TiledAttention<float>{a, {k32.data(), v32.data()}, tiles, splits, splits, tiled32.data()});
   run(k::TiledAttention<k::bf16>{a, {k16.data(), v16.data()}, tiles, splits, splits, tiled16.data()});
+  CHECK(std::count(split32.begin(), split32.end(), -1.0f) == 0);  // every row, head and split written
   CHECK(std::memcmp(split32.data(), split16.data(), split32.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(split32.data(), tiled16.data(), split32.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(split32.data(), tiled32.data(), split32.size() * sizeof(float)) == 0);
