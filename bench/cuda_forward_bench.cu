@@ -17,8 +17,10 @@
 // Part 3, per shape: each weight product (qkv, o, w1|w3, w2, classifier) of n = 1, 16, 64, 128
 // tokens: ours on CUDA cores (fp32 activations) and on tensor cores (the same bf16 activations as
 // cuBLAS), both batch-invariant, against cublasGemmEx (bf16 x bf16, fp32 accumulation and
-// output, cuBLAS's own choice of algorithm), and the weight bytes per second ours reach. Exits 0
-// with a message when there is no device.
+// output, cuBLAS's own choice of algorithm), and the weight bytes per second ours reach; "other
+// ms" is the tensor-core variant the target does not pick at that n (MmaProduct<8, 2> for n <= 8,
+// <1, 1> above: the same bits), which tells whether the threshold is right. Exits 0 with a message
+// when there is no device.
 // --nodes replaces Part 1's tree sizes and --forward-only runs Part 1 alone, with tensor cores:
 // under a profiler (the GPU bundle's `nsys profile --stats=true`), the time of each kernel of a
 // plain step (--nodes 1) or of a tree's forward.
@@ -184,8 +186,8 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
   constexpr int max_n = 128;
   std::printf("\n%s: weight products, ours (batch-invariant) on CUDA cores and on tensor cores, against cuBLAS\n",
               shape.name);
-  std::printf("%-10s %6s %6s %4s %9s %9s %9s %7s %7s %8s %8s\n", "product", "in", "out", "n", "cuda ms", "tc ms",
-              "cublas ms", "cuda/cb", "tc/cb", "cuda GB/s", "tc GB/s");
+  std::printf("%-10s %6s %6s %4s %9s %9s %9s %7s %7s %8s %8s %9s\n", "product", "in", "out", "n", "cuda ms", "tc ms",
+              "cublas ms", "cuda/cb", "tc/cb", "cuda GB/s", "tc GB/s", "other ms");
   for (const Product& p : products) {
     const std::size_t weights = static_cast<std::size_t>(p.in) * p.out;
     k::bf16* w = nullptr;
@@ -220,6 +222,10 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
       const double ours_tc = time_ms(stream, reps, [&] {
         k::launch_mma_product(a, x16_ours, [&](const auto& kernel) { launch(gpu, kernel); });
       });
+      // The variant the target does not run at this n (the same bits): whether its threshold is right.
+      const double other_tc = time_ms(stream, reps, [&] {
+        k::launch_mma_variant(n <= k::mma_tokens, a, x16_ours, [&](const auto& kernel) { launch(gpu, kernel); });
+      });
       must(cudaGetLastError(), "our tensor-core product");
       // Y^T [out][n] = W [out][in] · X^T: column-major, W is a transposed (in x out) matrix.
       const float one = 1.0f, zero = 0.0f;
@@ -229,8 +235,9 @@ void products_against_cublas(const SyntheticShape& shape, int reps, cudaStream_t
              "cublasGemmEx");
       });
       const double bytes = static_cast<double>(weights) * 2;
-      std::printf("%-10s %6d %6d %4d %9.4f %9.4f %9.4f %7.2f %7.2f %8.0f %8.0f\n", p.name, p.in, p.out, n, ours, ours_tc,
-                  theirs, ours / theirs, ours_tc / theirs, bytes / (ours * 1e-3) / 1e9, bytes / (ours_tc * 1e-3) / 1e9);
+      std::printf("%-10s %6d %6d %4d %9.4f %9.4f %9.4f %7.2f %7.2f %8.0f %8.0f %9.4f\n", p.name, p.in, p.out, n, ours,
+                  ours_tc, theirs, ours / theirs, ours_tc / theirs, bytes / (ours * 1e-3) / 1e9,
+                  bytes / (ours_tc * 1e-3) / 1e9, other_tc);
     }
     must(cudaStreamSynchronize(stream), "the products");
     cudaFree(w);
