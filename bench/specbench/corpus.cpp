@@ -258,10 +258,20 @@ void sample_turns(Corpus& corpus, int count, bool keep_history) {
   keep_turns(corpus, std::move(kept));
 }
 
+long positions_needed(const Turn& t, int room) {
+  return static_cast<long>(t.prompt.size() + t.answer.size()) + 1 + room;
+}
+
+long positions_needed(const Corpus& corpus, int room) {
+  long most = 0;
+  for (const Turn& t : corpus.turns) most = std::max(most, positions_needed(t, room));
+  return most;
+}
+
 int drop_turns_longer_than(Corpus& corpus, int positions, int room) {
   std::vector<Turn> kept;
   for (Turn& t : corpus.turns)
-    if (static_cast<long>(t.prompt.size() + t.answer.size()) + 1 + room <= positions) kept.push_back(std::move(t));
+    if (positions_needed(t, room) <= positions) kept.push_back(std::move(t));
   const int dropped = static_cast<int>(corpus.turns.size() - kept.size());
   keep_turns(corpus, std::move(kept));
   return dropped;

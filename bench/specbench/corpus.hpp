@@ -111,8 +111,13 @@ Corpus build_corpus(const std::vector<Question>& questions, const std::vector<An
 /// their categories: a fixed subsample, the same turns every run. No-op when count >= N. With
 /// `keep_history`, the turns left out before the last kept one move to corpus.history.
 void sample_turns(Corpus& corpus, int count, bool keep_history = false);
-/// Drops the turns whose prompt + answer + stop token + `room` tokens exceed `positions` (a model
-/// that costs the replay must hold every tree); returns how many were dropped.
+/// Positions a model's cache needs to replay turn `t` with trees of up to `room` nodes: its prompt,
+/// answer and stop token, and the room.
+long positions_needed(const Turn& t, int room);
+/// The most positions_needed of the corpus's turns (0 without turns).
+long positions_needed(const Corpus& corpus, int room);
+/// Drops the turns whose positions_needed exceed `positions` (a model that costs the replay must
+/// hold every tree); returns how many were dropped.
 int drop_turns_longer_than(Corpus& corpus, int positions, int room);
 /// Fits `corpus` to the timed model `name` (`--timed-model`) of `vocab` tokens and `positions`
 /// positions: input_error when its vocabulary is smaller than the replay's or no turn fits; drops

@@ -414,12 +414,14 @@ DeviceModelRun decode_on_device(const ModelBench& bench, const ModelOptions& opt
 }
 
 /// A batch target of `model` on the device for `slots` requests of up to `budget` + 1 nodes each
-/// in one forward (DeviceLlamaOptions::max_rows; the prefill's chunk stays the largest tree).
+/// in one forward (DeviceLlamaOptions::max_rows; the prefill's chunk stays the largest tree), each
+/// slot's cache of `max_positions` positions (0: the model's seq_len).
 template <class Device>
 specdec::DeviceLlamaBatchTarget<typename Device::backend> load_batch_target(const DeviceModelChoice& model, int slots,
-                                                                            int budget) {
+                                                                            int budget, int max_positions = 0) {
   using BatchTarget = specdec::DeviceLlamaBatchTarget<typename Device::backend>;
   specdec::DeviceLlamaOptions options = target_options(model);
+  options.max_positions = max_positions;
   const long rows = static_cast<long>(slots) * (static_cast<long>(budget) + 1);
   if (rows > 65535)
     throw input_error(std::string(Device::option) + ": --batch " + std::to_string(slots) + " with a budget of " +
@@ -655,13 +657,18 @@ class BackendRuns final : public DeviceRuns {
     check_budget_fits<Device>(budget, specdec::kernels::llama::max_tree_nodes);
     fit_to_timed_model(corpus, model.name(), config.vocab_size,
                        std::min(config.seq_len, specdec::kernels::llama::max_attended), budget);
+    // Each slot's cache holds the longest turn, not the model's whole context: 64 slots of
+    // Llama-2-7B at its 4096 positions would take 137 GB of bf16 cache.
+    const int positions = static_cast<int>(positions_needed(corpus, budget));
     source = "measured on " + device + ": every step also run through " +
              specdec::DeviceLlamaBatchTarget<typename Device::backend>::name() + " of " + model.name() + " (" +
-             specdec::Llama2cModel::describe(config) + model.options_text() +
-             "; the trees copied in, the batched forward, each request's KV compaction, one synchronisation)" +
+             specdec::Llama2cModel::describe(config) + model.options_text() + "; each slot's cache " +
+             std::to_string(positions) +
+             " positions, the longest turn's; the trees copied in, the batched forward, each request's KV "
+             "compaction, one synchronisation)" +
              (model.shape.empty() ? "" : "; SYNTHETIC weights, timing only");
-    return [model, budget](int slots) -> std::unique_ptr<TimedBatch> {
-      return std::make_unique<DeviceTimedBatch<Device>>(load_batch_target<Device>(model, slots, budget));
+    return [model, budget, positions](int slots) -> std::unique_ptr<TimedBatch> {
+      return std::make_unique<DeviceTimedBatch<Device>>(load_batch_target<Device>(model, slots, budget, positions));
     };
   }
 

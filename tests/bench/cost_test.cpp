@@ -148,8 +148,11 @@ TEST_CASE("a fixed subsample spreads over the corpus and keeps its categories in
   CHECK(sampled.categories[0] == "a");
   CHECK(sampled.categories[1] == "b");
   // prompt i + 1 tokens, no answer, stop, room 2: fits 6 positions up to i = 2.
+  CHECK(positions_needed(corpus, 2) == 13);  // turn 9: 10 + 0 + 1 + 2
   CHECK(drop_turns_longer_than(corpus, 6, 2) == 7);
   CHECK(corpus.turns.size() == 3);
+  CHECK(positions_needed(corpus, 2) == 6);  // the longest left, turn 2: as many as the rule allows
+  CHECK(positions_needed(Corpus{}, 2) == 0);
   REQUIRE(corpus.categories.size() == 1);
   CHECK(corpus.categories[0] == "a");
 }
