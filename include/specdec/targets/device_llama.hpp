@@ -311,8 +311,7 @@ class DeviceLlamaModel {
     }
     refuse_unless_it_fits(name);
 
-    const std::uint64_t element = format_ == WeightFormat::bf16 ? 2 : 4;
-    weights_ = allocate_device(layout_.matrix_elements * element);
+    weights_ = allocate_device(layout_.matrix_elements * element_bytes());
     if (tensor_cores_) x16_ = allocate_device(x16_elements() * 2);
     norms_ = allocate_device(layout_.norm_floats * sizeof(float));
     const core::KvCacheLayout kv = kv_layout();
@@ -379,9 +378,7 @@ class DeviceLlamaModel {
   }
 
   void refuse_unless_it_fits(const std::string& name) {
-    const std::uint64_t element = format_ == WeightFormat::bf16 ? 2 : 4;
-    const std::uint64_t weights =
-        layout_.matrix_elements * element + layout_.norm_floats * sizeof(float);
+    const std::uint64_t weights = layout_.matrix_elements * element_bytes() + layout_.norm_floats * sizeof(float);
     const std::uint64_t cache =
         2 * static_cast<std::uint64_t>(kv_layout().sequence_stride) * static_cast<std::uint64_t>(slots_);
     const std::uint64_t T = static_cast<std::uint64_t>(max_tree_);
@@ -402,14 +399,15 @@ class DeviceLlamaModel {
     }
   }
 
-  // The K/V caches hold the weights' format: fp32, or bf16 (half the bytes the attention reads).
-  int kv_element_bytes() const { return format_ == WeightFormat::bf16 ? 2 : 4; }
+  // Bytes of a weight matrix's element, and of a K/V cache's: the caches hold the weights' format
+  // (fp32, or bf16: half the bytes the attention reads).
+  int element_bytes() const { return format_ == WeightFormat::bf16 ? 2 : 4; }
   core::KvCacheLayout kv_layout() const {
     const LlamaConfig& c = layout_.config;
-    return core::kv_layout(c.n_layers, max_positions_, c.n_kv_heads, c.head_size(), kv_element_bytes());
+    return core::kv_layout(c.n_layers, max_positions_, c.n_kv_heads, c.head_size(), element_bytes());
   }
   /// Cache elements from the cache's start to slot `slot`'s sequence.
-  long long sequence_offset(int slot) const { return slot * (kv_layout().sequence_stride / kv_element_bytes()); }
+  long long sequence_offset(int slot) const { return slot * (kv_layout().sequence_stride / element_bytes()); }
   void check_slot(int slot, const char* what) const {
     if (slot < 0 || slot >= slots_)
       throw error(who_ + "::" + what + ": slot " + std::to_string(slot) + " is outside [0, " + std::to_string(slots_) +
