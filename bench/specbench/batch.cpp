@@ -1,6 +1,7 @@
 #include "batch.hpp"
 
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <utility>
@@ -69,7 +70,8 @@ std::vector<int> parse_batch_sizes(std::string_view text) {
 }
 
 bool BatchReport::lossless() const {
-  return std::all_of(run.rows.begin(), run.rows.end(), [&](const BatchRow& r) { return r.equal_to_plain == run.requests; });
+  return std::all_of(run.rows.begin(), run.rows.end(),
+                     [&](const BatchRow& r) { return !r.refused.empty() || r.equal_to_plain == run.requests; });
 }
 
 namespace {
@@ -116,6 +118,10 @@ void print_batch_report(std::ostream& out, const BatchReport& r) {
                      "plain tok/s", "spec tok/s", "speedup [min-max]", "A/A [min-max]", "rounds", "plain lat s",
                      "spec lat s", "tau", "plain fwd", "spec fwd", "fwd ratio");
   for (const BatchRow& row : r.run.rows) {
+    if (!row.refused.empty()) {
+      out << fmt::format("{:>5} not run: {}\n", row.batch, row.refused);
+      continue;
+    }
     out << fmt::format("{:>5} {:>12.0f} {:>12.0f} {:>19} {:>19} {:>6} {:>11.4g} {:>11.4g} {:>7.3f} {:>10} {:>10} {:>9.3f}\n",
                        row.batch, row.rounds.plain_rate(), row.rounds.speculative_rate(),
                        spread_text(row.rounds.speedup()), spread_text(row.rounds.noise_floor()), row.rounds.count(),
@@ -124,11 +130,12 @@ void print_batch_report(std::ostream& out, const BatchReport& r) {
                        ratio(static_cast<double>(row.plain.forwards), static_cast<double>(row.speculative.forwards)));
   }
   if (r.lossless()) {
-    out << fmt::format("lossless: every request's speculative output equals its plain output ({} requests, at every B)\n",
-                       r.run.requests);
+    const bool all_ran = std::all_of(r.run.rows.begin(), r.run.rows.end(), [](const BatchRow& row) { return row.refused.empty(); });
+    out << fmt::format("lossless: every request's speculative output equals its plain output ({} requests, at every B{})\n",
+                       r.run.requests, all_ran ? "" : " that ran");
   } else {
     for (const BatchRow& row : r.run.rows)
-      if (row.equal_to_plain != r.run.requests)
+      if (row.refused.empty() && row.equal_to_plain != r.run.requests)
         out << fmt::format("NOT LOSSLESS: B = {}: the speculative output equals the plain output for {} of {} requests\n",
                            row.batch, row.equal_to_plain, r.run.requests);
   }
@@ -145,6 +152,10 @@ nlohmann::ordered_json to_json(const BatchReport& r) {
   j["target"] = r.target;
   j["rows"] = nlohmann::ordered_json::array();
   for (const BatchRow& row : r.run.rows) {
+    if (!row.refused.empty()) {
+      j["rows"].push_back({{"batch", row.batch}, {"refused", row.refused}});
+      continue;
+    }
     j["rows"].push_back({{"batch", row.batch},
                          {"plain", pass_json(row.plain, row.rounds.plain_rate(), r.run.requests)},
                          {"speculative", pass_json(row.speculative, row.rounds.speculative_rate(), r.run.requests)},
@@ -163,9 +174,15 @@ std::string batch_svg(const BatchReport& r) {
   constexpr const char* plain_color = "#4e79a7";
   constexpr const char* speculative_color = "#f28e2b";
   const double plot_w = width - left - right, plot_h = height - top - bottom;
-  const auto& rows = r.run.rows;
-  const double lx0 = rows.empty() ? 0.0 : std::log2(rows.front().batch);
-  const double lx1 = rows.empty() ? 0.0 : std::log2(rows.back().batch);
+  // The B that ran; those that did not are named under the axis.
+  std::vector<std::reference_wrapper<const BatchRow>> rows;
+  std::string not_run;
+  for (const BatchRow& row : r.run.rows) {
+    if (row.refused.empty()) rows.emplace_back(row);
+    else not_run += fmt::format("{}{}", not_run.empty() ? "" : ", ", row.batch);
+  }
+  const double lx0 = rows.empty() ? 0.0 : std::log2(rows.front().get().batch);
+  const double lx1 = rows.empty() ? 0.0 : std::log2(rows.back().get().batch);
   double y_top = 0;
   for (const BatchRow& row : rows)
     y_top = std::max({y_top, row.rounds.plain_rate(), row.rounds.speculative_rate()});
@@ -224,8 +241,9 @@ std::string batch_svg(const BatchReport& r) {
   svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"black\"/>\n", left, left + plot_w,
                      top + plot_h);
   svg += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"black\"/>\n", left, top, top + plot_h);
-  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">B: requests decoded at once (log scale)</text>\n",
-                     left + plot_w / 2, height - 18);
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">B: requests decoded at once (log scale){}</text>\n",
+                     left + plot_w / 2, height - 18,
+                     not_run.empty() ? "" : "; not run (the device cannot hold them): B = " + not_run);
   svg += fmt::format("<text transform=\"translate(20 {}) rotate(-90)\" text-anchor=\"middle\">generated tokens/s, all "
                      "requests</text>\n",
                      top + plot_h / 2);

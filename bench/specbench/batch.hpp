@@ -27,6 +27,7 @@
 #include <specdec/targets/replay_target.hpp>
 
 #include "corpus.hpp"
+#include "input_error.hpp"
 #include "model.hpp"
 #include "replay.hpp"
 #include "rounds.hpp"
@@ -62,6 +63,13 @@ class TimedBatch {
 };
 /// Makes the TimedBatch of `slots` sequences for one B.
 using TimedBatchMaker = std::function<std::unique_ptr<TimedBatch>(int slots)>;
+
+/// Thrown by the maker of a B's batch target (or TimedBatch) when the device cannot hold that B:
+/// the batch table leaves that B out, its row saying why, and goes on with the others.
+class batch_does_not_fit : public input_error {
+ public:
+  using input_error::input_error;
+};
 /// Llama2cBatchTarget of `model`, its forward on `threads` threads.
 TimedBatchMaker host_timed_batch(std::shared_ptr<const specdec::Llama2cModel> model, int threads);
 
@@ -149,6 +157,8 @@ struct BatchPass {
 
 struct BatchRow {
   int batch = 0;          ///< B
+  /// Why this B did not run (batch_does_not_fit: the device cannot hold it); empty when it ran.
+  std::string refused{};
   BatchPass plain{};        ///< speculation off: every request sends its root only (the first round)
   BatchPass speculative{};  ///< the combination's drafters at the budget (the first round)
   /// Requests whose speculative output equals the first plain output in every round (and whose
@@ -221,6 +231,22 @@ BatchPass run_pass(Batch& batch, std::size_t requests, Add&& add) {
   return pass;
 }
 
+/// Runs `measure(row)` for B = `batch` and adds the row to `run`; a B whose batch target does not
+/// fit the device (batch_does_not_fit) gets a row that says so instead. Throws that refusal when it
+/// is the last B and no B has run: a table with nothing measured is an error.
+template <class Measure>
+void add_row(BatchRun& run, int batch, bool last, Measure&& measure) {
+  BatchRow row{.batch = batch};
+  try {
+    measure(row);
+  } catch (const batch_does_not_fit& e) {
+    const bool none_ran = std::all_of(run.rows.begin(), run.rows.end(), [](const BatchRow& r) { return !r.refused.empty(); });
+    if (last && none_ran) throw;
+    row = BatchRow{.batch = batch, .refused = e.what()};
+  }
+  run.rows.push_back(std::move(row));
+}
+
 /// Alternates `plain_pass()` and `speculative_pass()` (each returns a BatchPass) into `row` until
 /// `rule` is met. The first round's passes stay as row.plain and row.speculative; every later
 /// round's outputs are compared with the first plain pass's.
@@ -262,10 +288,9 @@ BatchRun decode_batch(const ModelBench& bench, const BatchOptions& options, Make
   specdec::RequestOptions request;
   request.eos = bench.stop_tokens;
   request.budget = options.budget;
-  for (const int b : options.sizes) {
+  for (const int b : options.sizes) detail::add_row(run, b, b == options.sizes.back(), [&](BatchRow& row) {
     const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(b), std::max<std::size_t>(n, 1)));
     Target target = make_target(slots);
-    BatchRow row{.batch = b};
     const auto plain_pass = [&] {
       Plain plain(target, slots, specdec::ExactVerifier{});
       request.speculate = false;
@@ -284,8 +309,7 @@ BatchRun decode_batch(const ModelBench& bench, const BatchOptions& options, Make
       });
     };
     detail::run_rounds(row, options.rounds, plain_pass, speculative_pass);
-    run.rows.push_back(std::move(row));
-  }
+  });
   return run;
 }
 
@@ -322,10 +346,9 @@ BatchRun replay_batch(const Corpus& corpus, const BatchOptions& options) {
     request.max_new_tokens = static_cast<int>(corpus.turns[i].answer.size()) + 1;
     return batch.add(corpus.turns[i].prompt, request, std::forward<decltype(drafters)>(drafters)...);
   };
-  for (const int b : options.sizes) {
+  for (const int b : options.sizes) detail::add_row(run, b, b == options.sizes.back(), [&](BatchRow& row) {
     const int slots = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(b), std::max<std::size_t>(n, 1)));
     ReplayBatchTarget target(slots, corpus.vocab_size, corpus.stop_token, options.timed ? options.timed(slots) : nullptr);
-    BatchRow row{.batch = b};
     const auto plain_pass = [&] {
       Plain plain(target, slots, specdec::ExactVerifier{});
       request.speculate = false;
@@ -350,8 +373,7 @@ BatchRun replay_batch(const Corpus& corpus, const BatchOptions& options) {
       });
     };
     detail::run_rounds(row, options.rounds, plain_pass, speculative_pass);
-    run.rows.push_back(std::move(row));
-  }
+  });
   return run;
 }
 

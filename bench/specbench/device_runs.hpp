@@ -415,7 +415,8 @@ DeviceModelRun decode_on_device(const ModelBench& bench, const ModelOptions& opt
 
 /// A batch target of `model` on the device for `slots` requests of up to `budget` + 1 nodes each
 /// in one forward (DeviceLlamaOptions::max_rows; the prefill's chunk stays the largest tree), each
-/// slot's cache of `max_positions` positions (0: the model's seq_len).
+/// slot's cache of `max_positions` positions (0: the model's seq_len). Throws batch_does_not_fit
+/// when the device cannot hold that many slots (its memory, or the forward's rows).
 template <class Device>
 specdec::DeviceLlamaBatchTarget<typename Device::backend> load_batch_target(const DeviceModelChoice& model, int slots,
                                                                             int budget, int max_positions = 0) {
@@ -424,7 +425,7 @@ specdec::DeviceLlamaBatchTarget<typename Device::backend> load_batch_target(cons
   options.max_positions = max_positions;
   const long rows = static_cast<long>(slots) * (static_cast<long>(budget) + 1);
   if (rows > 65535)
-    throw input_error(std::string(Device::option) + ": --batch " + std::to_string(slots) + " with a budget of " +
+    throw batch_does_not_fit(std::string(Device::option) + ": --batch " + std::to_string(slots) + " with a budget of " +
                       std::to_string(budget) + " makes forwards of " + std::to_string(rows) +
                       " nodes, more than the device target's 65535; lower --budget or --budget-cap");
   options.max_rows = static_cast<int>(std::max<long>(rows, options.max_tree_nodes));
@@ -432,6 +433,8 @@ specdec::DeviceLlamaBatchTarget<typename Device::backend> load_batch_target(cons
     if (!model.shape.empty())
       return BatchTarget::synthetic(specdec::synthetic_shape(model.shape), 1, slots, {}, options);
     return BatchTarget::load(model.file, slots, {}, options);
+  } catch (const specdec::device_memory_error& e) {
+    throw batch_does_not_fit(e.what());
   } catch (const specdec::error& e) {
     throw input_error(e.what());
   }

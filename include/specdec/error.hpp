@@ -13,6 +13,13 @@ class error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The specdec::error of a model, cache or batch that does not fit the device's free memory: a
+/// caller may go on with a smaller one (specbench's batch table skips that batch size).
+class device_memory_error : public error {
+ public:
+  using error::error;
+};
+
 /// Who a check's message names: a string, or a callable that builds one, so that a check run every
 /// step builds its message only when it fails.
 template <class Who>

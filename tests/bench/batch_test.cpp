@@ -1,5 +1,6 @@
 // specbench --batch (bench/specbench/batch.hpp, batch.cpp): the list of batch sizes, the batched
-// replay and model runners (plain and speculative side by side, lossless per request), the report.
+// replay and model runners (plain and speculative side by side, lossless per request), the report,
+// a B the device cannot hold left out.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -100,6 +101,42 @@ TEST_CASE("replay batch: every turn reproduces its answer and speculative equals
   out.str("");
   print_batch_report(out, broken);
   CHECK_THAT(out.str(), Catch::Contains("NOT LOSSLESS: B = 2: the speculative output equals the plain output for 2 of 3"));
+}
+
+TEST_CASE("batch table: a B the device cannot hold is left out, its row says why; nothing measured is an error",
+          "[specbench][batch]") {
+  const Corpus corpus = hand_made_corpus();
+  BatchOptions options;
+  options.sizes = {1, 2, 5};
+  options.budget = 8;
+  // A device that holds two sequences (B = 5 decodes the three turns in three slots).
+  options.timed = [](int slots) -> std::unique_ptr<TimedBatch> {
+    if (slots > 2) throw batch_does_not_fit(std::to_string(slots) + " slots do not fit");
+    return nullptr;
+  };
+  const auto& runners = find_combination(std::vector<std::string>{"pld"}).batch;
+  const BatchRun run = runners.replay(corpus, options);
+  REQUIRE(run.rows.size() == 3);
+  CHECK(run.rows[0].refused.empty());
+  CHECK(run.rows[1].equal_to_plain == 3);
+  CHECK(run.rows[2].batch == 5);
+  CHECK(run.rows[2].refused == "3 slots do not fit");
+  CHECK(run.rows[2].plain.forwards == 0);
+
+  const BatchReport report{run, "replay", "hand-made corpus", "ReplayBatchTarget", 8, ""};
+  CHECK(report.lossless());
+  std::ostringstream out;
+  print_batch_report(out, report);
+  CHECK_THAT(out.str(), Catch::Contains("\n    5 not run: 3 slots do not fit\n") &&
+                            Catch::Contains("(3 requests, at every B that ran)"));
+  const auto j = to_json(report);
+  CHECK(j["rows"][2] == nlohmann::ordered_json{{"batch", 5}, {"refused", "3 slots do not fit"}});
+  CHECK(j["lossless"] == true);
+  const std::string svg = batch_svg(report);
+  CHECK_THAT(svg, Catch::Contains("not run (the device cannot hold them): B = 5") && !Catch::Contains(">5</text>"));
+
+  options.sizes = {3, 5};  // nothing fits: the last refusal is the error
+  CHECK_THROWS_AS(runners.replay(corpus, options), batch_does_not_fit);
 }
 
 TEST_CASE("model batch: plain batched decoding is greedy decoding and speculation does not change it",

@@ -354,10 +354,10 @@ TEST_CASE("a checkpoint too big for the card is refused from its header, in one 
   std::string what;
   try {
     CudaLlamaTarget::load(path, {}, {.max_positions = 512});
-  } catch (const error& e) {
+  } catch (const device_memory_error& e) {
     what = e.what();
   }
   std::filesystem::remove(path);
-  CHECK_THAT(what, Contains("needs ") && Contains("GB of device memory") && Contains("but the device has"));
+  CHECK_THAT(what, Contains("needs ") && Contains(" GB of device memory") && Contains("but the device has"));
   CHECK(what.find('\n') == std::string::npos);
 }

@@ -13,11 +13,13 @@
 //    an fp32 cache of the same values (the same bits);
 //  - the tensor-core product (its MMAs emulated) computes W x with the same bits for a token
 //    whatever shares its MMAs, and with it the forward stays bit-exact and lossless;
-//  - bad input is one sentence, and the target works after it.
+//  - bad input is one sentence, and the target works after it; a model or batch too large for the
+//    device's memory is a device_memory_error (the emulated device's memory set by the environment).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <span>
 #include <string>
@@ -293,6 +295,38 @@ TEST_CASE("emulated: bad input is one sentence, and the target still works after
   CHECK_THROWS_WITH(EmulatedLlamaTarget::synthetic(narrow, 1, {}, {.tensor_cores = true}),
                     "EmulatedLlamaTarget: synthetic tiny: tensor_cores needs bf16 weights (a synthetic shape) with dim "
                     "and hidden_dim multiples of 32, not bf16 with dim 64 and hidden_dim 80");
+}
+
+TEST_CASE("emulated: a model or batch the device cannot hold is a device_memory_error, said before any allocation") {
+  // The emulated device's memory as the environment gives it, for this test case only.
+  struct EmulatedMemory {
+    explicit EmulatedMemory(const char* bytes) { ::setenv("SPECDEC_EMULATED_MEMORY", bytes, 1); }
+    ~EmulatedMemory() { ::unsetenv("SPECDEC_EMULATED_MEMORY"); }
+  };
+  const auto refusal = [](auto&& make) {
+    try {
+      make();
+    } catch (const device_memory_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no device_memory_error");
+  };
+  {
+    const EmulatedMemory small("1000");
+    const std::string what = refusal([] { EmulatedLlamaBatchTarget::synthetic(tiny_shape(), 1, 2, {}, {.max_positions = 64}); });
+    CHECK_THAT(what, Catch::Matchers::Matches("EmulatedLlamaBatchTarget: synthetic tiny needs [0-9.]+ MB of device memory "
+                                              "\\(weights [0-9.]+ kB in bf16, KV cache [0-9.]+ kB in bf16, buffers "
+                                              "[0-9.]+ MB\\) but the device has 1.0 kB free"));
+  }
+  {
+    const EmulatedMemory bad("12 GB");
+    CHECK_THROWS_WITH(EmulatedLlamaTarget::synthetic(tiny_shape(), 1),
+                      "SPECDEC_EMULATED_MEMORY must be a whole number of bytes, got '12 GB'");
+  }
+  // 32767 sequences of Llama-2-7B's 4096 positions: 70 TB of cache, refused before its weights are made.
+  CHECK_THAT(refusal([] { EmulatedLlamaBatchTarget::synthetic(synthetic_shape("Llama-2-7B"), 1, 32767); }),
+             Contains("EmulatedLlamaBatchTarget: synthetic Llama-2-7B needs ") && Contains(" GB of device memory"));
+  CHECK(EmulatedLlamaBatchTarget::synthetic(tiny_shape(), 1, 2, {}, {.max_positions = 64}).slots() == 2);
 }
 
 TEST_CASE("emulated: the tensor-core product computes W x, the same bits whatever tokens share its MMAs") {

@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <initializer_list>
 #include <span>
@@ -149,7 +150,8 @@ class DeviceLlamaModel {
 
   /// A llama2.c checkpoint in fp32. Throws specdec::error (one sentence, starting with `who`) for
   /// a bad file, a shape the kernels do not take, no usable device, or a model that does not fit
-  /// the device's free memory (said from the header, before any weight is read).
+  /// the device's free memory (said from the header, before any weight is read:
+  /// specdec::device_memory_error).
   static DeviceLlamaModel load(const std::filesystem::path& checkpoint, Backend tag, DeviceLlamaOptions options,
                              int slots, const char* who) {
     const LlamaConfig config = Llama2cModel::read_config(checkpoint);
@@ -391,12 +393,23 @@ class DeviceLlamaModel {
     if (const backend::status s = backend::free_memory(tag_, free); s != backend::status::ok)
       throw error(who_ + ": cannot read the device's free memory (" + backend::describe(tag_, s) + ")");
     if (device_bytes_ > free) {
-      auto gb = [](std::uint64_t b) { return std::to_string(static_cast<double>(b) / 1e9).substr(0, 6); };
       const std::string format = weight_format_name(format_);
-      throw error(who_ + ": " + name + " needs " + gb(device_bytes_) + " GB of device memory (weights " +
-                  gb(weights) + " GB in " + format + ", KV cache " + gb(cache) + " GB in " + format + ", buffers " +
-                  gb(buffers) + " GB) but the device has " + gb(free) + " GB free");
+      throw device_memory_error(who_ + ": " + name + " needs " + memory_text(device_bytes_) +
+                                " of device memory (weights " + memory_text(weights) + " in " + format + ", KV cache " +
+                                memory_text(cache) + " in " + format + ", buffers " + memory_text(buffers) +
+                                ") but the device has " + memory_text(free) + " free");
     }
+  }
+
+  /// "13.48 GB", "37.1 MB", "12.3 kB", "512 bytes" (decimal units).
+  static std::string memory_text(std::uint64_t bytes) {
+    const double b = static_cast<double>(bytes);
+    char text[32];
+    if (b >= 1e9) std::snprintf(text, sizeof text, "%.2f GB", b / 1e9);
+    else if (b >= 1e6) std::snprintf(text, sizeof text, "%.1f MB", b / 1e6);
+    else if (b >= 1e3) std::snprintf(text, sizeof text, "%.1f kB", b / 1e3);
+    else std::snprintf(text, sizeof text, "%llu bytes", static_cast<unsigned long long>(bytes));
+    return text;
   }
 
   // Bytes of a weight matrix's element, and of a K/V cache's: the caches hold the weights' format

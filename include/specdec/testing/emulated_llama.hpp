@@ -8,8 +8,10 @@
 // tensor core's. Plain C++: no CUDA toolkit needed.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include <specdec/backend.hpp>
+#include <specdec/error.hpp>
 #include <specdec/testing/emulated_grid.hpp>
 
 namespace specdec::backend {
@@ -24,8 +27,19 @@ namespace specdec::backend {
 /// The emulated device is the host: always usable.
 inline status select_device(host) { return status::ok; }
 
-/// The host's available physical memory, in bytes (what an emulated model may take).
+/// What an emulated model may take, in bytes: the host's available physical memory, or the
+/// environment's SPECDEC_EMULATED_MEMORY (bytes, a whole number), which stands for a smaller
+/// device in tests of what one refuses.
 inline status free_memory(host, std::uint64_t& bytes) {
+  if (const char* given = std::getenv("SPECDEC_EMULATED_MEMORY"); given && *given) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long value = std::strtoull(given, &end, 10);
+    if (*end != '\0' || errno != 0 || *given == '-')
+      throw error(std::string("SPECDEC_EMULATED_MEMORY must be a whole number of bytes, got '") + given + "'");
+    bytes = value;
+    return status::ok;
+  }
   const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   bytes = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
                                 : std::numeric_limits<std::uint64_t>::max();
