@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/values.hpp"
+#include "cost_table.hpp"
 #include "input_error.hpp"
 #include "report.hpp"
 
@@ -67,6 +68,12 @@ std::vector<int> parse_batch_sizes(std::string_view text) {
   if (sizes.empty()) throw bad();
   std::sort(sizes.begin(), sizes.end());
   return sizes;
+}
+
+int batch_calibration_size(const std::vector<int>& sizes, int cap, int seq_len, int most) {
+  const long step = static_cast<long>(sizes.back()) * tree_nodes(cap);
+  const long largest = std::max<long>(tree_nodes(cap), std::min<long>(step, seq_len / 2));
+  return static_cast<int>(std::min<long>(largest, most));
 }
 
 bool BatchReport::lossless() const {

@@ -185,6 +185,12 @@ struct BatchReport {
   bool lossless() const;
 };
 
+/// The largest tree a batch's start-up calibration measures: the largest step (B requests of
+/// cap + 1 nodes), at most half the model's `seq_len` positions (a chain of it must fit after a
+/// context) and at most the `most` nodes the target's forward takes (a device target's
+/// max_tree_nodes); BatchCostModel extends the table beyond.
+int batch_calibration_size(const std::vector<int>& sizes, int cap, int seq_len, int most);
+
 /// The table, one row per B, and the lossless line.
 void print_batch_report(std::ostream& out, const BatchReport& report);
 nlohmann::ordered_json to_json(const BatchReport& report);

@@ -1,5 +1,7 @@
 // `--device cuda` in a specbench built without CUDA: every entry point refuses with one sentence,
 // so that the options parse and say why they cannot run.
+#include <specdec/kernels/llama_forward.hpp>
+
 #include "device.hpp"
 #include "input_error.hpp"
 
@@ -19,6 +21,7 @@ class CudaAbsent final : public DeviceRuns {
   DeviceModelRunner find_combination(const std::vector<std::string>&, VerifierKind) const override { require(); }
   DeviceBatchRunner find_batch_combination(const std::vector<std::string>&) const override { require(); }
   const char* batch_target() const override { return "CudaLlamaBatchTarget"; }
+  int max_tree_nodes() const override { return specdec::kernels::llama::max_tree_nodes; }
   std::vector<std::string> combination_names() const override { return {}; }
   TimedBatchMaker timed_batch(const DeviceModelChoice&, Corpus&, int, std::string&, specdec::LlamaConfig&) const override {
     require();

@@ -204,6 +204,8 @@ class DeviceRuns {
   virtual DeviceBatchRunner find_batch_combination(const std::vector<std::string>& drafters) const = 0;
   /// The batch target's name: "CudaLlamaBatchTarget" or "EmulatedLlamaBatchTarget".
   virtual const char* batch_target() const = 0;
+  /// The most nodes of one tree the device target's forward takes (what a calibration may time).
+  virtual int max_tree_nodes() const = 0;
   /// The device's combinations, e.g. "pld", "tree_history" (device_runs.hpp lists them).
   virtual std::vector<std::string> combination_names() const = 0;
   /// `replay --batch --timed-model M --device D`: checks M against `corpus` as make_coster does

@@ -620,6 +620,7 @@ class BackendRuns final : public DeviceRuns {
     return lookup(drafters).batch;
   }
   const char* batch_target() const override { return specdec::DeviceLlamaBatchTarget<typename Device::backend>::name(); }
+  int max_tree_nodes() const override { return specdec::kernels::llama::max_tree_nodes; }
 
   std::vector<std::string> combination_names() const override {
     std::vector<std::string> out;

@@ -486,14 +486,6 @@ std::optional<CostTable> model_budget_table(const ModelArgs& a, const std::optio
   }, source);
 }
 
-/// The largest tree a batch's start-up calibration measures: the largest step (B requests of
-/// cap + 1 nodes), at most half the model's positions (a chain of it must fit after a context);
-/// BatchCostModel extends the table beyond.
-int batch_calibration_size(const std::vector<int>& sizes, int cap, const specdec::LlamaConfig& c) {
-  const long step = static_cast<long>(sizes.back()) * tree_nodes(cap);
-  return static_cast<int>(std::max<long>(tree_nodes(cap), std::min<long>(step, c.seq_len / 2)));
-}
-
 int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   const Combination& combination = find_combination(a.drafters);
   // On a device: its runner and model, checked before the prompts load.
@@ -514,8 +506,9 @@ int run_model_batch(const ModelArgs& a, const std::optional<CostTable>& table) {
   options.resources = a.resources;
   if (!runs) options.rounds = a.rounds;  // a device runs one round (model_rules)
   std::string auto_budget;
-  if (auto t = model_budget_table(a, table, batch_calibration_size(options.sizes, a.budget.cap, bench.model->config()),
-                                  device_model ? &*device_model : nullptr, auto_budget))
+  const int largest = batch_calibration_size(options.sizes, a.budget.cap, bench.model->config().seq_len,
+                                             runs ? runs->max_tree_nodes() : INT_MAX);
+  if (auto t = model_budget_table(a, table, largest, device_model ? &*device_model : nullptr, auto_budget))
     options.cost = BatchCostModel{std::move(*t)};
   const specdec::LlamaConfig& c = bench.model->config();
   std::string source = fmt::format("model: dim {}, {} layers, {} heads, vocab {}, {} positions", c.dim, c.n_layers,
@@ -779,7 +772,8 @@ int run_replay_batch(DataArgs& a, const ReplayArgs& r) {
   report_token_counts(corpus);
   std::string auto_budget;
   if (a.budget.automatic) {  // with a timed model and without --cost (replay_rules)
-    const int largest = batch_calibration_size(options.sizes, a.budget.cap, *timed);
+    const int largest = batch_calibration_size(options.sizes, a.budget.cap, timed->seq_len,
+                                               device_model ? device_runs(r.device).max_tree_nodes() : INT_MAX);
     if (device_model) {  // a calibration of the same model on the device
       std::string how;
       options.cost = BatchCostModel{quick_device_calibration(device_runs(r.device), *device_model, largest, how)};

@@ -3,6 +3,7 @@
 // a B the device cannot hold left out.
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -53,6 +54,15 @@ TEST_CASE("batch sizes: a list of whole numbers in [1, 1024] sorted and anything
   CHECK_THROWS_WITH(parse_batch_sizes("2,4,2"), "batch size 2 is listed twice in '2,4,2'");
   CHECK_THROWS_WITH(parse_batch_sizes("0"),
                     "expected batch sizes: whole numbers in [1, 1024], comma-separated, got '0'");
+}
+
+TEST_CASE("a batch's start-up calibration times the largest step, within half the positions and the forward's most",
+          "[specbench][batch]") {
+  CHECK(batch_calibration_size({1, 4}, 7, 4096, INT_MAX) == 32);      // 4 requests of 8 nodes
+  CHECK(batch_calibration_size({4, 16, 64}, 64, 4096, INT_MAX) == 2048);  // half of 4096 positions
+  CHECK(batch_calibration_size({4, 16, 64}, 64, 4096, 256) == 256);   // a device forward's most
+  CHECK(batch_calibration_size({1}, 300, 128, INT_MAX) == 301);       // one request's tree, whatever the positions
+  CHECK(batch_calibration_size({1}, 300, 128, 256) == 256);
 }
 
 TEST_CASE("replay batch: every turn reproduces its answer and speculative equals plain for any B", "[specbench][batch]") {
