@@ -4,27 +4,24 @@
 # machine that has a driver but none of the build dependencies (Catch2 and the rest are compiled
 # in). cuBLAS (gpu_dense_search_gpu_test and specdec-dense-datastore's gpu-flat search) is too
 # large to carry: it comes from that machine's CUDA toolkit (/usr/local/cuda). On that machine:
-#   build/gpu-bundle/run.sh [LOG_DIR]    # every gpu test, then kernels_bench, decoder_step_bench and
-#                                        # cuda_forward_bench (and, with nsys, its forwards profiled
-#                                        # kernel by kernel), and CudaLlamaTarget's kernels under
-#                                        # compute-sanitizer (memcheck, racecheck) on its small cases
-#   DENSE_DS=FILE build/gpu-bundle/run.sh  # also specdec-dense-datastore bench FILE --backend gpu-flat
+#   build/gpu-bundle/run.sh [LOG_DIR]    # every gpu test, the Python module's gpu tests,
+#                                        # cuda_forward_bench, issue 46's specbench check, then the
+#                                        # forward profiled by nsys, CudaLlamaTarget's kernels under
+#                                        # compute-sanitizer and the step kernels' benchmarks: most
+#                                        # important first, all within RUN_BUDGET_S (default 480 s)
 #   SANITIZE=1 build/gpu-bundle/run.sh [LOG_DIR]   # the gpu tests under compute-sanitizer instead
-#                                                  # (memcheck, racecheck, synccheck; slow)
-# After them, issue 46's check with specbench --device cuda (docs/specbench.md): the GPU cost table
-# of the Llama-2-7B shape, lossless `model` runs on stories260K and BabyLlama-936K with energy per
-# token (one with rejection sampling, one batched, one with CUDA graphs), the batch table of the
-# Llama-2-7B shape (B = 4, 16, 64), and the 40-turn timed replay on the Llama-2-7B shape for
-# tree_history (first; again with CUDA graphs after the graphs' lossless run), casd, pld and tree at
-# --budget auto, in order of importance; every command under a time limit, the whole run.sh within
-# RUN_BUDGET_S seconds (default 480) of its start. The Llama-2-7B table and replays run the
-# tensor-core products (--tensor-cores; TENSOR_CORES=0 runs them on CUDA cores). SPECBENCH=only
-# runs that check alone, SPECBENCH=skip leaves it out.
-# The Python module's GPU tests (ctest's python_gpu) run there too, with that machine's python3
-# (which has NumPy, pytest and PyTorch): the module is built here for its Python version,
-# BUNDLE_PYTHON (default: a python3.12 on PATH or under pyenv; the lent GPU machines run 3.12), with
-# pybind11 fetched from PyPI into the build folder. No such interpreter here: the bundle goes
-# without it, and run.sh says so.
+# run.sh's header says what each environment variable changes (SPECBENCH=only|skip, TENSOR_CORES,
+# DENSE_DS) and how to rehearse its specbench command lines without a GPU, on the emulated device.
+# Issue 46's check (docs/specbench.md): the GPU cost table of the Llama-2-7B shape, lossless
+# `model` runs on stories260K and BabyLlama-936K with energy per token (one with rejection
+# sampling, one batched, one with CUDA graphs), the 40-turn timed replay on the Llama-2-7B shape
+# for tree_history, its batch table (B = 4, 16, 64), then the replays of tree_history with CUDA
+# graphs, casd, pld and tree, at --budget auto with tensor-core products.
+# The Python module's GPU tests (ctest's python_gpu) run there with that machine's python3 (which
+# has NumPy, pytest and PyTorch): the module is built here for its Python version, BUNDLE_PYTHON
+# (default: a python3.12 on PATH or under pyenv; the lent GPU machines run 3.12), with pybind11
+# fetched from PyPI into the build folder. No such interpreter here: the bundle goes without it,
+# and run.sh says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -97,148 +94,153 @@ for f in specbench/question.jsonl specbench/vicuna-7b-v1.3-greedy.jsonl tokenize
 done
 cat > "$bundle/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs every GPU test, then the benchmarks; logs go to $1 (default .). Any exit but 0 counts as a
-# failure, 77 (skipped: no device) included, since this script is meant for a GPU machine.
-# With SANITIZE=1: only the tests, each under compute-sanitizer's memcheck, racecheck and synccheck
-# (compute-sanitizer comes with the CUDA toolkit, not the driver).
+# Runs the GPU checks in order of importance, each under its own time limit and all within
+# RUN_BUDGET_S seconds (default 480) of the start, so that a slow first version still leaves the
+# most important logs: every gpu test program; the Python module's gpu tests (python_gpu);
+# cuda_forward_bench; issue 46's specbench check; then the diagnostics (the forward profiled by
+# nsys, CudaLlamaTarget's kernels under compute-sanitizer) and the step kernels' benchmarks. A step
+# the budget leaves no time for says so and counts as failed; any exit but 0 counts as a failure,
+# 77 (skipped: no device) included, since this script is meant for a GPU machine. Logs go to $1
+# (default .), one NAME.log a step, and summary.txt (each step's exit code and seconds).
+#   SANITIZE=1     only the gpu tests, each under compute-sanitizer's memcheck, racecheck and
+#                  synccheck (compute-sanitizer comes with the CUDA toolkit, not the driver)
+#   SPECBENCH=only issue 46's specbench check alone; SPECBENCH=skip everything but it
+#   TENSOR_CORES=0 the Llama-2-7B table and replays on CUDA cores (default: tensor cores)
+#   DENSE_DS=FILE  also specdec-dense-datastore bench FILE --backend gpu-flat
+# A rehearsal of the specbench check on a machine without a GPU (its command lines, on the
+# emulated device and a small checkpoint): SPECBENCH=only SPECBENCH_DEVICE=emulated
+#   SPECBENCH_TIMED_MODEL=FILE TENSOR_CORES=0 TURNS=2 BATCH_TURNS=8 RUN_BUDGET_S=3600 run.sh DIR
 here="$(cd "$(dirname "$0")" && pwd)"
 logs="${1:-.}"
 started=$SECONDS
+budget_s="${RUN_BUDGET_S:-480}"
 mkdir -p "$logs"
 export SPECDEC_DATA="${SPECDEC_DATA:-$here/data}"
 export LD_LIBRARY_PATH="$here:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$PATH:/usr/local/cuda/bin"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>&1 | tee "$logs/device.txt"
-if [ "${SANITIZE:-0}" = 1 ] && ! command -v compute-sanitizer >/dev/null; then
-  export PATH="/usr/local/cuda/bin:$PATH"
-  command -v compute-sanitizer >/dev/null || { echo "SANITIZE=1: compute-sanitizer not found" >&2; exit 2; }
-fi
 failed=0
-specbench_mode="${SPECBENCH:-after}"
-[ "$specbench_mode" = only ] || for t in "$here"/*_gpu_test; do
-  name="$(basename "$t")"
-  if [ "${SANITIZE:-0}" = 1 ]; then
-    for tool in memcheck racecheck synccheck; do
-      compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >"$logs/$name.$tool.log" 2>&1
-      rc=$?
-      echo "$name ($tool): exit $rc" | tee -a "$logs/summary.txt"
-      [ "$rc" -eq 0 ] || failed=1
-    done
-  else
-    "$t" >"$logs/$name.log" 2>&1
-    rc=$?
-    echo "$name: exit $rc" | tee -a "$logs/summary.txt"
-    [ "$rc" -eq 0 ] || failed=1
+note() { echo "$*" | tee -a "$logs/summary.txt"; }
+# step NAME LIMIT_S COMMAND...: COMMAND > LOG_DIR/NAME.log, stopped after LIMIT_S seconds or what
+# is left of the budget (exit 124: its log keeps what it printed).
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  local left=$((budget_s - (SECONDS - started)))
+  if [ "$left" -lt 10 ]; then
+    note "$name: not run (the run's $budget_s s are spent)"
+    failed=1
+    return
   fi
-done
-if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != only ]; then
+  [ "$limit" -le "$left" ] || limit="$left"
+  echo "+ $* (limit ${limit} s)" >"$logs/$name.log"
+  local t0=$SECONDS
+  timeout "$limit" "$@" >>"$logs/$name.log" 2>&1
+  local rc=$?
+  note "$name: exit $rc ($((SECONDS - t0)) s)"
+  [ "$rc" -eq 0 ] || failed=1
+}
+mode="${SPECBENCH:-after}"
+
+if [ "${SANITIZE:-0}" = 1 ]; then
+  command -v compute-sanitizer >/dev/null || { echo "SANITIZE=1: compute-sanitizer not found" >&2; exit 2; }
+  for t in "$here"/*_gpu_test; do
+    for tool in memcheck racecheck synccheck; do
+      step "$(basename "$t").$tool" 240 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t"
+    done
+  done
+  note "failed: $failed ($((SECONDS - started)) s)"
+  exit "$failed"
+fi
+
+if [ "$mode" != only ]; then
+  for t in "$here"/*_gpu_test; do step "$(basename "$t")" 120 "$t"; done
   # The Python module's CUDA verification (ctest's python_gpu), with this machine's python3 if it
   # is the version the module was built for and has NumPy, pytest and PyTorch.
   if [ ! -f "$here/python/version" ]; then
-    echo "python_gpu: not run (the bundle holds no Python module)" | tee -a "$logs/summary.txt"
+    note "python_gpu: not run (the bundle holds no Python module)"
     failed=1
   elif ! python3 -c "import sys, numpy, pytest, torch; sys.exit('%d.%d' % sys.version_info[:2] != '$(cat "$here/python/version")')" 2>/dev/null; then
-    echo "python_gpu: not run (python3 is not Python $(cat "$here/python/version") with NumPy, pytest and PyTorch)" |
-      tee -a "$logs/summary.txt"
+    note "python_gpu: not run (python3 is not Python $(cat "$here/python/version") with NumPy, pytest and PyTorch)"
     failed=1
   else
-    PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" SPECDEC_SKIP_WITHOUT_RUN=1 timeout 240 \
-      python3 -m pytest "$here/python/tests" -q -p no:cacheprovider -m gpu -rs >"$logs/python_gpu.log" 2>&1
-    rc=$?
-    echo "python_gpu: exit $rc" | tee -a "$logs/summary.txt"
-    [ "$rc" -eq 0 ] || failed=1
+    PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" SPECDEC_SKIP_WITHOUT_RUN=1 \
+      step python_gpu 120 python3 -m pytest "$here/python/tests" -q -p no:cacheprovider -m gpu -rs
   fi
-  "$here/kernels_bench" >"$logs/kernels_bench.txt" 2>&1 || failed=1
-  "$here/decoder_step_bench" --tokens 128 >"$logs/decoder_step_bench.txt" 2>&1 || failed=1
-  # At most 2 minutes (the whole run must fit in 6): a slower first version still leaves its lines.
-  timeout 120 "$here/cuda_forward_bench" >"$logs/cuda_forward_bench.txt" 2>&1
-  rc=$?
-  echo "cuda_forward_bench: exit $rc" | tee -a "$logs/summary.txt"
-  [ "$rc" -eq 0 ] || failed=1
+  # c(n) of the four shapes and the products against cuBLAS: a slower first version still leaves its lines.
+  step cuda_forward_bench 120 "$here/cuda_forward_bench"
+fi
+
+# Issue 46's check (docs/specbench.md, --device cuda), most important first. The replays run one
+# round each (a GPU repeats its passes within noise, and a 40-turn round of Llama-2-7B is about a
+# minute).
+if [ "$mode" != skip ]; then
+  device="${SPECBENCH_DEVICE:-cuda}"
+  timed="${SPECBENCH_TIMED_MODEL:-synthetic:Llama-2-7B}"
+  if [ "${timed#synthetic:}" != "$timed" ]; then of_timed=(--synthetic "${timed#synthetic:}"); else of_timed=(--model "$timed"); fi
+  turns="${TURNS:-40}"
+  models="$SPECDEC_DATA/models"
+  table="$logs/cost-llama2-7b.json"
+  tc=(--tensor-cores)  # the Llama-2-7B shape's products (its weights are bf16)
+  [ "${TENSOR_CORES:-1}" = 1 ] || tc=()
+  specbench() { step "specbench_$1" "$2" "$here/specbench" "${@:3}"; }
+  specbench calibrate 60 calibrate --device "$device" "${tc[@]}" "${of_timed[@]}" --out "$table"
+  specbench model_stories260K 60 model --device "$device" --drafter tree_history --model "$models/stories260K.bin" \
+    --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_stories260K.json"
+  cost=()
+  [ -f "$table" ] && cost=(--cost "$table")  # else each replay calibrates at start-up
+  replay() {  # NAME DRAFTER [OPTION...]: the timed replay of $turns turns on the Llama-2-7B shape
+    specbench "replay_$1" 120 replay --device "$device" "${tc[@]}" --timed-model "$timed" --drafter "$2" \
+      --turns "$turns" --warm-history --budget auto --min-rounds 1 --min-seconds 0 "${@:3}" \
+      --json "$logs/specbench_replay_$1.json"
+  }
+  replay tree_history tree_history "${cost[@]}"
+  # The batch table on the Llama-2-7B shape: 64 turns decoded 4, 16 and 64 at a time (B = 1 is the
+  # single replay), the automatic budget calibrated at start-up.
+  specbench replay_batch 120 replay --device "$device" "${tc[@]}" --timed-model "$timed" --drafter tree_history \
+    --batch 4,16,64 --max-turns "${BATCH_TURNS:-64}" --budget auto --min-rounds 1 --min-seconds 0 \
+    --json "$logs/specbench_replay_batch.json" --plot "$logs/specbench_replay_batch.svg"
+  specbench model_babyllama 60 model --device "$device" --drafter casd --model "$models/babyllama-936K.bin" \
+    --tokenizer "$models/tok105.bin" --task retell --json "$logs/specbench_model_babyllama.json"
+  specbench model_rejection 40 model --device "$device" --drafter tree_history --verifier rejection \
+    --temperature 0.8 --seed 1 --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --task stories \
+    --json "$logs/specbench_model_rejection.json"
+  specbench model_batch 40 model --device "$device" --drafter tree_history --batch 1,4,16 \
+    --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_batch.json"
+  specbench model_graphs 40 model --device "$device" --graphs --drafter tree_history \
+    --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_graphs.json"
+  # tree_history's replay again with CUDA graphs (no launch latency in plain decoding or in the
+  # steps), its budget from a calibration with graphs at start-up.
+  replay graphs_tree_history tree_history --graphs
+  for drafter in casd pld tree; do replay "$drafter" "$drafter" "${cost[@]}"; done
+fi
+
+if [ "$mode" != only ]; then
   # Where a plain step's and a 16-node tree's time goes, kernel by kernel (Llama-2-7B, context
   # 512, tensor cores), if the machine has Nsight Systems: its table of kernels by total time.
-  export PATH="$PATH:/usr/local/cuda/bin"
   if command -v nsys >/dev/null; then
-    timeout 90 nsys profile --stats=true --force-overwrite true -o "$logs/forward_profile" "$here/cuda_forward_bench" \
-      --forward-only --shapes Llama-2-7B --contexts 512 --nodes 1,16 --reps 20 >"$logs/forward_profile.txt" 2>&1
-    echo "nsys profile of the forward: exit $?" | tee -a "$logs/summary.txt"
+    step forward_profile 90 nsys profile --stats=true --force-overwrite true -o "$logs/forward_profile" \
+      "$here/cuda_forward_bench" --forward-only --shapes Llama-2-7B --contexts 512 --nodes 1,16 --reps 20
   else
-    echo "nsys not found: no kernel-by-kernel profile of the forward" | tee -a "$logs/summary.txt"
+    note "nsys not found: no kernel-by-kernel profile of the forward"
   fi
   # CudaLlamaTarget's kernels under compute-sanitizer, on the test cases tagged [sanitize] (small
   # models, few forwards: a sanitizer makes every launch slow).
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
-      timeout 75 compute-sanitizer --tool "$tool" --error-exitcode 99 "$here/cuda_llama_gpu_test" "[sanitize]" \
-        >"$logs/cuda_llama_gpu_test.$tool.log" 2>&1
-      rc=$?
-      echo "cuda_llama_gpu_test [sanitize] ($tool): exit $rc" | tee -a "$logs/summary.txt"
-      [ "$rc" -eq 0 ] || failed=1
+      step "cuda_llama_gpu_test.sanitize.$tool" 75 compute-sanitizer --tool "$tool" --error-exitcode 99 \
+        "$here/cuda_llama_gpu_test" "[sanitize]"
     done
   else
-    echo "compute-sanitizer not found: CudaLlamaTarget's kernels not sanitized" | tee -a "$logs/summary.txt"
+    note "compute-sanitizer not found: CudaLlamaTarget's kernels not sanitized"
     failed=1
   fi
-  if [ -n "${DENSE_DS:-}" ]; then
-    "$here/specdec-dense-datastore" bench "$DENSE_DS" --queries 200 --backend gpu-flat >"$logs/dense_bench.txt" 2>&1 ||
-      failed=1
-  fi
+  # The step kernels' benchmarks (measured on an H100 and an H200 before: docs/performance.md).
+  step kernels_bench 60 "$here/kernels_bench"
+  step decoder_step_bench 60 "$here/decoder_step_bench" --tokens 128
+  [ -z "${DENSE_DS:-}" ] || step dense_bench 60 "$here/specdec-dense-datastore" bench "$DENSE_DS" --queries 200 --backend gpu-flat
 fi
-# Issue 46's check (docs/specbench.md, --device cuda). Each command gets at most its own limit and
-# what is left of RUN_BUDGET_S; one that is stopped counts as failed (exit 124) and its log keeps
-# what it printed (the timed replay prints a line per turn).
-budget_s="${RUN_BUDGET_S:-480}"
-specbench_step() {  # NAME LIMIT_S ARGS...: specbench ARGS > LOG_DIR/specbench_NAME.txt
-  local name="$1" limit="$2"
-  shift 2
-  local left=$((budget_s - (SECONDS - started)))
-  if [ "$left" -lt 10 ]; then
-    echo "specbench $name: not run (the run's $budget_s s are spent)" | tee -a "$logs/summary.txt"
-    failed=1
-    return
-  fi
-  [ "$limit" -le "$left" ] || limit="$left"
-  echo "+ specbench $* (limit ${limit} s)" >"$logs/specbench_$name.txt"
-  timeout "$limit" "$here/specbench" "$@" >>"$logs/specbench_$name.txt" 2>&1
-  local rc=$?
-  echo "specbench $name: exit $rc" | tee -a "$logs/summary.txt"
-  [ "$rc" -eq 0 ] || failed=1
-}
-if [ "${SANITIZE:-0}" != 1 ] && [ "$specbench_mode" != skip ]; then
-  models="$SPECDEC_DATA/models"
-  table="$logs/cost-llama2-7b.json"
-  tc=(--tensor-cores)  # the Llama-2-7B shape's products (its weights are bf16)
-  [ "${TENSOR_CORES:-1}" = 1 ] || tc=()
-  specbench_step calibrate 60 calibrate --device cuda "${tc[@]}" --synthetic Llama-2-7B --out "$table"
-  specbench_step model_stories260K 60 model --device cuda --drafter tree_history --model "$models/stories260K.bin" \
-    --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_stories260K.json"
-  cost=()
-  [ -f "$table" ] && cost=(--cost "$table")  # else each replay calibrates at start-up
-  replay() {  # DRAFTER: the 40-turn timed replay on the Llama-2-7B shape
-    specbench_step "replay_$1" 150 replay --device cuda "${tc[@]}" --timed-model synthetic:Llama-2-7B --drafter "$1" \
-      --turns 40 --warm-history --budget auto "${cost[@]}" --json "$logs/specbench_replay_$1.json"
-  }
-  replay tree_history
-  # The batch table on the Llama-2-7B shape: 64 turns decoded 4, 16 and 64 at a time (B = 1 is the
-  # single replay), the automatic budget calibrated at start-up.
-  specbench_step replay_batch 120 replay --device cuda "${tc[@]}" --timed-model synthetic:Llama-2-7B --drafter tree_history \
-    --batch 4,16,64 --max-turns 64 --budget auto --min-rounds 1 --min-seconds 0 \
-    --json "$logs/specbench_replay_batch.json" --plot "$logs/specbench_replay_batch.svg"
-  specbench_step model_babyllama 60 model --device cuda --drafter casd --model "$models/babyllama-936K.bin" \
-    --tokenizer "$models/tok105.bin" --task retell --json "$logs/specbench_model_babyllama.json"
-  specbench_step model_rejection 40 model --device cuda --drafter tree_history --verifier rejection \
-    --temperature 0.8 --seed 1 --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --task stories \
-    --json "$logs/specbench_model_rejection.json"
-  specbench_step model_batch 40 model --device cuda --drafter tree_history --batch 1,4,16 \
-    --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_batch.json"
-  specbench_step model_graphs 40 model --device cuda --graphs --drafter tree_history \
-    --model "$models/stories260K.bin" --tokenizer "$models/tok512.bin" --json "$logs/specbench_model_graphs.json"
-  # tree_history's replay again with CUDA graphs (no launch latency in plain decoding or in the
-  # steps), its budget from a calibration with graphs at start-up.
-  specbench_step replay_graphs_tree_history 150 replay --device cuda --graphs "${tc[@]}" --timed-model synthetic:Llama-2-7B \
-    --drafter tree_history --turns 40 --warm-history --budget auto --json "$logs/specbench_replay_graphs_tree_history.json"
-  for drafter in casd pld tree; do replay "$drafter"; done
-fi
-echo "failed: $failed" | tee -a "$logs/summary.txt"
+note "failed: $failed ($((SECONDS - started)) s)"
 exit "$failed"
 RUN
 chmod +x "$bundle/run.sh"

@@ -70,6 +70,7 @@ class batch_does_not_fit : public input_error {
  public:
   using input_error::input_error;
 };
+
 /// Llama2cBatchTarget of `model`, its forward on `threads` threads.
 TimedBatchMaker host_timed_batch(std::shared_ptr<const specdec::Llama2cModel> model, int threads);
 

@@ -225,10 +225,11 @@ class marks {
 template <class Backend>
 class launch_graphs {
  public:
-  /// Runs `launches` (a function that enqueues launches and nothing else) as the sequence of `key`.
+  /// Runs `launches(on)` (a function that enqueues launches on the tag `on` and nothing else) as
+  /// the sequence of `key`, on `tag`.
   template <class Launches>
-  status run(const Backend&, int, Launches&& launches) {
-    launches();
+  status run(const Backend& tag, int, Launches&& launches) {
+    launches(tag);
     return status::ok;
   }
 };
@@ -370,20 +371,26 @@ class marks<cuda, count> {
   cudaEvent_t events_[count] = {};
 };
 
-/// A CUDA graph per key, captured from the tag's stream at the key's first run (launches() must
-/// only enqueue kernels on it), then launched as one.
+/// A CUDA graph per key, recorded at the key's first run from the launches that launches(on)
+/// enqueues on `on` (kernels only), then launched as one on the tag's stream. `on` is the tag
+/// itself, or, where the tag's stream is the legacy default stream, on which CUDA allows no
+/// capture, the same tag with a stream of the graphs' own (recording runs nothing, so the order
+/// of work on the tag's stream is kept).
 template <>
 class launch_graphs<cuda> {
  public:
   launch_graphs() = default;
-  launch_graphs(launch_graphs&& other) noexcept : execs_(std::exchange(other.execs_, {})) {}
+  launch_graphs(launch_graphs&& other) noexcept
+      : execs_(std::exchange(other.execs_, {})), capture_(std::exchange(other.capture_, nullptr)) {}
   launch_graphs& operator=(launch_graphs&& other) noexcept {
     std::swap(execs_, other.execs_);
+    std::swap(capture_, other.capture_);
     return *this;
   }
   ~launch_graphs() {
     for (cudaGraphExec_t e : execs_)
       if (e) cudaGraphExecDestroy(e);
+    if (capture_) cudaStreamDestroy(capture_);
   }
   template <class Launches>
   status run(const cuda& c, int key, Launches&& launches) {
@@ -391,37 +398,51 @@ class launch_graphs<cuda> {
     if (static_cast<std::size_t>(key) >= execs_.size()) execs_.resize(static_cast<std::size_t>(key) + 1, nullptr);
     cudaGraphExec_t& exec = execs_[static_cast<std::size_t>(key)];
     if (!exec) {
-      if (const status s = detail::from(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
-          s != status::ok)
-        return s;
+      cuda on = c;
+      if (!c.stream || c.stream == cudaStreamLegacy) {
+        if (!capture_)
+          if (const cudaError_t e = cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking); e != cudaSuccess)
+            return failed(e);
+        on.stream = capture_;
+      }
+      if (const cudaError_t e = cudaStreamBeginCapture(on.stream, cudaStreamCaptureModeThreadLocal); e != cudaSuccess)
+        return failed(e);
       try {
-        launches();
+        launches(on);
       } catch (...) {
         // A launch that throws (a failed launch's check) must not leave the stream capturing: every
         // later operation on it would fail.
         cudaGraph_t partial = nullptr;
-        cudaStreamEndCapture(c.stream, &partial);
+        cudaStreamEndCapture(on.stream, &partial);
         if (partial) cudaGraphDestroy(partial);
+        cudaGetLastError();
         throw;
       }
       cudaGraph_t graph = nullptr;
-      const cudaError_t ended = cudaStreamEndCapture(c.stream, &graph);  // a failed launch invalidates it
-      if (ended != cudaSuccess) {
+      if (const cudaError_t e = cudaStreamEndCapture(on.stream, &graph); e != cudaSuccess) {  // a failed launch invalidates it
         if (graph) cudaGraphDestroy(graph);
-        return detail::from(ended);
+        return failed(e);
       }
       const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
       cudaGraphDestroy(graph);
       if (made != cudaSuccess) {
         exec = nullptr;
-        return detail::from(made);
+        return failed(made);
       }
     }
     return detail::from(cudaGraphLaunch(exec, c.stream));
   }
 
  private:
+  // A failed capture call's status (describe() names `e`), its error taken off the thread's last
+  // error so that the next launch's check does not report it again.
+  static status failed(cudaError_t e) {
+    cudaGetLastError();
+    return detail::from(e);
+  }
+
   std::vector<cudaGraphExec_t> execs_;
+  cudaStream_t capture_ = nullptr;
 };
 #endif
 

@@ -14,6 +14,7 @@
 
 #include <specdec/config.hpp>
 #include <specdec/core/philox.hpp>
+#include <specdec/core/portable_math.hpp>
 
 namespace specdec::synthetic {
 
@@ -74,7 +75,8 @@ SPECDEC_HD inline float centred_odd(std::uint32_t bits) {
 SPECDEC_HD inline float weight(std::uint64_t seed, tensor kind, int layer, std::uint64_t index) {
   const float u = centred_odd(weight_bits(seed, tensor_id(kind, layer), index));
   constexpr float two_to_minus_23 = 1.0f / 8388608.0f;
-  if (is_norm(kind)) return 1.0f + u * (norm_half_range * two_to_minus_23);
+  // Rounded apart on the device too (nvcc would fuse 1 + u * c into one FMA: other bits than the host's).
+  if (is_norm(kind)) return core::add_rn(1.0f, core::mul_rn(u, norm_half_range * two_to_minus_23));
   return u * (matrix_half_range * two_to_minus_23);
 }
 

@@ -290,7 +290,7 @@ class DeviceLlamaModel {
  private:
   DeviceLlamaModel(const LlamaConfig& config, float rope_theta, WeightFormat format, Backend tag,
                  DeviceLlamaOptions options, int slots, const char* who, const std::string& name)
-      : tag_(tag), layout_(config), format_(format), who_(who), slots_(slots) {
+      : tag_(tag), launch_on_(tag), layout_(config), format_(format), who_(who), slots_(slots) {
     const LlamaConfig& c = config;
     tensor_cores_ = options.tensor_cores;
     attention_ = options.attention;
@@ -483,7 +483,7 @@ class DeviceLlamaModel {
   void check_launch(const char* what) const { check(backend::launch_status(tag_), what); }
   template <class Kernel>
   void launch(const Kernel& kernel) const {
-    backend::launch_grid(tag_, kernel.shape(), kernel);
+    backend::launch_grid(launch_on_, kernel.shape(), kernel);
   }
 
   // ---- weights ----
@@ -596,7 +596,20 @@ class DeviceLlamaModel {
       while ((1 << key) < trees.rows) ++key;
       const int bucket = std::min(1 << key, max_tree_);
       const Launch padded{bucket, max_positions_, kernels::llama::attention_tiles(bucket, group)};
-      check(graphs_.run(tag_, key, [&] { run_launches(padded, want_logits); }), "the forward's graph");
+      check(graphs_.run(tag_, key,
+                        [&](const Backend& on) {
+                          // The launches go where the graph records them (launch_graphs' stream
+                          // of its own where tag_'s is CUDA's legacy one), then back to tag_.
+                          launch_on_ = on;
+                          try {
+                            run_launches(padded, want_logits);
+                          } catch (...) {
+                            launch_on_ = tag_;
+                            throw;
+                          }
+                          launch_on_ = tag_;
+                        }),
+            "the forward's graph");
       return;
     }
     run_launches({trees.rows, attended, kernels::llama::attention_tiles_of(trees, group)}, want_logits);
@@ -661,6 +674,7 @@ class DeviceLlamaModel {
   }
 
   Backend tag_;
+  Backend launch_on_;  // where launch() enqueues: tag_, or a graph's capture stream while it records
   DeviceLlamaLayout layout_;
   WeightFormat format_;
   std::string who_;  // the target's name, first in every message
