@@ -44,6 +44,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>  // fmaf, fmaxf, sqrtf
 #include <cstdint>
 
 #include <specdec/config.hpp>

@@ -295,6 +295,12 @@ TEST_CASE("emulated: bad input is one sentence, and the target still works after
   CHECK_THROWS_WITH(EmulatedLlamaTarget::synthetic(narrow, 1, {}, {.tensor_cores = true}),
                     "EmulatedLlamaTarget: synthetic tiny: tensor_cores needs bf16 weights (a synthetic shape) with dim "
                     "and hidden_dim multiples of 32, not bf16 with dim 64 and hidden_dim 80");
+  SyntheticShape grouped = tiny_shape();  // 16 query heads on one KV head
+  grouped.config.n_heads = 16;
+  grouped.config.n_kv_heads = 1;
+  CHECK_THROWS_WITH(EmulatedLlamaBatchTarget::synthetic(grouped, 1, 2, {}, {.max_positions = 64, .max_rows = 65535}),
+                    "EmulatedLlamaBatchTarget: synthetic tiny: max_rows 65535 with 16 query heads a KV head makes up "
+                    "to 65537 attention tiles, more than a launch's 65535; fewer rows or slots");
 }
 
 TEST_CASE("emulated: a model or batch the device cannot hold is a device_memory_error, said before any allocation") {

@@ -376,6 +376,15 @@ class DeviceLlamaModel {
     if (why.empty() && (max_rows_ < max_tree_ || max_rows_ > 65535))
       why = "max_rows " + std::to_string(max_rows_) + " must be in [max_tree_nodes = " + std::to_string(max_tree_) +
             ", 65535]";
+    // TiledAttention's tiles are its launch's gridDim.y (at most 65535): every row's queries, one a
+    // query head of its KV head's group, in tiles of attention_queries (attention_tiles), and at
+    // most one partial tile a tree (a slot's).
+    const long long queries = static_cast<long long>(max_rows_) * (c.n_heads / std::max(c.n_kv_heads, 1));
+    const long long tiles = (queries + kernels::llama::attention_queries - 1) / kernels::llama::attention_queries + slots_;
+    if (why.empty() && tiles > 65535)
+      why = "max_rows " + std::to_string(max_rows_) + " with " + std::to_string(c.n_heads / c.n_kv_heads) +
+            " query heads a KV head makes up to " + std::to_string(tiles) +
+            " attention tiles, more than a launch's 65535; fewer rows or slots";
     if (!why.empty()) throw error(who_ + ": " + name + ": " + why);
   }
 
