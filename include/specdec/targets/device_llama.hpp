@@ -377,14 +377,16 @@ class DeviceLlamaModel {
       why = "max_rows " + std::to_string(max_rows_) + " must be in [max_tree_nodes = " + std::to_string(max_tree_) +
             ", 65535]";
     // TiledAttention's tiles are its launch's gridDim.y (at most 65535): every row's queries, one a
-    // query head of its KV head's group, in tiles of attention_queries (attention_tiles), and at
-    // most one partial tile a tree (a slot's).
-    const long long queries = static_cast<long long>(max_rows_) * (c.n_heads / std::max(c.n_kv_heads, 1));
-    const long long tiles = (queries + kernels::llama::attention_queries - 1) / kernels::llama::attention_queries + slots_;
-    if (why.empty() && tiles > 65535)
-      why = "max_rows " + std::to_string(max_rows_) + " with " + std::to_string(c.n_heads / c.n_kv_heads) +
-            " query heads a KV head makes up to " + std::to_string(tiles) +
-            " attention tiles, more than a launch's 65535; fewer rows or slots";
+    // query head of its KV head's group, in tiles of attention_queries (attention_tiles, here in 64
+    // bits: rows x group may pass 2^31), and at most one partial tile a tree (a slot's).
+    if (why.empty()) {
+      const long long queries = static_cast<long long>(max_rows_) * query_group();
+      const long long tiles = (queries + kernels::llama::attention_queries - 1) / kernels::llama::attention_queries + slots_;
+      if (tiles > 65535)
+        why = "max_rows " + std::to_string(max_rows_) + " with " + std::to_string(query_group()) +
+              " query heads a KV head makes up to " + std::to_string(tiles) +
+              " attention tiles, more than a launch's 65535; fewer rows or slots";
+    }
     if (!why.empty()) throw error(who_ + ": " + name + ": " + why);
   }
 
@@ -420,6 +422,9 @@ class DeviceLlamaModel {
     else std::snprintf(text, sizeof text, "%llu bytes", static_cast<unsigned long long>(bytes));
     return text;
   }
+
+  // Query heads a KV head serves (each attention tile's queries: heads of one group).
+  int query_group() const { return layout_.config.n_heads / layout_.config.n_kv_heads; }
 
   // Bytes of a weight matrix's element, and of a K/V cache's: the caches hold the weights' format
   // (fp32, or bf16: half the bytes the attention reads).
@@ -599,7 +604,7 @@ class DeviceLlamaModel {
   // may change as soon as this returns), then the launches, or their graph.
   void run(const kernels::llama::ForwardTrees& trees, int attended, bool want_logits) {
     check(backend::copy(tag_, trees_.data(), &trees, sizeof trees), "copying the trees");
-    const int group = layout_.config.n_heads / layout_.config.n_kv_heads;
+    const int group = query_group();
     if (graphs_on_ && want_logits && trees.count == 1) {
       int key = 0;  // the bucket's: the next power of two rows, 2^key, or max_tree_ past it
       while ((1 << key) < trees.rows) ++key;
