@@ -464,7 +464,7 @@ struct CommitFailsOnce : HashTarget {
 // The batch committed every request's target cache before any request's context: a commit that
 // threw left the requests before it with their caches ahead of their contexts, and every later
 // step threw (issue 49, defect g). Now the failing request ends and the others decode on.
-TEST_CASE("batch: a target commit that throws ends its request; the others commit and decode on", "[batch][errors]") {
+TEST_CASE("batch: a target commit that throws ends its request, the others commit and decode on", "[batch][errors]") {
   CommitFailsOnce target(/*slot=*/1, /*nth=*/3);
   SpeculativeBatch<CommitFailsOnce, CasdDrafter, ExactVerifier> batch(target, 3);
   const std::vector<std::vector<token_t>> prompts{{1, 2, 3, 1, 2}, {4, 5, 4, 5}, {6, 7, 8}};

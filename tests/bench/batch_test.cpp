@@ -113,7 +113,7 @@ TEST_CASE("replay batch: every turn reproduces its answer and speculative equals
   CHECK_THAT(out.str(), Catch::Contains("NOT LOSSLESS: B = 2: the speculative output equals the plain output for 2 of 3"));
 }
 
-TEST_CASE("batch table: a B the device cannot hold is left out, its row says why; nothing measured is an error",
+TEST_CASE("batch table: a B the device cannot hold is left out, its row says why, nothing measured is an error",
           "[specbench][batch]") {
   const Corpus corpus = hand_made_corpus();
   BatchOptions options;

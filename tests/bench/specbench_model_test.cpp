@@ -95,7 +95,7 @@ TEST_CASE("model: every combination is lossless on stories260K with the exact ve
   }
 }
 
-TEST_CASE("model: dresd's search backend is reported; one it cannot build is a one-line input error",
+TEST_CASE("model: dresd's search backend is reported, one it cannot build is a one-line input error",
           "[specbench][model]") {
   const auto bench = stories_bench(1, 32);
   if (!bench) return;

@@ -93,7 +93,7 @@ TEST_CASE("corpus: token file, features and metadata", "[specbench][corpus]") {
   }
 }
 
-TEST_CASE("corpus: the same files with any number of threads; another seed gives other stories",
+TEST_CASE("corpus: the same files with any number of threads, another seed gives other stories",
           "[specbench][corpus]") {
   const auto* m = specdec::testing::stories260k();
   if (!m) return;
@@ -110,7 +110,7 @@ TEST_CASE("corpus: the same files with any number of threads; another seed gives
   CHECK_FALSE(fs::exists(other.out / "features.f32"));
 }
 
-TEST_CASE("corpus: stops after the story that reaches --tokens; bad options", "[specbench][corpus]") {
+TEST_CASE("corpus: stops after the story that reaches --tokens, bad options", "[specbench][corpus]") {
   const auto* m = specdec::testing::stories260k();
   if (!m) return;
   StoryCorpusOptions o = options("tokens", 2);

@@ -29,7 +29,7 @@ TEST_CASE("philox4x32-10 matches the published known-answer vectors", "[core][ph
   }
 }
 
-TEST_CASE("uniforms lie in [0, 1), reach 0, and differ by every part of the key", "[core][philox]") {
+TEST_CASE("uniforms lie at or above 0 and below 1, reach 0, and differ by every part of the key", "[core][philox]") {
   CHECK(uniform_from_bits(0u) == 0.0f);
   CHECK(uniform_from_bits(0xffffffffu) < 1.0f);
   const RandomKey key{42, 7};

@@ -35,7 +35,7 @@ std::vector<float> probabilities(const Weights& r) {
 const std::vector<float> logits = {std::log(0.4f), std::log(0.3f), std::log(0.15f), std::log(0.1f), std::log(0.05f)};
 }  // namespace
 
-TEST_CASE("temperature 1 is the softmax; the largest weight is exactly 1", "[core][sampling]") {
+TEST_CASE("temperature 1 is the softmax, the largest weight is exactly 1", "[core][sampling]") {
   const auto r = weights_of(logits, {});
   REQUIRE(r.status == sampling_status::ok);
   CHECK(r.w[0] == 1.0f);

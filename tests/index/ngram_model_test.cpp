@@ -268,7 +268,7 @@ TEST_CASE("ngram model: the Katz discounts and their cut-off", "[ngram]") {
   CHECK(katz_discounts(std::vector<std::uint64_t>{0, 1, 5}, 1).empty());     // A = 10 >= 1
 }
 
-TEST_CASE("ngram model: the same documents give the same file; the reader maps it read-only", "[ngram]") {
+TEST_CASE("ngram model: the same documents give the same file, the reader maps it read-only", "[ngram]") {
   testing::TempDir dir;
   const TokenDocuments docs = skewed_documents(3, 40, 60, 50);
   build_ngram_model(docs, dir.path / "a.ngram", {.cutoff = 4});

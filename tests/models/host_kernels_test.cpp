@@ -303,7 +303,7 @@ TEST_CASE("exp_sum: exponentials of the row minus its maximum, and their sum", "
     }
 }
 
-TEST_CASE("host ISA: each one the CPU runs is its own table; one it lacks is refused in one sentence",
+TEST_CASE("host ISA: each one the CPU runs is its own table, one it lacks is refused in one sentence",
           "[host_kernels][isa]") {
   for (llama::HostIsa isa : kIsas) {
     const std::string why = llama::host_isa_unavailable(isa);
@@ -324,7 +324,7 @@ TEST_CASE("host ISA: each one the CPU runs is its own table; one it lacks is ref
   CHECK(&llama::kernels(llama::HostIsa::automatic) == &llama::kernels(llama::default_host_isa()));
 }
 
-TEST_CASE("host ISA names: auto, portable, avx2, avx512; anything else is refused", "[host_kernels][isa]") {
+TEST_CASE("host ISA names: auto, portable, avx2, avx512, anything else is refused", "[host_kernels][isa]") {
   for (llama::HostIsa isa : {llama::HostIsa::automatic, llama::HostIsa::portable, llama::HostIsa::avx2,
                              llama::HostIsa::avx512})
     CHECK(llama::host_isa_named(llama::host_isa_name(isa)) == isa);

@@ -120,7 +120,7 @@ TEST_CASE("Llama2c targets: a forward that throws replaces the tree a commit is 
   CHECK_THROWS_WITH(batch.commit(1, finite_path), refused);
 }
 
-TEST_CASE("EagleHead: a NaN or +-inf weight is refused; a head for another model before its weights are read",
+TEST_CASE("EagleHead: a NaN or +-inf weight is refused, a head for another model before its weights are read",
           "[eagle][errors][crafted]") {
   testing::TempDir dir;
   const testing::EagleHeadShape shape{16, 24, 2, 1, 350};

@@ -133,7 +133,7 @@ TEST_CASE("distinct tensors, layers, seeds and indices draw distinct numbers") {
   CHECK(ids.size() == 1024u * 12u);
 }
 
-TEST_CASE("matrix weights have mean 0 and sd 0.02; norm weights lie on 1 +- 0.1") {
+TEST_CASE("matrix weights have mean 0 and sd 0.02, norm weights lie on 1 +- 0.1") {
   constexpr int n = 200000;
   for (syn::tensor kind : {syn::tensor::embedding, syn::tensor::wo, syn::tensor::w2, syn::tensor::classifier}) {
     const Moments m = moments(11, kind, 2, 123456789, n);

@@ -236,7 +236,7 @@ TEST_CASE("casd: hand-made contexts", "[casd]") {
   }
 }
 
-TEST_CASE("casd_prompt searches the prompt only; casd the whole context", "[casd]") {
+TEST_CASE("casd_prompt searches the prompt only, casd the whole context", "[casd]") {
   //        prompt: 0  1  2  3 | generated: 4  5  6  7
   const Tokens c{7, 8, 1, 2, 8, 3, 4, 8};
   CasdDrafter full;

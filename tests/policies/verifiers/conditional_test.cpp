@@ -79,7 +79,7 @@ TEST_CASE("conditional: p(x) > delta, the EOS rule and the top-k rule", "[condit
   CHECK(v.next_token == 0);
 }
 
-TEST_CASE("conditional: a rejected node's children are not considered; the longest path wins",
+TEST_CASE("conditional: a rejected node's children are not considered, the longest path wins",
           "[conditional]") {
   // every row: p = 0.5, 0.3, 0.15, 0.05
   const RowsOutput out{{log_of({0.5f, 0.3f, 0.15f, 0.05f})}};

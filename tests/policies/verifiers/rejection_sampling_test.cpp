@@ -383,7 +383,7 @@ TEST_CASE("an all-rejected tree samples the next token from the residual", "[rej
   CHECK(chi_square(counts, {0.5, 0.25, 0.25}).p_value > 0.001);
 }
 
-TEST_CASE("NaN and infinite logits are a clear error; -inf masks", "[rejection][edge][errors]") {
+TEST_CASE("NaN and infinite logits are a clear error, -inf masks", "[rejection][edge][errors]") {
   Laid laid;
   laid.tree.reset(0);
   laid.tree.add(0, 1);
