@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake --preset default >/dev/null
-cmake --build --preset default -j "$(nproc)"
+cmake --build --preset default -j "$(nproc)" --target specbench
 modelled=()
 for table in docs/gpu-runs/tables/*.json; do
   if [ -f "$table" ]; then modelled+=(--modelled "$table"); fi
