@@ -1,6 +1,6 @@
-# Installs the built specdec into a scratch prefix, then configures, builds and runs a consumer
-# project that finds it with find_package(specdec), and builds and runs the consumer again with
-# the compiler alone (README, "Without CMake").
+# Installs the built specdec into a scratch prefix, then configures, builds (in CONSUMER_BUILD_TYPE)
+# and runs a consumer project that finds it with find_package(specdec), and builds and runs the
+# consumer again with the compiler alone (README, "Without CMake").
 file(REMOVE_RECURSE ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${SPECDEC_BUILD_DIR} --prefix ${WORK_DIR}/prefix
   RESULT_VARIABLE rc)
@@ -8,7 +8,7 @@ if(rc)
   message(FATAL_ERROR "cmake --install failed (${rc})")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build
-  -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release RESULT_VARIABLE rc)
+  -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=${CONSUMER_BUILD_TYPE} RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the consumer failed (${rc})")
 endif()
