@@ -1,11 +1,12 @@
 # cmake -DOUTPUT=FILE -DSOURCES="a.cpp|b.cpp" -P test_group.cmake: writes the test files SOURCES
-# (absolute paths, separated by |) as one translation unit for specdec_add_test_group (tests/CMakeLists.txt): the
-# files' #include lines first, then each file inside a namespace of its own, where its headers are
-# already included and its anonymous namespace cannot meet another file's. OUTPUT is rewritten
-# only when its text changes, so an edit that leaves it the same recompiles nothing more.
+# (absolute paths, separated by |) as one translation unit for specdec_add_test_group
+# (tests/CMakeLists.txt): the files' #include lines first, then each file inside a namespace of its
+# own, where its headers are already included and its anonymous namespace cannot meet another
+# file's. OUTPUT is written only when its text changes.
 string(REPLACE "|" ";" SOURCES "${SOURCES}")
 set(includes)
 set(body)
+set(index 0)
 foreach(source IN LISTS SOURCES)
   get_filename_component(dir "${source}" DIRECTORY)
   get_filename_component(stem "${source}" NAME_WE)
@@ -20,7 +21,9 @@ foreach(source IN LISTS SOURCES)
     endif()
     list(APPEND includes "${line}")
   endforeach()
-  string(APPEND body "namespace specdec_test_group_${stem} {\n#include \"${source}\"\n}  // namespace specdec_test_group_${stem}\n")
+  set(space specdec_test_group_${index}_${stem})
+  string(APPEND body "namespace ${space} {\n#include \"${source}\"\n}  // namespace ${space}\n")
+  math(EXPR index "${index} + 1")
 endforeach()
 list(REMOVE_DUPLICATES includes)
 list(JOIN includes "\n" prelude)
