@@ -78,7 +78,7 @@ foreach(target IN LISTS specdec_pch_candidates)
   get_directory_property(config_flags DIRECTORY ${source_dir} DEFINITION CMAKE_CXX_FLAGS_${specdec_pch_config})
   if(NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|OBJECT_LIBRARY)$" OR NOT "${sources}" MATCHES "\\.(cpp|cxx|cc)(;|$)"
      OR own_pch OR reused_pch OR no_pch OR pic
-     OR "${options}" MATCHES "-O[^g]|-fsanitize|-fPIC|-fpic|-fPIE|-fpie|-ffp-contract=(fast|on)|-m[a-z]"
+     OR "${options}" MATCHES "(^|[;:])(-O[^g]|-fsanitize|-fPIC|-fpic|-fPIE|-fpie|-ffp-contract=(fast|on)|-m[a-z])"
      OR NOT "${flags}" STREQUAL "${CMAKE_CXX_FLAGS}"
      OR NOT "${config_flags}" STREQUAL "${CMAKE_CXX_FLAGS_${specdec_pch_config}}")
     continue()
