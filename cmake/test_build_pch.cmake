@@ -1,15 +1,16 @@
 # The test suite's build (SPECDEC_TEST_BUILD, GCC): the headers every program parses,
-# precompiled/programs.hpp (the standard headers, the x86-64 intrinsics, {fmt}), are parsed
-# once instead of in each translation unit (1 to 3 s of CPU each). Included at the end of the
-# top-level CMakeLists.txt, when every target exists.
+# precompiled/programs.hpp (the standard headers, the x86-64 intrinsics, {fmt}), are parsed once
+# instead of in each translation unit (2 to 4 s of CPU each). Included at the end of the top-level
+# CMakeLists.txt, when every target exists.
 #
 # GCC uses a precompiled header only where it was made with the same macros and flags, so it is
-# made three ways: without warnings, with SPECDEC_WARNINGS, and with them and {fmt}'s FMT_SHARED.
-# The three lie in one directory, <header>.gch/, of which GCC takes the first that fits the file
-# being compiled (-Winvalid-pch names those it passes over, and why). A target gets the header
-# (-include) when it compiles C++ with the build's flags: not at another -O level (GCC crashed on an -Og
-# header used at -O3), not with a sanitizer or position-independent code, and not with a
-# precompiled header of its own (the Catch2 tests, tests/CMakeLists.txt).
+# made two ways: with SPECDEC_WARNINGS (which files without them can use too: -Wpedantic only
+# undefines a macro), and with them and {fmt}'s FMT_SHARED. Both lie in one directory,
+# <header>.gch/, of which GCC takes the first that fits the file being compiled (-Winvalid-pch
+# names those it passes over, and why). A target gets the header (-include) when it compiles C++
+# with the build's flags: not at another -O level (GCC crashed on an -Og header used at -O3), not
+# with a sanitizer or position-independent code, and not with a precompiled header of its own
+# (the Catch2 tests, tests/CMakeLists.txt).
 
 set(specdec_pch_header ${CMAKE_BINARY_DIR}/precompiled/programs.hpp)
 file(CONFIGURE OUTPUT ${specdec_pch_header}
@@ -18,29 +19,23 @@ file(MAKE_DIRECTORY ${specdec_pch_header}.gch)
 set_source_files_properties(${specdec_pch_header} PROPERTIES LANGUAGE CXX)
 
 find_package(fmt QUIET)
-set(specdec_pch_links "")
-foreach(package fmt::fmt)
-  if(TARGET ${package})
-    list(APPEND specdec_pch_links ${package})
-  endif()
-endforeach()
+set(specdec_pch_variants warnings)
+if(TARGET fmt::fmt)
+  list(APPEND specdec_pch_variants fmt_shared)
+endif()
 
 set(specdec_pch_files "")
-foreach(variant plain warnings fmt_shared)
+foreach(variant IN LISTS specdec_pch_variants)
   set(owner specdec_pch_${variant})
   add_library(${owner} OBJECT EXCLUDE_FROM_ALL ${specdec_pch_header})
   target_link_libraries(${owner} PRIVATE specdec)
   target_compile_options(${owner} PRIVATE -x c++-header)
   if(variant STREQUAL "fmt_shared")
-    target_link_libraries(${owner} PRIVATE ${specdec_pch_links})
-  else()
-    foreach(package IN LISTS specdec_pch_links)
-      target_include_directories(${owner} SYSTEM PRIVATE $<TARGET_PROPERTY:${package},INTERFACE_INCLUDE_DIRECTORIES>)
-    endforeach()
+    target_link_libraries(${owner} PRIVATE fmt::fmt)
+  elseif(TARGET fmt::fmt)
+    target_include_directories(${owner} SYSTEM PRIVATE $<TARGET_PROPERTY:fmt::fmt,INTERFACE_INCLUDE_DIRECTORIES>)
   endif()
-  if(NOT variant STREQUAL "plain")
-    target_compile_options(${owner} PRIVATE ${SPECDEC_WARNINGS})
-  endif()
+  target_compile_options(${owner} PRIVATE ${SPECDEC_WARNINGS})
   # The object file is the precompiled header; GCC finds it by its place in <header>.gch/.
   set(file ${specdec_pch_header}.gch/${variant}.gch)
   add_custom_command(OUTPUT ${file}
@@ -63,9 +58,6 @@ endfunction()
 string(TOUPPER "${CMAKE_BUILD_TYPE}" specdec_pch_config)
 specdec_pch_targets_in(${PROJECT_SOURCE_DIR} specdec_pch_candidates)
 foreach(target IN LISTS specdec_pch_candidates)
-  if(target MATCHES "^specdec_pch_")
-    continue()
-  endif()
   get_target_property(type ${target} TYPE)
   get_target_property(sources ${target} SOURCES)
   get_target_property(options ${target} COMPILE_OPTIONS)

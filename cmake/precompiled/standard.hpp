@@ -1,6 +1,6 @@
 // The standard headers specdec's code includes, and the x86-64 intrinsics the host kernels'
 // headers include (models/kernels/platform.hpp): precompiled in the test suite's build
-// (../test_build_pch.cmake), where parsing them took 2 to 4 s of every translation unit.
+// (../test_build_pch.cmake), where parsing them and {fmt} took 2 to 4 s of every translation unit.
 #pragma once
 
 #include <algorithm>
