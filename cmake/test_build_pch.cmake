@@ -55,6 +55,8 @@ function(specdec_pch_targets_in dir out)
   set(${out} ${targets} PARENT_SCOPE)
 endfunction()
 
+# A target's own -O option other than -Og (the test build's level, which the tools name again in
+# SPECDEC_TOOL_OPTIMIZATION) keeps it out, as does a directory whose flags differ from these.
 string(TOUPPER "${CMAKE_BUILD_TYPE}" specdec_pch_config)
 specdec_pch_targets_in(${PROJECT_SOURCE_DIR} specdec_pch_candidates)
 foreach(target IN LISTS specdec_pch_candidates)
