@@ -39,7 +39,7 @@
 #include <cuda_runtime.h>
 
 #include <specdec/models/synthetic_llama.hpp>
-#include <specdec/targets/cuda_llama.cuh>
+#include <specdec/targets/cuda_llama.hpp>
 #include <specdec/testing/device_tree.cuh>
 
 using namespace specdec;

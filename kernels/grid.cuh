@@ -1,14 +1,13 @@
 // The CUDA executor of grid kernels (kernels/grid.hpp): CudaThread maps the thread interface to
-// CUDA's built-ins, and backend::launch_grid(cuda, shape, f) launches f on the tag's stream.
+// CUDA's built-ins, and backend::launch_grid(cuda, shape, f) (declared in kernels/cuda_grid.hpp)
+// launches f on the tag's stream.
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include <cuda_runtime.h>
 
-#include <specdec/backend.hpp>
-#include <specdec/kernels/grid.hpp>
+#include <specdec/kernels/cuda_grid.hpp>
 
 namespace specdec::kernels {
 
@@ -71,46 +70,11 @@ __global__ void grid_kernel(F f) {
 
 namespace specdec::backend {
 
-/// Enqueues f on `tag`'s stream with `shape`; a launch error is left for launch_status.
+// Declared, with what it does, in kernels/cuda_grid.hpp.
 template <class F>
 void launch_grid(const cuda& tag, const kernels::LaunchShape& shape, const F& f) {
   kernels::grid_kernel<F><<<dim3(shape.blocks_x, shape.blocks_y), static_cast<unsigned>(shape.threads),
                             shape.shared_bytes, tag.stream>>>(f);
-}
-
-/// The error of the last launches, if any (cudaGetLastError, which also clears it).
-inline status launch_status(const cuda&) { return detail::from(cudaGetLastError()); }
-
-/// Makes the calling thread's current device usable (a device model's first call).
-inline status select_device(const cuda&) {
-  int device = 0;
-  cudaGetDevice(&device);  // an error here shows in cudaSetDevice's result
-  return detail::from(cudaSetDevice(device));
-}
-
-/// Whether the current device runs CudaThread::mma_bf16 (compute capability 8.0 or later):
-/// `lacking` is left empty if it does, else names the device and its capability.
-inline status bf16_mma_support(const cuda&, std::string& lacking) {
-  int device = 0;
-  cudaDeviceProp prop{};
-  if (const status s = detail::from(cudaGetDevice(&device)); s != status::ok) return s;
-  if (const status s = detail::from(cudaGetDeviceProperties(&prop, device)); s != status::ok) return s;
-  lacking = prop.major >= 8 ? std::string() : std::string(prop.name) + " (compute capability " +
-                                                  std::to_string(prop.major) + "." + std::to_string(prop.minor) + ")";
-  return status::ok;
-}
-
-/// Zeroes `bytes` of device memory at `p` (enqueued on the tag's stream).
-inline status clear(const cuda& tag, void* p, std::size_t bytes) {
-  return detail::from(cudaMemsetAsync(p, 0, bytes, tag.stream));
-}
-
-/// The current device's free memory, in bytes.
-inline status free_memory(const cuda&, std::uint64_t& bytes) {
-  std::size_t free = 0, total = 0;
-  const status s = detail::from(cudaMemGetInfo(&free, &total));
-  bytes = free;
-  return s;
 }
 
 }  // namespace specdec::backend

@@ -958,3 +958,14 @@ struct FillSynthetic {
 };
 
 }  // namespace specdec::kernels::llama
+
+// Every kernel above that the device Llama launches, as X(type in specdec::kernels::llama; bf16 is
+// spelled std::uint16_t so that the names resolve outside that namespace): their launches are
+// compiled once in specdec::cuda_kernels (src/cuda_kernels.cu) and declared extern with
+// SPECDEC_CUDA_KERNELS_EXTERN (targets/cuda_llama.hpp). A kernel missing here fails to link in a
+// C++ file that uses CudaLlamaTarget with SPECDEC_CUDA_KERNELS_EXTERN.
+#define SPECDEC_LLAMA_GRID_KERNELS(X)                                                                   \
+  X(Embed<float>) X(Embed<std::uint16_t>) X(RmsNorm) X(Product<float>) X(Product<std::uint16_t>)        \
+  X(MmaProduct<1, 1>) X(MmaProduct<8, 2>) X(RopeStore<float>) X(RopeStore<std::uint16_t>)               \
+  X(SplitAttention<float>) X(SplitAttention<std::uint16_t>) X(AttentionFold) X(TiledAttention<float>)   \
+  X(TiledAttention<std::uint16_t>) X(SwiGlu) X(FillSynthetic<float>) X(FillSynthetic<std::uint16_t>)

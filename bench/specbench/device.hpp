@@ -5,7 +5,7 @@
 // (`calibrate`), decodes the real checkpoints speculatively and plainly (`model`), times the
 // replay's steps (`replay --timed-model`), and reads the GPU's energy per token from NVML.
 // This header has no CUDA in it: device_runs.hpp is the code, written once over the backend;
-// cuda_device.cu instantiates it in a CUDA build (cuda_absent.cpp refuses in a build without
+// cuda_device.cpp instantiates it in a CUDA build (cuda_absent.cpp refuses in a build without
 // CUDA), emulated_device.cpp on the host; device_host.cpp holds what is the same for both (the
 // model choice, the table's metadata, NVML and the joules per token).
 #pragma once
@@ -222,7 +222,7 @@ class DeviceRuns {
                                                         std::string& source) const = 0;
 };
 
-/// `--device cuda`: cuda_device.cu, or cuda_absent.cpp's refusals in a build without CUDA.
+/// `--device cuda`: cuda_device.cpp, or cuda_absent.cpp's refusals in a build without CUDA.
 const DeviceRuns& cuda_runs();
 /// `--device emulated` (emulated_device.cpp).
 const DeviceRuns& emulated_runs();

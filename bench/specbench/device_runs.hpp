@@ -9,7 +9,7 @@
 //     static EnergyMeter energy_meter();
 //   };
 //
-// Included by cuda_device.cu (CUDA) and emulated_device.cpp (the host's emulated grid) only: each
+// Included by cuda_device.cpp (CUDA) and emulated_device.cpp (the host's emulated grid) only: each
 // instantiates the device's few combinations (device_combinations below), so that both stay quick
 // to compile.
 #pragma once

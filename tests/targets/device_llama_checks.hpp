@@ -1,5 +1,5 @@
 // The checks of the device Llama (targets/device_llama.hpp), written once for both backends: the
-// GPU test (cuda_llama_gpu_test.cu, CudaLlamaTarget) and the host test (emulated_llama_test.cpp,
+// GPU test (cuda_llama_gpu_test.cpp, CudaLlamaTarget) and the host test (emulated_llama_test.cpp,
 // EmulatedLlamaTarget, the same kernels on the emulated grid) run them with their own sizes.
 #pragma once
 

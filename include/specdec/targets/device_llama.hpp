@@ -6,7 +6,7 @@
 //
 // The forward's kernels are grid kernels (kernels/llama_forward.hpp): the same code runs on two
 // backends, with the same bits:
-//  - backend::cuda: CudaLlamaTarget and CudaLlamaBatchTarget (targets/cuda_llama.cuh, nvcc);
+//  - backend::cuda: CudaLlamaTarget and CudaLlamaBatchTarget (targets/cuda_llama.hpp);
 //  - backend::host: EmulatedLlamaTarget and EmulatedLlamaBatchTarget (testing/emulated_llama.hpp),
 //    the kernels on the host's emulated grid: slow (small models only), there so that CI checks
 //    the device forward, its batch invariance and lossless decoding on it without a GPU.

@@ -25,7 +25,8 @@
 //     are released and prefilled again between rounds, and each path-alone run may use another
 //     slot, so nothing of a slot's earlier sequence may leak into its next one.
 // Results are read through the backend (backend::copy, then backend::synchronize): for
-// backend::cuda include this header in a CUDA translation unit, as for the decoder itself.
+// backend::cuda include this header in a CUDA translation unit, or in a C++ file that defines
+// SPECDEC_CUDA_KERNELS_EXTERN, as for the decoder itself.
 #pragma once
 
 #include <algorithm>
@@ -178,10 +179,11 @@ inline std::pair<std::string, LaidOutTree> make_tree(std::mt19937_64& rng, Shape
 /// sentence and stops the kit rather than an exception.
 template <class Backend>
 class Channel {
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(SPECDEC_CUDA_KERNELS_EXTERN)
   static_assert(!std::is_same_v<Backend, backend::cuda>,
                 "check_backend_target on a backend::cuda target must run in a CUDA translation unit (a .cu "
-                "file compiled by nvcc): the CUDA copies are declared only there.");
+                "file compiled by nvcc) or in a file that defines SPECDEC_CUDA_KERNELS_EXTERN (the kernels "
+                "compiled once: specdec::cuda_kernels): the CUDA copies are declared only there.");
 #endif
 
  public:

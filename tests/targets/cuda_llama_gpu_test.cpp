@@ -41,7 +41,7 @@
 #include <specdec/policies/drafters/oracle.hpp>
 #include <specdec/policies/drafters/pld.hpp>
 #include <specdec/policies/verifiers/exact.hpp>
-#include <specdec/targets/cuda_llama.cuh>
+#include <specdec/targets/cuda_llama.hpp>
 #include <specdec/targets/llama2c.hpp>
 #include <specdec/testing/backend_target_conformance.hpp>
 #include <specdec/testing/device_tree.cuh>

@@ -11,7 +11,7 @@
 
 #include <cuda_runtime.h>
 
-#include <specdec/targets/cuda_llama.cuh>
+#include <specdec/targets/cuda_llama.hpp>
 #include <specdec/testing/laid_out_tree.hpp>
 
 using namespace specdec;

@@ -1,10 +1,10 @@
-// `--device cuda` (device.hpp) in a CUDA build: device_runs.hpp on CudaLlamaTarget. The one CUDA
-// translation unit of specbench.
+// `--device cuda` (device.hpp) in a CUDA build: device_runs.hpp on CudaLlamaTarget. Compiled by
+// the host compiler: the kernels come from specdec::cuda_kernels (SPECDEC_CUDA_KERNELS_EXTERN).
 #include <string>
 
 #include <cuda_runtime.h>
 
-#include <specdec/targets/cuda_llama.cuh>
+#include <specdec/targets/cuda_llama.hpp>
 
 #include "device_runs.hpp"
 
