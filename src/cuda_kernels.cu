@@ -1,11 +1,13 @@
-// The launchers of the step's CUDA kernels and the device Llama's launches, compiled once
-// (specdec::cuda_kernels): the programs that link it define SPECDEC_CUDA_KERNELS_EXTERN and only
-// declare them (kernels/launchers.hpp, targets/cuda_llama.hpp). docs/cuda.md shows the lines
+// The launchers of the step's CUDA kernels, the device Llama's launches and BackendHashTarget's
+// forward, compiled once (specdec::cuda_kernels): the programs that link it define
+// SPECDEC_CUDA_KERNELS_EXTERN and only declare them (kernels/launchers.hpp, targets/cuda_llama.hpp,
+// testing/backend_hash_target.hpp). docs/cuda.md shows the lines
 // between the markers.
 // [implementation]
 #define SPECDEC_CUDA_KERNELS_IMPLEMENTATION
 #include <specdec/backend.hpp>
 #include <specdec/targets/cuda_llama.hpp>
+#include <specdec/testing/backend_hash_target.hpp>
 
 namespace specdec::backend {
 #define SPECDEC_LLAMA_LAUNCH(...) \

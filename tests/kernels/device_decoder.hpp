@@ -1,6 +1,6 @@
 // The backend-step decoding scenarios of tests/support/backend_decode.hpp and
-// tests/support/backend_batch_decode.hpp on backend::cuda (defined in device_decoder.cu, the CUDA
-// translation unit), callable from host-compiled tests.
+// tests/support/backend_batch_decode.hpp on backend::cuda (defined in device_decoder.cpp, compiled
+// once; the kernels from specdec::cuda_kernels).
 #pragma once
 
 #include "support/backend_batch_decode.hpp"

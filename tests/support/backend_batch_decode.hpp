@@ -1,6 +1,6 @@
 // Batch decoding scenarios shared by the host test of the backend batch step
 // (tests/backend_batch_step_test.cpp) and its GPU twin (tests/kernels/backend_batch_step_test.cpp
-// via device_decoder.cu): seeded requests that join and leave a SpeculativeBatch at random, with
+// via device_decoder.cpp): seeded requests that join and leave a SpeculativeBatch at random, with
 // speculation on or off and their own budgets, run on any batch target, so the outputs of the
 // host path, the host backend and the CUDA backend can be compared request by request.
 #pragma once

@@ -1,5 +1,5 @@
 // Decoding scenarios shared by the host test of the backend step (tests/backend_step_test.cpp)
-// and its GPU twin (tests/kernels/backend_step_test.cpp via device_decoder.cu): the same drafters
+// and its GPU twin (tests/kernels/backend_step_test.cpp via device_decoder.cpp): the same drafters
 // and verifiers, run on any target, so the results of the host path, the host backend and the
 // CUDA backend can be compared token for token.
 #pragma once

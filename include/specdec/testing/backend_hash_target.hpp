@@ -1,5 +1,6 @@
 // BackendHashTarget: HashTarget's model as a BackendTarget. Its tree, "KV cache" and logits live
-// in a backend's memory (host, or a CUDA device in a .cu translation unit), so a decoder drives it
+// in a backend's memory (host, or a CUDA device: in a .cu translation unit, or in a C++ file with
+// SPECDEC_CUDA_KERNELS_EXTERN and specdec::cuda_kernels), so a decoder drives it
 // through the backend step: copy the tree once, forward, verify and compact there, copy the path
 // back. A test model for that path, and the smallest example of a device-resident target.
 // BackendHashBatchTarget is the same model for several sequences at once (a BackendBatchTarget),
@@ -32,8 +33,30 @@ SPECDEC_HD inline void hash_tree_node(const TreeView& tree, int i, std::uint64_t
 }
 }  // namespace hash_model
 
-#if defined(__CUDACC__)
+namespace hash_model {
+/// Hashes `tree` (arrays in host memory) into `cache` rows base_position + i and writes its logits
+/// rows at `logits`.
+inline backend::status forward_tree(backend::host, const TreeView& tree, std::uint64_t* cache, float* logits, int vocab,
+                                    std::uint64_t seed, float sharpness) {
+  for (int i = 0; i < tree.size; ++i) hash_tree_node(tree, i, cache, seed);
+  for (int i = 0; i < tree.size; ++i)
+    for (int v = 0; v < vocab; ++v)
+      logits[static_cast<long long>(i) * vocab + v] = logit(cache[tree.base_position + i], v, sharpness);
+  return backend::status::ok;
+}
+
+#if defined(__CUDACC__) || defined(SPECDEC_CUDA_KERNELS_EXTERN)
+/// The same on a CUDA device (arrays in device memory), enqueued on the tag's stream. Its kernels
+/// are compiled where the step's are (kernels/launchers.hpp): with SPECDEC_CUDA_KERNELS_EXTERN, in
+/// specdec::cuda_kernels, so that a C++ file compiled by the host compiler may run this target.
+SPECDEC_CUDA_LAUNCHER backend::status forward_tree(const backend::cuda& tag, const TreeView& tree, std::uint64_t* cache,
+                                                   float* logits, int vocab, std::uint64_t seed, float sharpness);
+#endif
+}  // namespace hash_model
+
+#if defined(__CUDACC__) && SPECDEC_CUDA_KERNELS_DEFINED
 namespace kernels {
+// Templates, so that the kernels of several .cu files that include this header merge at link time.
 // One thread: the nodes in index order, parents before children (a test model, not a fast one).
 template <class View>
 __global__ void hash_tree_kernel(View tree, std::uint64_t* cache, std::uint64_t seed) {
@@ -47,39 +70,26 @@ __global__ void hash_logits_kernel(const Hash* node_hash, int vocab, float sharp
     logits[row * vocab + v] = hash_model::logit(node_hash[row], v, sharpness);
 }
 }  // namespace kernels
-#endif
 
-namespace hash_model {
-/// Hashes `tree` (arrays in `tag`'s memory) into `cache` rows base_position + i and writes its
-/// logits rows at `logits` (enqueued on CUDA).
-template <class Backend>
-backend::status forward_tree([[maybe_unused]] const Backend& tag, const TreeView& tree, std::uint64_t* cache,
-                             float* logits, int vocab, std::uint64_t seed, float sharpness) {
-  if constexpr (std::is_same_v<Backend, backend::host>) {
-    for (int i = 0; i < tree.size; ++i) hash_tree_node(tree, i, cache, seed);
-    for (int i = 0; i < tree.size; ++i)
-      for (int v = 0; v < vocab; ++v)
-        logits[static_cast<long long>(i) * vocab + v] = logit(cache[tree.base_position + i], v, sharpness);
-    return backend::status::ok;
-  } else {
-#if defined(__CUDACC__)
-    kernels::hash_tree_kernel<<<1, 1, 0, tag.stream>>>(tree, cache, seed);
-    const dim3 grid((vocab + 255) / 256 < 64 ? (vocab + 255) / 256 : 64, tree.size);
-    kernels::hash_logits_kernel<<<grid, 256, 0, tag.stream>>>(cache + tree.base_position, vocab, sharpness, logits);
-    return backend::detail::from(cudaGetLastError());
-#endif
-  }
+SPECDEC_CUDA_LAUNCHER backend::status hash_model::forward_tree(const backend::cuda& tag, const TreeView& tree,
+                                                               std::uint64_t* cache, float* logits, int vocab,
+                                                               std::uint64_t seed, float sharpness) {
+  kernels::hash_tree_kernel<<<1, 1, 0, tag.stream>>>(tree, cache, seed);
+  const dim3 grid((vocab + 255) / 256 < 64 ? (vocab + 255) / 256 : 64, tree.size);
+  kernels::hash_logits_kernel<<<grid, 256, 0, tag.stream>>>(cache + tree.base_position, vocab, sharpness, logits);
+  return backend::detail::from(cudaGetLastError());
 }
-}  // namespace hash_model
+#endif
 
 /// The sequence's running hashes are its KV cache: one 8-byte row per position (1 layer, 1 head),
 /// row p = the hash of the first p + 1 tokens. The logits after a node equal HashTarget's (same
 /// vocab, seed, sharpness), so HashTarget::generate is the reference output.
 template <class Backend = backend::host>
 class BackendHashTarget {
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(SPECDEC_CUDA_KERNELS_EXTERN)
   static_assert(std::is_same_v<Backend, backend::host>,
-                "BackendHashTarget<backend::cuda> runs kernels: use it in a .cu file compiled by nvcc.");
+                "BackendHashTarget<backend::cuda> runs kernels: use it in a .cu file compiled by nvcc, or define "
+                "SPECDEC_CUDA_KERNELS_EXTERN and link the kernels compiled once (specdec::cuda_kernels).");
 #endif
 
  public:
@@ -165,9 +175,10 @@ static_assert(BackendTarget<BackendHashTarget<>>);
 /// request's reference output.
 template <class Backend = backend::host>
 class BackendHashBatchTarget {
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(SPECDEC_CUDA_KERNELS_EXTERN)
   static_assert(std::is_same_v<Backend, backend::host>,
-                "BackendHashBatchTarget<backend::cuda> runs kernels: use it in a .cu file compiled by nvcc.");
+                "BackendHashBatchTarget<backend::cuda> runs kernels: use it in a .cu file compiled by nvcc, or define "
+                "SPECDEC_CUDA_KERNELS_EXTERN and link the kernels compiled once (specdec::cuda_kernels).");
 #endif
 
  public:
