@@ -31,9 +31,7 @@ SPECDEC_HD inline void hash_tree_node(const TreeView& tree, int i, std::uint64_t
   const std::uint64_t before = i > 0 ? cache[base + tree.parent[i]] : base > 0 ? cache[base - 1] : seed;
   cache[base + i] = mix(before, tree.token[i], tree.position(i));
 }
-}  // namespace hash_model
 
-namespace hash_model {
 /// Hashes `tree` (arrays in host memory) into `cache` rows base_position + i and writes its logits
 /// rows at `logits`.
 inline backend::status forward_tree(backend::host, const TreeView& tree, std::uint64_t* cache, float* logits, int vocab,
