@@ -7,11 +7,11 @@
 //  - in a .cu file compiled by nvcc (as this header or targets/cuda_llama.cuh): the kernels are
 //    compiled there;
 //  - in a C++ file compiled by the host compiler that defines
-//    SPECDEC_CUDA_KERNELS_EXTERN (CMake: link specdec::cuda_kernels, or compile the .cu file of
-//    docs/cuda.md's "compile time" section, which instantiates the kernels below): the file needs
-//    the CUDA runtime's headers and library only, and a decoding loop over CudaLlamaTarget need not
-//    be compiled by nvcc. A .cu file that defines SPECDEC_CUDA_KERNELS_EXTERN takes them from
-//    there too.
+//    SPECDEC_CUDA_KERNELS_EXTERN (CMake: link specdec::cuda_kernels; or compile the .cu file of
+//    docs/cuda.md's "compile time" section, which instantiates the launches that
+//    SPECDEC_LLAMA_GRID_KERNELS lists): the file needs the CUDA runtime's headers and library only,
+//    and a decoding loop over CudaLlamaTarget need not be compiled by nvcc. A .cu file that defines
+//    SPECDEC_CUDA_KERNELS_EXTERN takes the launches from there too.
 #pragma once
 
 #if defined(__CUDACC__)
