@@ -14,10 +14,12 @@
 //    SPECDEC_CUDA_KERNELS_EXTERN takes the launches from there too.
 #pragma once
 
+#if !defined(__CUDACC__) && !defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#error "specdec/targets/cuda_llama.hpp: compile it with nvcc, or define SPECDEC_CUDA_KERNELS_EXTERN and link the kernels compiled once (CMake: specdec::cuda_kernels)"
+#else  // the whole header: the error above alone, not one per missing declaration
+
 #if defined(__CUDACC__)
 #include <specdec/kernels/grid.cuh>  // the launches' definitions (not instantiated with SPECDEC_CUDA_KERNELS_EXTERN)
-#elif !defined(SPECDEC_CUDA_KERNELS_EXTERN)
-#error "specdec/targets/cuda_llama.hpp: compile it with nvcc, or define SPECDEC_CUDA_KERNELS_EXTERN and link the kernels compiled once (CMake: specdec::cuda_kernels)"
 #endif
 
 #include <cstddef>
@@ -91,3 +93,5 @@ static_assert(BackendTarget<CudaLlamaTarget>);
 static_assert(BackendBatchTarget<CudaLlamaBatchTarget>);
 
 }  // namespace specdec
+
+#endif  // nvcc or SPECDEC_CUDA_KERNELS_EXTERN
