@@ -5,13 +5,14 @@
 // specdec::cuda_kernels).
 #pragma once
 
-#if !defined(__CUDACC__) && !defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#include <specdec/backend.hpp>
+
+#if !SPECDEC_CUDA_OPERATIONS
 #error "specdec/kernels/cuda_grid.hpp: compile with nvcc, or define SPECDEC_CUDA_KERNELS_EXTERN (the kernels compiled elsewhere: kernels/launchers.hpp)"
 #endif
 
 #include <cuda_runtime_api.h>
 
-#include <specdec/backend.hpp>
 #include <specdec/kernels/grid.hpp>
 
 namespace specdec::backend {

@@ -27,6 +27,15 @@
 #include <specdec/core/stochastic_batch.hpp>
 #include <specdec/error.hpp>
 
+// 1 where the CUDA operations below are declared: in CUDA translation units, and in files compiled
+// by the host compiler whose kernels are compiled elsewhere (SPECDEC_CUDA_KERNELS_EXTERN). The
+// headers that run backend::cuda test it, to say so where they cannot.
+#if defined(__CUDACC__) || defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#define SPECDEC_CUDA_OPERATIONS 1
+#else
+#define SPECDEC_CUDA_OPERATIONS 0
+#endif
+
 #if defined(SPECDEC_CUDA_KERNELS_EXTERN) && !defined(SPECDEC_CUDA_KERNELS_IMPLEMENTATION)
 // The kernels are compiled elsewhere (specdec::cuda_kernels): their declarations only, without
 // the kernels' code and CUB (a few seconds of nvcc a file), for nvcc and the host compiler alike.
@@ -236,7 +245,7 @@ class launch_graphs {
 
 // ---- cuda ---------------------------------------------------------------------------------------
 
-#if defined(__CUDACC__) || defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#if SPECDEC_CUDA_OPERATIONS
 #if SPECDEC_CUDA_KERNELS_DEFINED  // where the kernels' headers are included
 static_assert(max_suffix_match == kernels::suffix_max_match && max_suffix_k == kernels::suffix_max_k &&
                   max_tree_nodes == kernels::max_tree_nodes &&

@@ -69,7 +69,7 @@ bool verifies_alike(const V& a, const V& b) {
 
 template <class Backend>
 class BackendStep {
-#if !defined(__CUDACC__) && !defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#if !SPECDEC_CUDA_OPERATIONS
   static_assert(!std::is_same_v<Backend, backend::cuda>,
                 "A BackendTarget or BackendBatchTarget on backend::cuda must be decoded in a CUDA translation unit (a .cu file "
                 "compiled by nvcc) or in a file that defines SPECDEC_CUDA_KERNELS_EXTERN (the kernels compiled once: "

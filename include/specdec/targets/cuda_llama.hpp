@@ -14,7 +14,9 @@
 //    SPECDEC_CUDA_KERNELS_EXTERN takes the launches from there too.
 #pragma once
 
-#if !defined(__CUDACC__) && !defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#include <specdec/backend.hpp>  // SPECDEC_CUDA_OPERATIONS
+
+#if !SPECDEC_CUDA_OPERATIONS
 #error "specdec/targets/cuda_llama.hpp: compile it with nvcc, or define SPECDEC_CUDA_KERNELS_EXTERN and link the kernels compiled once (CMake: specdec::cuda_kernels)"
 #else  // the whole header: the error above alone, not one per missing declaration
 
@@ -94,4 +96,4 @@ static_assert(BackendBatchTarget<CudaLlamaBatchTarget>);
 
 }  // namespace specdec
 
-#endif  // nvcc or SPECDEC_CUDA_KERNELS_EXTERN
+#endif  // SPECDEC_CUDA_OPERATIONS

@@ -43,7 +43,7 @@ inline backend::status forward_tree(backend::host, const TreeView& tree, std::ui
   return backend::status::ok;
 }
 
-#if defined(__CUDACC__) || defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#if SPECDEC_CUDA_OPERATIONS
 /// The same on a CUDA device (arrays in device memory), enqueued on the tag's stream. Its kernels
 /// are compiled where the step's are (kernels/launchers.hpp): with SPECDEC_CUDA_KERNELS_EXTERN, in
 /// specdec::cuda_kernels, so that a C++ file compiled by the host compiler may run this target.
@@ -84,7 +84,7 @@ SPECDEC_CUDA_LAUNCHER backend::status hash_model::forward_tree(const backend::cu
 /// vocab, seed, sharpness), so HashTarget::generate is the reference output.
 template <class Backend = backend::host>
 class BackendHashTarget {
-#if !defined(__CUDACC__) && !defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#if !SPECDEC_CUDA_OPERATIONS
   static_assert(std::is_same_v<Backend, backend::host>,
                 "BackendHashTarget<backend::cuda> runs kernels: use it in a .cu file compiled by nvcc, or define "
                 "SPECDEC_CUDA_KERNELS_EXTERN and link the kernels compiled once (specdec::cuda_kernels).");
@@ -173,7 +173,7 @@ static_assert(BackendTarget<BackendHashTarget<>>);
 /// request's reference output.
 template <class Backend = backend::host>
 class BackendHashBatchTarget {
-#if !defined(__CUDACC__) && !defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#if !SPECDEC_CUDA_OPERATIONS
   static_assert(std::is_same_v<Backend, backend::host>,
                 "BackendHashBatchTarget<backend::cuda> runs kernels: use it in a .cu file compiled by nvcc, or define "
                 "SPECDEC_CUDA_KERNELS_EXTERN and link the kernels compiled once (specdec::cuda_kernels).");

@@ -179,7 +179,7 @@ inline std::pair<std::string, LaidOutTree> make_tree(std::mt19937_64& rng, Shape
 /// sentence and stops the kit rather than an exception.
 template <class Backend>
 class Channel {
-#if !defined(__CUDACC__) && !defined(SPECDEC_CUDA_KERNELS_EXTERN)
+#if !SPECDEC_CUDA_OPERATIONS
   static_assert(!std::is_same_v<Backend, backend::cuda>,
                 "check_backend_target on a backend::cuda target must run in a CUDA translation unit (a .cu "
                 "file compiled by nvcc) or in a file that defines SPECDEC_CUDA_KERNELS_EXTERN (the kernels "
