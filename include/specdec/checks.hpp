@@ -11,6 +11,7 @@
 #pragma once
 
 #include <concepts>
+#include <initializer_list>
 #include <span>
 #include <type_traits>
 
@@ -429,6 +430,14 @@ constexpr bool check_verifier_for_batch_target() {
 
 // ---- the whole composition -----------------------------------------------------------------
 
+/// Whether every result is true. A braced list evaluates them all, so that each failed check gives
+/// its message, where a fold of && would stop at the first (and Clang warns at a fold of &).
+constexpr bool all_true(std::initializer_list<bool> results) {
+  for (const bool result : results)
+    if (!result) return false;
+  return true;
+}
+
 /// Every check of SpeculativeDecoder<Target, Drafters..., Verifier>, each message at most once:
 /// order first; then the target and each drafter (independent of each other); then what depends
 /// on them (feature drafters on the target, the verifier on the target's output).
@@ -438,13 +447,13 @@ constexpr bool check_decoder(type_list<Ds...>, V*) {
     return false;
   } else {
     constexpr bool target_ok = check_target<T>();
-    constexpr bool drafters_ok = (check_drafter<Ds>() & ... & true);  // & : every drafter gets its message
+    constexpr bool drafters_ok = all_true({check_drafter<Ds>()...});
     if constexpr (!target_ok) {
       return false;
     } else {
       constexpr bool verifier_ok = check_verifier_for_target<V, T>();
       if constexpr (!drafters_ok) return false;
-      else return (check_drafter_for_target<Ds, T>() & ... & verifier_ok);
+      else return all_true({check_drafter_for_target<Ds, T>()..., verifier_ok});
     }
   }
 }
@@ -457,7 +466,7 @@ constexpr bool check_batch_decoder(type_list<Ds...>, V*) {
     return false;
   } else {
     constexpr bool target_ok = check_batch_target<T>();
-    constexpr bool drafters_ok = (check_drafter<Ds>() & ... & true);
+    constexpr bool drafters_ok = all_true({check_drafter<Ds>()...});
     if constexpr (!target_ok) {
       return false;
     } else {

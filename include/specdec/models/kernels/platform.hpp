@@ -32,6 +32,7 @@
 #define SPECDEC_HOST_ISA_X86 1
 #include <immintrin.h>
 #if defined(__linux__)
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #define SPECDEC_HOST_AMX 1
@@ -45,7 +46,11 @@ namespace specdec::llama {
 inline const std::string& bf16_unavailable() {
   static const std::string why = [] {
 #if defined(SPECDEC_HOST_AMX)
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16"))
+    // CPUID leaf 7: EDX bit 24 AMX-TILE, bit 22 AMX-BF16 (Clang 14's __builtin_cpu_supports
+    // knows neither name). The kernel's grant below says whether the OS enabled the tile state.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool amx = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 24 & 1u) && (edx >> 22 & 1u);
+    if (!amx)
       return std::string("bf16 weights need a CPU with AMX-BF16 (Intel Xeon 4th generation or later); this one has none");
     constexpr long request_permission = 0x1023, tile_data = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
     if (syscall(SYS_arch_prctl, request_permission, tile_data) != 0)
