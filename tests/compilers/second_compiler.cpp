@@ -1,8 +1,7 @@
 // Every public header, and the decoders over every policy and kind of target, for a second
 // compiler (tests/CMakeLists.txt: Clang's -fsyntax-only -Werror where the build's compiler is GCC,
-// and the reverse). The library promises both (docs/targets.md) and the rest of the suite builds
-// with one. Never run: the functions below are there to be compiled, each instantiating what it
-// names.
+// and the reverse). The README promises both, and the rest of the suite builds with one. Never
+// run: the functions below are there to be compiled, each instantiating what it names.
 #include "every_header.hpp"
 
 namespace {
@@ -29,8 +28,9 @@ void decode_batch(Batch& batch) {
 
 // A host model with the drafters that read no features, and each verifier (resume() too: the
 // staged drafter's draft decoder calls it).
-[[maybe_unused]] void host_model(Llama2cTarget& target, PldDrafter pld, CasdDrafter casd, CasdPromptDrafter prompt_casd,
-                                 HistoryTreeDrafter history, RestDrafter rest, NgramDrafter ngram, FixedTreeDrafter fixed,
+[[maybe_unused]] void host_model(Llama2cTarget& target, PldDrafter pld, CasdDrafter casd,
+                                 CasdPromptDrafter prompt_casd, HistoryTreeDrafter history, RestDrafter rest,
+                                 NgramDrafter ngram, FixedTreeDrafter fixed,
                                  StagedDrafter<Llama2cTarget, NgramDrafter> staged, RejectionSampling rejection,
                                  ConditionalVerifier conditional) {
   SpeculativeDecoder<Llama2cTarget, PldDrafter, CasdDrafter, CasdPromptDrafter, HistoryTreeDrafter, RestDrafter,
