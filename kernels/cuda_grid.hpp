@@ -9,7 +9,7 @@
 
 #if !SPECDEC_CUDA_OPERATIONS
 #error "specdec/kernels/cuda_grid.hpp: compile with nvcc, or define SPECDEC_CUDA_KERNELS_EXTERN (the kernels compiled elsewhere: kernels/launchers.hpp)"
-#endif
+#else  // the whole header: the error above alone, as in targets/cuda_llama.hpp
 
 #include <cuda_runtime_api.h>
 
@@ -25,3 +25,5 @@ void launch_grid(const cuda& tag, const kernels::LaunchShape& shape, const F& f)
 inline status launch_status(const cuda&) { return detail::from(cudaGetLastError()); }
 
 }  // namespace specdec::backend
+
+#endif  // SPECDEC_CUDA_OPERATIONS
