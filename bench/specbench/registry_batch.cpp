@@ -10,21 +10,21 @@ namespace specbench {
 namespace {
 
 template <class... Drafters>
-BatchRunners runners(specdec::detail::type_list<Drafters...>) {
+BatchRunners batch_runners_of(specdec::detail::type_list<Drafters...>) {
   if constexpr ((specdec::drafter_traits<Drafters>::needs_target_features || ...))
     return {&decode_model_batch<Drafters...>, nullptr};
   else return {&decode_model_batch<Drafters...>, &replay_batch<Drafters...>};
 }
 
 template <class... Lists>
-std::vector<BatchRunners> all_runners(specdec::detail::type_list<Lists...>) {
-  return {runners(Lists{})...};
+std::vector<BatchRunners> all_batch_runners(specdec::detail::type_list<Lists...>) {
+  return {batch_runners_of(Lists{})...};
 }
 
 }  // namespace
 
 const std::vector<BatchRunners>& batch_runners() {
-  static const std::vector<BatchRunners> list = all_runners(registered_combinations{});
+  static const std::vector<BatchRunners> list = all_batch_runners(registered_combinations{});
   return list;
 }
 

@@ -1,6 +1,6 @@
 // A consumer of the installed host kernels (CMake: linked to specdec::host_models): one small
-// matrix product. Built with -ffp-contract=fast instead, it must refuse to run in one sentence
-// (check_install.cmake).
+// matrix product. (Built with -ffp-contract=fast instead, the kernels refuse to run in one
+// sentence: tests/models/kernels/isa_contraction_test.cpp checks it.)
 #include <cstdio>
 #include <exception>
 
