@@ -1,5 +1,5 @@
 # cmake -DOUTPUT=FILE -DSOURCES="a.cpp|b.cpp" -P test_group.cmake: writes the test files SOURCES
-# (absolute paths, separated by |) as one translation unit for specdec_add_test_group
+# (absolute paths, separated by |) as one translation unit for specdec_add_test_program
 # (tests/CMakeLists.txt): the files' #include lines first, then each file inside a namespace of its
 # own, where its headers are already included and its anonymous namespace cannot meet another
 # file's. OUTPUT is written only when its text changes.
