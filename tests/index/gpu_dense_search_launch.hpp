@@ -1,5 +1,5 @@
 // The search gpu_dense_search_test.cpp checks against ExactDenseSearch: GpuFlatDenseSearch
-// (gpu_dense_search_device.cu, in gpu_dense_search_gpu_test, which needs a device), or a host
+// (gpu_dense_search_device.cpp, in gpu_dense_search_gpu_test, which needs a device), or a host
 // stand-in (gpu_dense_search_host.cpp, in gpu_dense_search_harness_test, which CI runs: the
 // test's datastores, queries and comparisons, passing when the device equals the host).
 #pragma once

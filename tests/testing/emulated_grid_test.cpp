@@ -171,6 +171,7 @@ void check_warp_sums() {
 TEST_CASE("emulated grid: warp_sums is the butterfly of grid.hpp, bit for bit, in every lane") {
   SECTION("N = 1") { check_warp_sums<1>(); }
   SECTION("N = 16") { check_warp_sums<16>(); }
+  SECTION("N = 7 (four at a time, then one by one)") { check_warp_sums<7>(); }
 }
 
 namespace {

@@ -62,6 +62,18 @@ inline status clear(host, void* p, std::size_t bytes) {
 
 #include <specdec/targets/device_llama.hpp>
 
+// With SPECDEC_EMULATED_KERNELS_EXTERN the model's launches on the emulated grid are compiled
+// once, with the executor, in the unit that defines SPECDEC_EMULATED_KERNELS_IMPLEMENTATION
+// (testing/emulated_grid.hpp says why; CMake: specdec::emulated_kernels).
+#if defined(SPECDEC_EMULATED_KERNELS_EXTERN) && !defined(SPECDEC_EMULATED_KERNELS_IMPLEMENTATION)
+namespace specdec::backend {
+#define SPECDEC_LLAMA_LAUNCH_EXTERN(...) \
+  extern template void launch_grid(host, const kernels::LaunchShape&, const kernels::llama::__VA_ARGS__&);
+SPECDEC_LLAMA_GRID_KERNELS(SPECDEC_LLAMA_LAUNCH_EXTERN)
+#undef SPECDEC_LLAMA_LAUNCH_EXTERN
+}  // namespace specdec::backend
+#endif
+
 namespace specdec {
 
 using EmulatedLlamaTarget = DeviceLlamaTarget<backend::host>;

@@ -1,7 +1,7 @@
 // The CUDA backend's host side: the argument checks that refuse a batch before anything reaches
 // the device, and the words of its statuses. Nothing here launches or allocates, so it runs in
-// CI, where there is no GPU (a `unit` test, compiled by nvcc; and, as
-// backend_cuda_host_compiler_test, by the host compiler with specdec::cuda_kernels' launchers).
+// CI, where there is no GPU (a `unit` test, compiled by the host compiler with
+// specdec::cuda_kernels' launchers).
 #include <catch2/catch.hpp>
 
 #include <string>

@@ -1,10 +1,11 @@
-// gpu_dense_search_launch.hpp on the device: GpuFlatDenseSearch.
+// gpu_dense_search_launch.hpp on the device: GpuFlatDenseSearch, as the tools build it
+// (tools/common/gpu_flat_search.cu, specdec_dense_search): no CUDA file of its own.
 #include "index/gpu_dense_search_launch.hpp"
 
 #include <memory>
 #include <utility>
 
-#include <specdec/index/gpu_dense_search.cuh>
+#include "common/gpu_flat_search.hpp"
 
 namespace specdec::testing {
 
@@ -12,15 +13,16 @@ namespace {
 
 class Device final : public TestedDenseSearch {
  public:
-  explicit Device(std::shared_ptr<const DenseDatastore> datastore) : search_(std::move(datastore)) {}
-  const DenseSearch& search() const override { return search_; }
+  explicit Device(std::shared_ptr<const DenseDatastore> datastore)
+      : search_(tools::make_gpu_flat_search(std::move(datastore))) {}
+  const DenseSearch& search() const override { return *search_; }
   std::size_t search_batch(std::span<const float> queries, int count, int k,
                            std::vector<DenseNeighbour>& out) const override {
-    return search_.search_batch(queries, count, k, out);
+    return tools::gpu_flat_search_batch(*search_, queries, count, k, out);
   }
 
  private:
-  GpuFlatDenseSearch search_;
+  std::shared_ptr<const DenseSearch> search_;
 };
 
 }  // namespace
