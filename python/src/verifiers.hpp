@@ -1,6 +1,6 @@
 // The module's verifiers, each compiled once, and the host verification of a tree against rows of
 // logits in the caller's memory. Kept apart from session.hpp so that the CUDA translation unit
-// (device_verify.cu) needs only these and the backend.
+// (device_verify.cpp) needs only these and the backend.
 #pragma once
 
 #include <cstdint>

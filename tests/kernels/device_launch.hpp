@@ -1,5 +1,5 @@
-// Host entry to the CUDA backend for the GPU tests (implemented in device_launch.cu, the one CUDA
-// translation unit of the tests): copies every array of a descriptor that points to host memory
+// Host entry to the CUDA backend for the GPU tests (implemented in device_launch.cpp, with the
+// launchers of specdec::cuda_kernels): copies every array of a descriptor that points to host memory
 // onto the device, runs the backend::cuda operation, synchronises, and copies the outputs back
 // into the descriptor's host arrays. The tests then compare with backend::host on the same input.
 #pragma once

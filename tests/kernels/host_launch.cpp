@@ -1,4 +1,4 @@
-// device_launch.hpp served by the host backend. Linked instead of device_launch.cu into the GPU
+// device_launch.hpp served by the host backend. Linked instead of device_launch.cpp into the GPU
 // test programs (as `*_gpu_harness_test`, label `unit`), it runs the GPU tests' own logic in CI:
 // their inputs, their comparisons, and that they pass when the "device" computes exactly what the
 // host does. On a GPU a failure then points at a kernel, not at a test. The row-parallel shape is
